@@ -1,0 +1,104 @@
+"""The closed sets of codes ESRA emits: provider errors, warnings, errors, rejections, audit events.
+
+Nothing outside these sets ever leaves the core: an unclassified failure becomes
+``ErrorCode.ESRA_INTERNAL`` and its detail goes to the log only.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "RETRYABLE_PROVIDER_ERRORS",
+    "AuditEvent",
+    "ErrorCode",
+    "ProviderErrorCode",
+    "RejectionReason",
+    "WarningCode",
+]
+
+
+class ProviderErrorCode(StrEnum):
+    """The sixteen classifications a provider error is translated into before leaving it."""
+
+    TIMEOUT = "TIMEOUT"
+    CONNECTION_REFUSED = "CONNECTION_REFUSED"
+    AUTH_FAILED = "AUTH_FAILED"
+    RELATION_NOT_FOUND = "RELATION_NOT_FOUND"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    COLUMN_NOT_INDEXED = "COLUMN_NOT_INDEXED"
+    TEXT_INDEX_UNAVAILABLE = "TEXT_INDEX_UNAVAILABLE"
+    SYNTAX_ERROR = "SYNTAX_ERROR"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    CANCELLED = "CANCELLED"
+    SNAPSHOT_ISOLATION_UNAVAILABLE = "SNAPSHOT_ISOLATION_UNAVAILABLE"
+    HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"
+    SECRET_UNRESOLVED = "SECRET_UNRESOLVED"
+    CONNECTION_TEMPLATE_INVALID = "CONNECTION_TEMPLATE_INVALID"
+    UNKNOWN = "UNKNOWN"
+    CIRCUIT_OPEN = "CIRCUIT_OPEN"
+
+
+# CIRCUIT_OPEN is deliberately absent: the breaker has already made the retry decision.
+RETRYABLE_PROVIDER_ERRORS: frozenset[ProviderErrorCode] = frozenset(
+    {
+        ProviderErrorCode.CONNECTION_REFUSED,
+        ProviderErrorCode.RESOURCE_EXHAUSTED,
+        ProviderErrorCode.TIMEOUT,
+    }
+)
+
+
+class WarningCode(StrEnum):
+    """Warnings attached to a degraded response; each says why the answer is partial."""
+
+    ESRA_SELECTION_FALLBACK = "ESRA_SELECTION_FALLBACK"
+    ESRA_PLANNING_FALLBACK = "ESRA_PLANNING_FALLBACK"
+    ESRA_PLAN_REJECTED = "ESRA_PLAN_REJECTED"
+    ESRA_RERANK_FALLBACK = "ESRA_RERANK_FALLBACK"
+    ESRA_SOURCE_FAILED = "ESRA_SOURCE_FAILED"
+    ESRA_SOURCE_DROPPED_MISSING_CLAIM = "ESRA_SOURCE_DROPPED_MISSING_CLAIM"
+    ESRA_RESPONSE_TRUNCATED = "ESRA_RESPONSE_TRUNCATED"
+    ESRA_INVOCATION_DEADLINE = "ESRA_INVOCATION_DEADLINE"
+
+
+class ErrorCode(StrEnum):
+    """Errors that fail a whole invocation."""
+
+    ESRA_NO_SOURCES_AVAILABLE = "ESRA_NO_SOURCES_AVAILABLE"
+    ESRA_EXPOSURE_NOT_FOUND = "ESRA_EXPOSURE_NOT_FOUND"
+    ESRA_INVALID_REQUEST = "ESRA_INVALID_REQUEST"
+    ESRA_CONFIGURATION_INVALID = "ESRA_CONFIGURATION_INVALID"
+    ESRA_DOCUMENT_NOT_FOUND = "ESRA_DOCUMENT_NOT_FOUND"
+    ESRA_INTERNAL = "ESRA_INTERNAL"
+
+
+class RejectionReason(StrEnum):
+    """Why the validator dropped a planned query (audited with ``esra.plan.rejected``)."""
+
+    MAPPING_NOT_IN_SCOPE = "MAPPING_NOT_IN_SCOPE"
+    UNKNOWN_FIELD = "UNKNOWN_FIELD"
+    FIELD_NOT_RETURNABLE = "FIELD_NOT_RETURNABLE"
+    FIELD_RESTRICTED = "FIELD_RESTRICTED"
+    FIELD_NOT_FILTERABLE = "FIELD_NOT_FILTERABLE"
+    OPERATOR_NOT_PERMITTED = "OPERATOR_NOT_PERMITTED"
+    FILTER_VALUE_INVALID = "FILTER_VALUE_INVALID"
+    LIMIT_OUT_OF_POLICY = "LIMIT_OUT_OF_POLICY"
+    QUERY_CAP_EXCEEDED = "QUERY_CAP_EXCEEDED"
+    STRATEGY_UNSUPPORTED = "STRATEGY_UNSUPPORTED"
+    UNSAFE_CONTENT = "UNSAFE_CONTENT"
+    TERM_LIMIT_EXCEEDED = "TERM_LIMIT_EXCEEDED"
+    EMPTY_QUERY = "EMPTY_QUERY"
+
+
+class AuditEvent(StrEnum):
+    """Audit event names. Every record carries the tenant, failures and denials included."""
+
+    SOURCES_RESOLVE = "esra.sources.resolve"
+    SOURCES_SELECT = "esra.sources.select"
+    LLM_UNKNOWN_SOURCE_REJECTED = "esra.llm.unknown_source_rejected"
+    LLM_UNKNOWN_RESULT_REJECTED = "esra.llm.unknown_result_rejected"
+    PLAN_REJECTED = "esra.plan.rejected"
+    SOURCE_DROPPED = "esra.source.dropped"
+    QUERY_FAILED = "esra.query.failed"
+    RETRIEVE = "esra.retrieve"

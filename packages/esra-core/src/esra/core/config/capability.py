@@ -1,0 +1,77 @@
+"""Capability: which sources a tool binds, how, and within which limits."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import attrs
+
+__all__ = [
+    "BindingMode",
+    "Capability",
+    "CapabilityLimits",
+    "RerankWeights",
+    "ResponseMode",
+    "SourceBinding",
+]
+
+
+class BindingMode(StrEnum):
+    """Mandatory and policy-forced sources are searched unconditionally, never model-chosen."""
+
+    MANDATORY = "mandatory"
+    OPTIONAL = "optional"
+    POLICY_FORCED = "policy_forced"
+
+
+class ResponseMode(StrEnum):
+    """What an invocation may return."""
+
+    RESULTS = "results"
+    ANSWER = "answer"
+
+
+@attrs.frozen
+class SourceBinding:
+    """A source bound to a capability."""
+
+    source_id: str
+    mode: BindingMode = BindingMode.OPTIONAL
+
+
+@attrs.frozen
+class RerankWeights:
+    """``final = semantic × semantic_weight + weighted × lexical_weight``."""
+
+    semantic: float = 0.7
+    lexical: float = 0.3
+
+
+@attrs.frozen
+class CapabilityLimits:
+    """Bounds applied to every invocation of the capability."""
+
+    max_rows_per_query: int = 50
+    max_total_queries: int = 24
+    max_rerank_candidates: int = 40
+    invocation_timeout_s: float = 20.0
+    attempt_timeout_s: float = 5.0
+    retry_attempts: int = 3
+    invocation_concurrency: int = 8
+    source_concurrency: int = 4
+    max_terms_per_query: int = 16
+    max_term_chars: int = 200
+
+
+@attrs.frozen
+class Capability:
+    """A governed retrieval capability over a set of bound sources."""
+
+    id: str
+    tenant_id: str
+    name: str
+    bindings: tuple[SourceBinding, ...]
+    response_modes: frozenset[ResponseMode] = frozenset({ResponseMode.RESULTS})
+    limits: CapabilityLimits = CapabilityLimits()
+    rerank_weights: RerankWeights = RerankWeights()
+    model_profile: str = "default"

@@ -1,0 +1,122 @@
+"""ConfigSnapshot: one tenant's whole, versioned, internally consistent configuration."""
+
+from __future__ import annotations
+
+import attrs
+
+from esra.core.config.capability import Capability
+from esra.core.config.exposure import Exposure
+from esra.core.config.mapping import Mapping
+from esra.core.config.source import Source
+from esra.core.exceptions import ConfigurationError
+
+__all__ = ["ConfigSnapshot"]
+
+
+@attrs.frozen
+class ConfigSnapshot:
+    """A tenant's sources, mappings, capabilities and exposures at one version.
+
+    Construction checks every cross-reference, so a snapshot that exists is consistent:
+    nothing references another tenant's object, names are unique within the tenant, and
+    every field a mapping names exists on it.
+    """
+
+    tenant_id: str
+    version: str
+    sources: tuple[Source, ...] = ()
+    mappings: tuple[Mapping, ...] = ()
+    capabilities: tuple[Capability, ...] = ()
+    exposures: tuple[Exposure, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        _check(self)
+
+    def source(self, source_id: str) -> Source | None:
+        """Return the source with ``source_id``."""
+        return next((s for s in self.sources if s.id == source_id), None)
+
+    def capability(self, capability_id: str) -> Capability | None:
+        """Return the capability with ``capability_id``."""
+        return next((c for c in self.capabilities if c.id == capability_id), None)
+
+    def exposure_by_slug(self, slug: str) -> Exposure | None:
+        """Return the exposure published under ``slug``."""
+        return next((e for e in self.exposures if e.slug == slug), None)
+
+    def mappings_of(self, source_id: str) -> tuple[Mapping, ...]:
+        """Return the mappings belonging to ``source_id``, in configuration order."""
+        return tuple(m for m in self.mappings if m.source_id == source_id)
+
+
+def _fail(message: str) -> None:
+    raise ConfigurationError(message)
+
+
+def _check_unique(kind: str, values: list[str]) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            _fail(f"duplicate {kind} {value!r}")
+        seen.add(value)
+
+
+def _check(snapshot: ConfigSnapshot) -> None:
+    objects: list[Source | Mapping | Capability | Exposure] = [
+        *snapshot.sources,
+        *snapshot.mappings,
+        *snapshot.capabilities,
+        *snapshot.exposures,
+    ]
+    for obj in objects:
+        if obj.tenant_id != snapshot.tenant_id:
+            _fail(f"{type(obj).__name__} {obj.id!r} belongs to another tenant")
+    _check_unique("source id", [s.id for s in snapshot.sources])
+    _check_unique("source name", [s.name for s in snapshot.sources])
+    _check_unique("mapping id", [m.id for m in snapshot.mappings])
+    _check_unique("capability id", [c.id for c in snapshot.capabilities])
+    _check_unique("capability name", [c.name for c in snapshot.capabilities])
+    _check_unique("exposure id", [e.id for e in snapshot.exposures])
+    _check_unique("exposure slug", [e.slug for e in snapshot.exposures])
+    source_ids = {s.id for s in snapshot.sources}
+    for mapping in snapshot.mappings:
+        if mapping.source_id not in source_ids:
+            _fail(f"mapping {mapping.id!r} references an unknown source")
+        _check_mapping_fields(mapping)
+    for capability in snapshot.capabilities:
+        _check_unique(
+            f"binding in capability {capability.id!r}",
+            [b.source_id for b in capability.bindings],
+        )
+        for binding in capability.bindings:
+            if binding.source_id not in source_ids:
+                _fail(f"capability {capability.id!r} binds an unknown source")
+    capability_ids = {c.id for c in snapshot.capabilities}
+    for exposure in snapshot.exposures:
+        if exposure.capability_id not in capability_ids:
+            _fail(f"exposure {exposure.id!r} references an unknown capability")
+        if exposure.source_subset is not None and not exposure.source_subset <= source_ids:
+            _fail(f"exposure {exposure.id!r} names an unknown source")
+
+
+def _check_mapping_fields(mapping: Mapping) -> None:
+    _check_unique(f"field in mapping {mapping.id!r}", [f.name for f in mapping.fields])
+    named = [
+        mapping.title_field,
+        *mapping.content_fields,
+        *(rule.field for rule in mapping.masking),
+        *(rule.field for rule in mapping.record_filters),
+        *mapping.default_template.fields,
+    ]
+    if mapping.freshness_field is not None:
+        named.append(mapping.freshness_field)
+    for name in named:
+        if mapping.field(name) is None:
+            _fail(f"mapping {mapping.id!r} names an unknown field {name!r}")
+    if not mapping.content_fields:
+        _fail(f"mapping {mapping.id!r} has no content fields")
+    # Title and fragments are returned to every caller, so they must be allowlisted fields.
+    for name in (mapping.title_field, *mapping.content_fields):
+        spec = mapping.field(name)
+        if spec is not None and (not spec.is_returnable or spec.is_restricted):
+            _fail(f"mapping {mapping.id!r}: title and content fields must be returnable")

@@ -1,0 +1,37 @@
+"""InvocationContext: who is calling, for which tenant and exposure — built by the host only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+__all__ = ["CallerIdentity", "ClaimValue", "InvocationContext"]
+
+ClaimValue = str | int | bool | tuple[str, ...]
+
+
+@attrs.frozen
+class CallerIdentity:
+    """The authenticated caller. Claim values are never sent to a model or logged."""
+
+    subject: str
+    claims: Mapping[str, ClaimValue] = attrs.field(factory=dict, repr=False)
+
+
+@attrs.frozen
+class InvocationContext:
+    """Everything the pipeline knows about one invocation.
+
+    The host builds it from the authenticated request; the tenant comes from there and
+    nowhere else, so the core has no way to act for another tenant. ``authorized_source_ids``
+    is the platform's runtime authorization (the fourth scope level): ``None`` means the
+    platform authorized the tool and imposes no narrower source restriction.
+    """
+
+    tenant_id: str
+    client_app_id: str
+    caller: CallerIdentity
+    exposure_slug: str
+    correlation_id: str
+    authorized_source_ids: frozenset[str] | None = None

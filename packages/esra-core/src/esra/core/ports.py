@@ -1,0 +1,156 @@
+"""The ports the core depends on. Adapters implement them; ``esra.core.testing`` fakes them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import attrs
+
+from esra.core.config.mapping import Operator
+from esra.core.config.snapshot import ConfigSnapshot
+from esra.core.config.source import SourceHealth
+from esra.core.query import ResultRow, Strategy
+
+if TYPE_CHECKING:
+    from esra.core.audit import AuditRecord
+    from esra.core.prompts import Prompt
+    from esra.core.validation import ValidatedQuery
+
+__all__ = [
+    "AuditSink",
+    "Cache",
+    "Clock",
+    "ConfigRepository",
+    "HostAllowlist",
+    "LanguageModel",
+    "ProviderCapabilities",
+    "QuotaStore",
+    "SearchProvider",
+    "SecretStore",
+    "TextIndexKind",
+]
+
+
+class TextIndexKind(StrEnum):
+    """The full-text machinery a provider searches with, stated so nothing has to guess."""
+
+    SQLITE_FTS5 = "sqlite_fts5"
+    POSTGRES_TSVECTOR = "postgres_tsvector"
+    MYSQL_FULLTEXT = "mysql_fulltext"
+    SQLSERVER_FULLTEXT = "sqlserver_fulltext"
+    ORACLE_TEXT = "oracle_text"
+    IN_MEMORY = "in_memory"
+
+
+@attrs.frozen
+class ProviderCapabilities:
+    """What a provider supports: the validator rejects anything else before execution."""
+
+    strategies: frozenset[Strategy]
+    operators: frozenset[Operator]
+    text_index: TextIndexKind
+    max_rows: int = 200
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """**Protocol:** completes a prompt assembled by the core and returns the raw answer text.
+
+    The core parses and validates every answer against the task's output contract; adapters
+    only transport.
+    """
+
+    async def complete(self, prompt: Prompt) -> str:
+        """Return the model's raw text answer to ``prompt``."""
+        ...
+
+
+@runtime_checkable
+class SearchProvider(Protocol):
+    """**Protocol:** executes validator-issued queries against one source, read-only.
+
+    Implementations must refuse anything that is not a ``ValidatedQuery`` issued by the
+    validator (``esra.core.validation.ensure_validated``), carry every value as a bind
+    parameter, cap rows in the statement, order by score descending then key ascending, and
+    raise only ``ProviderError`` with one of the sixteen codes.
+    """
+
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        """The strategies, operators and text-index kind this provider supports."""
+        ...
+
+    async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
+        """Run ``query`` within ``timeout_s`` seconds (server-side where the engine allows)."""
+        ...
+
+    async def health(self) -> SourceHealth:
+        """Report the source's health for scope resolution."""
+        ...
+
+
+class SecretStore(Protocol):
+    """**Protocol:** resolves a tenant-scoped secret reference; never crosses tenants."""
+
+    async def resolve(self, tenant_id: str, reference: str) -> str:
+        """Return the secret, or raise ``ProviderError(SECRET_UNRESOLVED)``."""
+        ...
+
+
+class HostAllowlist(Protocol):
+    """**Protocol:** answers whether a tenant may open a connection to ``host:port``."""
+
+    async def is_allowed(self, tenant_id: str, host: str, port: int) -> bool:
+        """Return whether the outbound connection is allowed for this tenant."""
+        ...
+
+
+class AuditSink(Protocol):
+    """**Protocol:** records audit records; failures and denials are recorded too."""
+
+    async def record(self, record: AuditRecord) -> None:
+        """Persist or forward ``record``."""
+        ...
+
+
+class Cache(Protocol):
+    """**Protocol:** a byte cache with TTL. Keys are built by the core, never by an adapter."""
+
+    async def get(self, key: str) -> bytes | None:
+        """Return the cached value for ``key`` or ``None``."""
+        ...
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None:
+        """Store ``value`` under ``key`` for ``ttl_s`` seconds."""
+        ...
+
+
+class QuotaStore(Protocol):
+    """**Protocol:** consumes from a per-caller hourly character budget."""
+
+    async def consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
+        """Consume ``amount`` if it fits within ``limit`` this hour; return whether it did."""
+        ...
+
+
+class ConfigRepository(Protocol):
+    """**Protocol:** tenant-scoped, versioned configuration."""
+
+    async def snapshot(self, tenant_id: str) -> ConfigSnapshot | None:
+        """Return the tenant's current configuration snapshot, if it has one."""
+        ...
+
+
+class Clock(Protocol):
+    """**Protocol:** the current time, injected so expiry, freshness and breakers are testable."""
+
+    def now(self) -> datetime:
+        """Return the current aware UTC datetime."""
+        ...
+
+    def monotonic(self) -> float:
+        """Return a monotonic reading in seconds for durations and deadlines."""
+        ...

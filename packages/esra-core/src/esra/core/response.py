@@ -1,0 +1,49 @@
+"""What an invocation returns: ranked, allowlisted, masked, size-capped results and warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+import attrs
+
+from esra.core.codes import WarningCode
+
+__all__ = ["ResponseStatus", "ResponseWarning", "ResultItem", "RetrievalResponse"]
+
+
+class ResponseStatus(StrEnum):
+    """``degraded`` always carries at least one warning explaining why."""
+
+    COMPLETE = "complete"
+    DEGRADED = "degraded"
+
+
+@attrs.frozen
+class ResponseWarning:
+    """A classified warning. ``message`` is composed from fixed text and authorized names only."""
+
+    code: WarningCode
+    message: str
+
+
+@attrs.frozen
+class ResultItem:
+    """One returned result. ``result_id`` is opaque and valid for this invocation only."""
+
+    result_id: str
+    source: str
+    title: str
+    fragment: str
+    score: float
+    fields: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class RetrievalResponse:
+    """The response to one invocation."""
+
+    status: ResponseStatus
+    results: tuple[ResultItem, ...]
+    warnings: tuple[ResponseWarning, ...]
+    correlation_id: str

@@ -1,0 +1,141 @@
+"""In-memory implementations of the infrastructure ports, for tests and embedders."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+from esra.core.audit import AuditRecord
+from esra.core.codes import AuditEvent, ProviderErrorCode
+from esra.core.config.snapshot import ConfigSnapshot
+from esra.core.exceptions import ProviderError
+
+__all__ = [
+    "FakeClock",
+    "InMemoryAuditSink",
+    "InMemoryCache",
+    "InMemoryConfigRepository",
+    "InMemoryQuotaStore",
+    "InMemorySecretStore",
+    "StaticHostAllowlist",
+]
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self._mono = 1000.0
+
+    def now(self) -> datetime:
+        """Return the fake current time."""
+        return self._now
+
+    def monotonic(self) -> float:
+        """Return the fake monotonic reading."""
+        return self._mono
+
+    def advance(self, seconds: float) -> None:
+        """Move both readings forward by ``seconds``."""
+        self._now += timedelta(seconds=seconds)
+        self._mono += seconds
+
+
+class InMemoryAuditSink:
+    """Keeps every record in a list."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    async def record(self, record: AuditRecord) -> None:
+        """Append ``record``."""
+        self.records.append(record)
+
+    def events(self, event: AuditEvent) -> list[AuditRecord]:
+        """Return the records of one event name, in order."""
+        return [r for r in self.records if r.event is event]
+
+
+class InMemoryCache:
+    """A dict with expiry read from a clock."""
+
+    def __init__(self, clock: FakeClock | None = None) -> None:
+        self._clock = clock or FakeClock()
+        self._entries: dict[str, tuple[float, bytes]] = {}
+
+    async def get(self, key: str) -> bytes | None:
+        """Return the live value under ``key``."""
+        entry = self._entries.get(key)
+        if entry is None or entry[0] <= self._clock.monotonic():
+            return None
+        return entry[1]
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None:
+        """Store ``value`` until ``ttl_s`` seconds from now."""
+        self._entries[key] = (self._clock.monotonic() + ttl_s, value)
+
+    def keys(self) -> list[str]:
+        """Return every stored key (live or not)."""
+        return list(self._entries)
+
+
+class InMemorySecretStore:
+    """Secrets keyed by (tenant, reference); a reference never resolves for another tenant."""
+
+    def __init__(self, secrets: dict[tuple[str, str], str] | None = None) -> None:
+        self._secrets = dict(secrets or {})
+
+    async def resolve(self, tenant_id: str, reference: str) -> str:
+        """Return the secret or raise ``ProviderError(SECRET_UNRESOLVED)``."""
+        try:
+            return self._secrets[(tenant_id, reference)]
+        except KeyError:
+            raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from None
+
+
+class StaticHostAllowlist:
+    """Allows exactly the (tenant, host, port) triples it was given."""
+
+    def __init__(self, allowed: Iterable[tuple[str, str, int]] = ()) -> None:
+        self._allowed = {(t, h.lower(), p) for t, h, p in allowed}
+
+    async def is_allowed(self, tenant_id: str, host: str, port: int) -> bool:
+        """Return whether the triple was configured."""
+        return (tenant_id, host.lower(), port) in self._allowed
+
+
+class InMemoryQuotaStore:
+    """Hourly character budgets per (tenant, caller), bucketed by the clock's hour."""
+
+    def __init__(self, clock: FakeClock | None = None) -> None:
+        self._clock = clock or FakeClock()
+        self._used: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        self._lock = asyncio.Lock()
+
+    async def consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
+        """Consume ``amount`` if the caller's budget for this hour still has room."""
+        hour = self._clock.now().strftime("%Y%m%d%H")
+        async with self._lock:
+            key = (tenant_id, caller, hour)
+            if self._used[key] + amount > limit:
+                return False
+            self._used[key] += amount
+            return True
+
+
+class InMemoryConfigRepository:
+    """Holds one snapshot per tenant."""
+
+    def __init__(self, snapshots: Iterable[ConfigSnapshot] = ()) -> None:
+        self._snapshots = {s.tenant_id: s for s in snapshots}
+
+    async def snapshot(self, tenant_id: str) -> ConfigSnapshot | None:
+        """Return the tenant's snapshot, if any."""
+        return self._snapshots.get(tenant_id)
+
+    def put(self, snapshot: ConfigSnapshot) -> None:
+        """Replace the tenant's snapshot."""
+        self._snapshots[snapshot.tenant_id] = snapshot

@@ -1,0 +1,72 @@
+"""FakeLanguageModel: a scriptable, instant model that records every prompt it is sent."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+from esra.core.prompts.model import Prompt, PromptTask
+
+__all__ = ["FakeLanguageModel", "Responder"]
+
+Responder = Callable[[Prompt], str]
+
+_WORD = re.compile(r"\w+")
+
+
+def _select_all(prompt: Prompt) -> str:
+    ids = [json.loads(item.content)["id"] for item in prompt.reference]
+    return json.dumps({"sources": ids})
+
+
+def _plan_keywords(prompt: Prompt) -> str:
+    words = [w for w in _WORD.findall(prompt.request.lower()) if len(w) > 2][:8]
+    queries = [
+        {
+            "mapping": json.loads(item.content)["mapping"],
+            "strategy": "keyword",
+            "optional_terms": words,
+        }
+        for item in prompt.reference
+        if item.tag != "source"
+    ]
+    return json.dumps({"queries": queries})
+
+
+def _rerank_in_order(prompt: Prompt) -> str:
+    count = len(prompt.reference)
+    scores = [
+        {"id": json.loads(item.content)["id"], "score": round(1.0 - i / max(count, 1), 6)}
+        for i, item in enumerate(prompt.reference)
+    ]
+    return json.dumps({"scores": scores})
+
+
+_DEFAULTS: dict[PromptTask, Responder] = {
+    PromptTask.SELECT_SOURCES: _select_all,
+    PromptTask.PLAN_SEARCHES: _plan_keywords,
+    PromptTask.RERANK: _rerank_in_order,
+}
+
+
+class FakeLanguageModel:
+    """Answers each task with a responder; by default selects every candidate, plans one
+    keyword query per mapping from the request's words, and scores rerank items in the order
+    given. A responder may raise to simulate a failing model.
+
+    ``prompts`` keeps every prompt received, so tests can inspect exactly what a model saw.
+    """
+
+    def __init__(self, responders: dict[PromptTask, Responder] | None = None) -> None:
+        self._responders = {**_DEFAULTS, **(responders or {})}
+        self.prompts: list[Prompt] = []
+
+    async def complete(self, prompt: Prompt) -> str:
+        """Record ``prompt`` and return its responder's answer."""
+        self.prompts.append(prompt)
+        return self._responders[prompt.task](prompt)
+
+    def prompts_for(self, task: PromptTask) -> list[Prompt]:
+        """Return the prompts received for one task."""
+        return [p for p in self.prompts if p.task is task]
