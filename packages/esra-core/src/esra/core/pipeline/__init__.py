@@ -1,0 +1,1 @@
+"""The retrieval pipeline, one module per stage, in the order the spec gives them."""
