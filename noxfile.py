@@ -35,7 +35,7 @@ def _shared_data_env() -> dict[str, str]:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Run `esra demo` on the embedded default (SQLite + offline model); pass a question after --."""
+    """Run `esra demo` on the embedded default (SQLite, offline model); a question may follow --."""
     _install_workspace(session)
     session.run("esra", "demo", *session.posargs)
 
