@@ -11,6 +11,7 @@ from esra.core.audit import AuditRecord
 from esra.core.codes import AuditEvent, ProviderErrorCode
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.exceptions import ProviderError
+from esra.core.static_config import StaticConfigRepository
 
 __all__ = [
     "FakeClock",
@@ -126,16 +127,9 @@ class InMemoryQuotaStore:
             return True
 
 
-class InMemoryConfigRepository:
-    """Holds one snapshot per tenant."""
-
-    def __init__(self, snapshots: Iterable[ConfigSnapshot] = ()) -> None:
-        self._snapshots = {s.tenant_id: s for s in snapshots}
-
-    async def snapshot(self, tenant_id: str) -> ConfigSnapshot | None:
-        """Return the tenant's snapshot, if any."""
-        return self._snapshots.get(tenant_id)
+class InMemoryConfigRepository(StaticConfigRepository):
+    """Holds one snapshot per tenant (``StaticConfigRepository`` under its testing name)."""
 
     def put(self, snapshot: ConfigSnapshot) -> None:
         """Replace the tenant's snapshot."""
-        self._snapshots[snapshot.tenant_id] = snapshot
+        self.publish(snapshot)
