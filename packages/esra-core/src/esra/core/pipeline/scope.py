@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping as MappingABC
+
 import attrs
 
+from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.config.capability import BindingMode, Capability, CapabilityLimits, ResponseMode
 from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
-from esra.core.config.source import Source, SourceHealth
+from esra.core.config.snapshot import ConfigSnapshot
+from esra.core.config.source import LifecycleState, Source, SourceHealth
+from esra.core.context import InvocationContext
+from esra.core.exceptions import ExposureNotFoundError, NoSourcesAvailableError
+from esra.core.ports import AuditSink, Clock
 
-__all__ = ["EffectiveScope", "ScopedSource"]
+__all__ = ["EffectiveScope", "ScopedSource", "resolve_scope"]
 
 
 @attrs.frozen
@@ -44,3 +52,138 @@ class EffectiveScope:
     def by_id(self, source_id: str) -> ScopedSource | None:
         """Return the scoped source with ``source_id``, if it is in scope."""
         return next((s for s in self.sources if s.source.id == source_id), None)
+
+
+async def resolve_scope(
+    ctx: InvocationContext,
+    snapshot: ConfigSnapshot,
+    *,
+    health: MappingABC[str, SourceHealth],
+    audit: AuditSink,
+    clock: Clock,
+) -> EffectiveScope:
+    """Intersect the four scope levels, apply health, and audit the result.
+
+    The levels are (1) source policy: lifecycle ``ACTIVE`` and the client application admitted;
+    (2) the capability's bindings; (3) the exposure's source subset; (4) the platform's runtime
+    authorization. A source reported ``UNAVAILABLE`` (by ``health``, else by its configured
+    health) or without mappings is dropped. Sources keep their binding order.
+
+    The audit record names only effective sources: a source removed at any level never appears
+    in it, not even as a count per source.
+
+    Raises:
+        ExposureNotFoundError: the snapshot is another tenant's, or the exposure is unknown,
+            unpublished, or not published to the caller's client application (one error for
+            all, so a caller outside the policy learns nothing about the tool).
+        NoSourcesAvailableError: nothing remains after the intersection and health.
+    """
+    exposure = _admitted_exposure(ctx, snapshot)
+    capability = snapshot.capability(exposure.capability_id) if exposure else None
+    if exposure is None or capability is None:
+        await audit.record(
+            AuditRecord(
+                event=AuditEvent.SOURCES_RESOLVE,
+                tenant_id=ctx.tenant_id,
+                correlation_id=ctx.correlation_id,
+                at=clock.now(),
+                outcome="denied",
+                reason=ErrorCode.ESRA_EXPOSURE_NOT_FOUND.value,
+            )
+        )
+        raise ExposureNotFoundError
+
+    by_id = {s.id: s for s in snapshot.sources}
+    # Level 1 runs over every source of the tenant; each later level narrows the previous one,
+    # so the audited counts read as a funnel.
+    policy = {s.id for s in snapshot.sources if _policy_admits(s, ctx.client_app_id)}
+    bound = [b for b in capability.bindings if b.source_id in policy]
+    subset = [
+        b for b in bound if exposure.source_subset is None or b.source_id in exposure.source_subset
+    ]
+    authorized = [
+        b
+        for b in subset
+        if ctx.authorized_source_ids is None or b.source_id in ctx.authorized_source_ids
+    ]
+    available: list[ScopedSource] = []
+    for binding in authorized:
+        source = by_id[binding.source_id]
+        state = health.get(source.id, source.health)
+        if state is SourceHealth.UNAVAILABLE:
+            continue
+        available.append(
+            ScopedSource(
+                source=source,
+                mode=binding.mode,
+                mappings=snapshot.mappings_of(source.id),
+                health=state,
+            )
+        )
+    effective = tuple(s for s in available if s.mappings)
+
+    dimensions: dict[str, AuditDimension] = {
+        "exposure_id": exposure.id,
+        "capability_id": capability.id,
+        "config_version": snapshot.version,
+        "admitted_source_policy": len(policy),
+        "admitted_capability_binding": len(bound),
+        "admitted_exposure_subset": len(subset),
+        "admitted_runtime_authorization": len(authorized),
+        "admitted_health": len(available),
+        "effective_count": len(effective),
+        "effective_source_ids": tuple(s.source.id for s in effective),
+    }
+    if not effective:
+        await audit.record(
+            AuditRecord(
+                event=AuditEvent.SOURCES_RESOLVE,
+                tenant_id=ctx.tenant_id,
+                correlation_id=ctx.correlation_id,
+                at=clock.now(),
+                outcome="failed",
+                reason=ErrorCode.ESRA_NO_SOURCES_AVAILABLE.value,
+                dimensions=dimensions,
+            )
+        )
+        raise NoSourcesAvailableError
+    await audit.record(
+        AuditRecord(
+            event=AuditEvent.SOURCES_RESOLVE,
+            tenant_id=ctx.tenant_id,
+            correlation_id=ctx.correlation_id,
+            at=clock.now(),
+            dimensions=dimensions,
+        )
+    )
+    return EffectiveScope(
+        exposure=exposure,
+        capability=capability,
+        sources=effective,
+        limits=capability.limits,
+        response_modes=capability.response_modes,
+        config_version=snapshot.version,
+    )
+
+
+def _admitted_exposure(ctx: InvocationContext, snapshot: ConfigSnapshot) -> Exposure | None:
+    # The tenant check is explicit even though the host should never pass another tenant's
+    # snapshot: isolation is enforced at every layer, not assumed from the one above.
+    if snapshot.tenant_id != ctx.tenant_id:
+        return None
+    exposure = snapshot.exposure_by_slug(ctx.exposure_slug)
+    if (
+        exposure is None
+        or exposure.tenant_id != ctx.tenant_id
+        or not exposure.published
+        or ctx.client_app_id not in exposure.audience
+    ):
+        return None
+    return exposure
+
+
+def _policy_admits(source: Source, client_app_id: str) -> bool:
+    allowed = source.policy.allowed_client_apps
+    return source.lifecycle is LifecycleState.ACTIVE and (
+        allowed is None or client_app_id in allowed
+    )
