@@ -1,0 +1,211 @@
+"""Stage 7 — rerank: a model judges relevance, ESRA computes and owns the final order.
+
+The model sees opaque per-invocation ids, source names, masked titles and masked bounded
+fragments only — never record keys, restricted fields or provider scores, which would anchor
+it to the lexical ranking. Its answer is validated against the ids actually sent; anything
+else is ignored and counted, and any failure falls back to the weighted (lexical) order.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping as AbcMapping
+from collections.abc import Sequence
+
+import attrs
+
+from esra.core.codes import WarningCode
+from esra.core.config.capability import RerankWeights
+from esra.core.fragments import content_text, make_fragment
+from esra.core.masking import masked_values
+from esra.core.pipeline.aggregation import Candidate
+from esra.core.ports import LanguageModel
+from esra.core.prompts import RerankItem, build_rerank_prompt, parse_rerank, strip_markers
+from esra.core.query import RowValue
+from esra.core.response import ResponseWarning
+
+__all__ = [
+    "RESULT_ID_PREFIX",
+    "RankedCandidate",
+    "RerankOutcome",
+    "issue_result_id",
+    "rerank",
+    "rerank_item",
+    "round_robin",
+]
+
+_LOG = logging.getLogger(__name__)
+
+RESULT_ID_PREFIX = "r_"
+_TITLE_CHARS = 200
+_FALLBACK = ResponseWarning(
+    WarningCode.ESRA_RERANK_FALLBACK,
+    "Relevance reranking was unavailable; results are ordered by search score.",
+)
+
+
+@attrs.frozen
+class RankedCandidate:
+    """A candidate with its opaque result id, the model's score (if any) and its final score."""
+
+    candidate: Candidate
+    result_id: str
+    semantic: float | None
+    final: float
+
+
+@attrs.frozen
+class RerankOutcome:
+    """Every candidate in final order, any warning, and how many unknown ids the model sent."""
+
+    ranked: tuple[RankedCandidate, ...]
+    warnings: tuple[ResponseWarning, ...] = ()
+    unknown_ids: int = 0
+
+
+def issue_result_id() -> str:
+    """Return a fresh opaque result id: unguessable and meaningless outside this invocation."""
+    return RESULT_ID_PREFIX + secrets.token_urlsafe(9)
+
+
+def _lexical_key(candidate: Candidate) -> tuple[float, str, str, str]:
+    return (-candidate.weighted, candidate.source_id, candidate.mapping.id, candidate.key)
+
+
+def round_robin(candidates: Sequence[Candidate], limit: int) -> list[Candidate]:
+    """Take up to ``limit`` candidates, one per source in turn, each source best-first.
+
+    Sources take turns in the order of their best candidate, so a prolific source cannot crowd
+    out a small source's strong matches: the counts taken from any two sources differ by at
+    most one unless one of them ran out.
+    """
+    if limit <= 0:
+        return []
+    queues: dict[str, list[Candidate]] = {}
+    for candidate in sorted(candidates, key=_lexical_key):
+        queues.setdefault(candidate.source_id, []).append(candidate)
+    taken: list[Candidate] = []
+    depth = 0
+    while len(taken) < limit:
+        progressed = False
+        for queue in queues.values():
+            if depth < len(queue):
+                taken.append(queue[depth])
+                progressed = True
+                if len(taken) == limit:
+                    return taken
+        if not progressed:
+            break
+        depth += 1
+    return taken
+
+
+def _shown_values(candidate: Candidate) -> dict[str, RowValue]:
+    # Only the title and content fields, and only if the mapping allows returning them: the
+    # rest of the row (record key, restricted fields) must never reach the model.
+    mapping = candidate.mapping
+    shown: dict[str, RowValue] = {}
+    for name in (mapping.title_field, *mapping.content_fields):
+        spec = mapping.field(name)
+        if spec is not None and spec.is_returnable and not spec.is_restricted:
+            shown[name] = candidate.values.get(name)
+    return shown
+
+
+def rerank_item(
+    candidate: Candidate, result_id: str, *, fragment_chars: int, source_name: str
+) -> RerankItem:
+    """Return what the model may see of ``candidate``: masked, bounded, marker-free text."""
+    texts = masked_values(_shown_values(candidate), candidate.mapping)
+    title = make_fragment(texts.get(candidate.mapping.title_field, ""), (), _TITLE_CHARS)
+    fragment = make_fragment(
+        content_text(texts, candidate.mapping), candidate.matched_terms, fragment_chars
+    )
+    return RerankItem(
+        result_id=result_id,
+        source_name=strip_markers(source_name),
+        title=title,
+        fragments=(fragment,) if fragment else (),
+    )
+
+
+def _lexical(
+    ordered: Sequence[tuple[Candidate, str]], warnings: tuple[ResponseWarning, ...], unknown: int
+) -> RerankOutcome:
+    ranked = tuple(
+        RankedCandidate(candidate=c, result_id=rid, semantic=None, final=c.weighted)
+        for c, rid in ordered
+    )
+    return RerankOutcome(ranked=ranked, warnings=warnings, unknown_ids=unknown)
+
+
+async def rerank(
+    request: str,
+    candidates: Sequence[Candidate],
+    *,
+    model: LanguageModel,
+    weights: RerankWeights,
+    max_candidates: int,
+    fragment_chars: int,
+    source_names: AbcMapping[str, str],
+    model_profile: str,
+) -> RerankOutcome:
+    """Rerank ``candidates`` with the model and return them in ESRA's final order.
+
+    ``final = weights.semantic × semantic + weights.lexical × weighted``. A candidate the model
+    omitted (or that was not sent) keeps ``semantic=None``, ``final = weights.lexical ×
+    weighted``, and ranks below every scored candidate. A failing model, an unparseable answer
+    or an answer with no known id falls back to the weighted order with
+    ``ESRA_RERANK_FALLBACK``. ``max_candidates <= 0`` disables reranking (weighted order, no
+    model call, no warning).
+    """
+    if not candidates:
+        return RerankOutcome(ranked=())
+    issued: set[str] = set()
+    ordered: list[tuple[Candidate, str]] = []
+    for candidate in sorted(candidates, key=_lexical_key):
+        result_id = issue_result_id()
+        while result_id in issued:
+            result_id = issue_result_id()
+        issued.add(result_id)
+        ordered.append((candidate, result_id))
+    id_of = {id(c): rid for c, rid in ordered}
+    sent = round_robin([c for c, _ in ordered], max_candidates)
+    if not sent:
+        return _lexical(ordered, (), 0)
+    items = [
+        rerank_item(
+            c,
+            id_of[id(c)],
+            fragment_chars=fragment_chars,
+            source_name=source_names.get(c.source_id, c.source_id),
+        )
+        for c in sent
+    ]
+    try:
+        answer = await model.complete(
+            build_rerank_prompt(request, items, model_profile=model_profile)
+        )
+        scores = parse_rerank(answer)
+    except Exception as exc:
+        # The exception text may quote the model or the prompt: only its type is logged.
+        _LOG.warning("rerank model call failed (%s); using weighted order", type(exc).__name__)
+        return _lexical(ordered, (_FALLBACK,), 0)
+    sent_ids = {item.result_id for item in items}
+    known = {rid: score for rid, score in scores.items() if rid in sent_ids}
+    unknown = len(scores) - len(known)
+    if not known:
+        return _lexical(ordered, (_FALLBACK,), unknown)
+    ranked = []
+    for candidate, result_id in ordered:
+        semantic = known.get(result_id)
+        final = weights.lexical * candidate.weighted
+        if semantic is not None:
+            final += weights.semantic * semantic
+        ranked.append(RankedCandidate(candidate, result_id, semantic, final))
+    # Never keyed on the result id, which is random: the order depends on the scores alone.
+    ranked.sort(
+        key=lambda r: (r.semantic is None, -r.final, *_lexical_key(r.candidate)),
+    )
+    return RerankOutcome(ranked=tuple(ranked), warnings=(), unknown_ids=unknown)
