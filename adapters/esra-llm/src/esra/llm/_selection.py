@@ -1,0 +1,93 @@
+"""Source selection: lexical relevance of the request to each candidate's business metadata.
+
+The rule, in full:
+
+* The request is a list of concepts (its content words and acronyms); each concept stands
+  for stems with weights: 1.0 for the caller's own word, 0.75 for an acronym's expansion or
+  an expansion's acronym, 0.5 for a built-in synonym.
+* A source's metadata fields weigh what a match there says: name and domain tags 3.0,
+  description and usage guidance 2.0, example prompts 1.5. A stem counts once per source, in
+  its best field.
+* Distinctiveness: each stem is multiplied by ``1 + ln(N / df)`` over the N candidates (df =
+  candidates whose metadata holds it), so a word every source shares decides nothing.
+* ``relevance = Σ over concepts of max over its stems (weight × field weight × idf)``; a
+  concept whose stems appear in the source's exclusion guidance subtracts
+  ``max(weight × 4.0 × idf)`` (one exclusion outweighs any one match).
+* A source is chosen when ``relevance ≥ 1.0`` (at least one real match) **and**
+  ``relevance ≥ 0.5 × the best candidate's relevance``. Nothing above the floor → none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from esra.core.prompts import Prompt
+from esra.llm._reference import items, string, strings
+from esra.llm._request import analyse
+from esra.llm._text import STOPWORDS, stem, tokens
+
+__all__ = ["MIN_RELEVANCE", "RELATIVE_THRESHOLD", "answer_selection", "score_sources"]
+
+MIN_RELEVANCE = 1.0
+RELATIVE_THRESHOLD = 0.5
+EXCLUSION_WEIGHT = 4.0
+
+_FIELD_WEIGHTS: tuple[tuple[str, float], ...] = (
+    ("name", 3.0),
+    ("domain_tags", 3.0),
+    ("description", 2.0),
+    ("usage_guidance", 2.0),
+    ("example_prompts", 1.5),
+)
+
+
+def _stems_of(text: str) -> set[str]:
+    return {stem(w) for w in tokens(text) if w not in STOPWORDS}
+
+
+def _field_weights(source: dict[str, Any]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for key, weight in _FIELD_WEIGHTS:
+        texts = strings(source, key) if key in {"domain_tags", "example_prompts"} else []
+        text = " ".join(texts) or string(source, key)
+        for key_stem in _stems_of(text):
+            weights[key_stem] = max(weights.get(key_stem, 0.0), weight)
+    return weights
+
+
+def score_sources(prompt: Prompt) -> list[tuple[str, float]]:
+    """Return ``(source id, relevance)`` for every readable candidate, in prompt order."""
+    concepts = analyse(prompt.request).concepts
+    sources = [(string(obj, "id"), obj) for _, obj in items(prompt)]
+    sources = [(source_id, obj) for source_id, obj in sources if source_id]
+    positive = [_field_weights(obj) for _, obj in sources]
+    excluded = [_stems_of(string(obj, "exclusion_guidance")) for _, obj in sources]
+    count = max(len(sources), 1)
+
+    def idf(key: str) -> float:
+        df = sum(1 for fields in positive if key in fields)
+        return 1.0 + math.log(count / max(df, 1))
+
+    scores: list[tuple[str, float]] = []
+    for (source_id, _), fields, exclusions in zip(sources, positive, excluded, strict=True):
+        relevance = 0.0
+        for concept in concepts:
+            relevance += max(w * fields.get(key, 0.0) * idf(key) for key, w in concept)
+            relevance -= max(
+                (w * EXCLUSION_WEIGHT * idf(key) for key, w in concept if key in exclusions),
+                default=0.0,
+            )
+        scores.append((source_id, round(relevance, 9)))
+    return scores
+
+
+def answer_selection(prompt: Prompt) -> str:
+    """Answer a selection prompt: the relevant candidates' ids, most relevant first."""
+    scores = score_sources(prompt)
+    best = max((score for _, score in scores), default=0.0)
+    floor = max(MIN_RELEVANCE, RELATIVE_THRESHOLD * best)
+    ranked = sorted(enumerate(scores), key=lambda entry: (-entry[1][1], entry[0]))
+    chosen = [source_id for _, (source_id, score) in ranked if score >= floor]
+    return json.dumps({"sources": list(dict.fromkeys(chosen))})

@@ -1,0 +1,175 @@
+"""Words, a light English stemmer and stopwords, shared by every LocalModel task.
+
+Everything here is pure and deterministic: the same text always yields the same tokens in the
+same order, so the same prompt always yields the same answer.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+__all__ = [
+    "MAX_TERM_CHARS",
+    "RECENCY_WORDS",
+    "STOPWORDS",
+    "content_words",
+    "identifier_like",
+    "noun_run",
+    "quoted_phrases",
+    "sanitize",
+    "stem",
+    "stems",
+    "tokens",
+    "uppercase_tokens",
+]
+
+# Terms are single words; anything longer than this is not a word a search index would hold.
+MAX_TERM_CHARS = 64
+
+_WORD = re.compile(r"[^\W_]+")
+# Punctuation that ends a phrase; hyphens and apostrophes sit inside words.
+_PUNCTUATION = re.compile(r"[^\w\s'’-]+")
+_QUOTED = re.compile(r"\"([^\"]{1,200})\"|“([^”]{1,200})”|«([^»]{1,200})»")
+# Sequences a planner must never emit (the validator rejects them as UNSAFE_CONTENT).
+_UNSAFE = ("--", "/*", "*/", ";", "#")
+
+# A word block reads better than 150 quoted strings one per line.
+STOPWORDS = frozenset(
+    """
+    a about above after again all also am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each either else ever
+    every few for from further get gets give had has have having he her here hers him his how
+    i if in into is it its itself just let like me might more most my myself no nor not now of
+    off on once only or other our ours out over own per please same she should show so some
+    such tell than that the their them then there these they this those through to too under
+    until up us very via was we were what when where which while who whom why will with within
+    without would you your yours find search list look looking need needs want wants know
+    anything something everything thing things info information data details stuff question
+    questions regarding related relating using use used much many
+    """.split()  # noqa: SIM905
+)
+
+RECENCY_WORDS = frozenset({"latest", "recent", "recently", "newest"})
+
+_DOUBLE_KEEP = frozenset("lsz")
+
+
+def tokens(text: str) -> list[str]:
+    """Return the casefolded words of ``text`` in order (letters and digits only)."""
+    return [w.casefold()[:MAX_TERM_CHARS] for w in _WORD.findall(text)]
+
+
+def _undouble(word: str) -> str:
+    # "planned" -> "plann" -> "plan"; but "billed" -> "bill" keeps its double l.
+    last = word[-1]
+    doubled = len(word) > 2 and last == word[-2]
+    if doubled and last not in _DOUBLE_KEEP and last.isalpha() and last not in "aeiou":
+        return word[:-1]
+    return word
+
+
+def stem(word: str) -> str:
+    """Strip plural, -ing and -ed endings (and a final e) so word forms meet.
+
+    Deliberately light: both sides of every comparison go through the same function, so it
+    only has to make forms of one word agree, not produce real roots.
+    """
+    w = word.casefold()
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    if w.endswith(("ies", "ied")) and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith(("sses", "xes", "ches", "shes", "zes")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    elif w.endswith("ing") and len(w) > 5:
+        w = _undouble(w[:-3])
+    elif w.endswith("ed") and len(w) > 4:
+        w = _undouble(w[:-2])
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    return w
+
+
+def _is_content(word: str) -> bool:
+    if word in STOPWORDS or word in RECENCY_WORDS:
+        return False
+    return len(word) >= 2 or word.isdigit()
+
+
+def content_words(text: str) -> list[str]:
+    """Return the content words of ``text``: no stopwords, one surface form per stem, in order."""
+    seen: set[str] = set()
+    words: list[str] = []
+    for word in tokens(text):
+        key = stem(word)
+        if _is_content(word) and key not in seen:
+            seen.add(key)
+            words.append(word)
+    return words
+
+
+def stems(words: Iterable[str]) -> list[str]:
+    """Return the stems of ``words``, deduplicated, in order."""
+    return list(dict.fromkeys(stem(w) for w in words))
+
+
+def identifier_like(word: str) -> bool:
+    """Return whether ``word`` looks like a code a user means exactly (``x1``, ``2041``)."""
+    has_digit = any(c.isdigit() for c in word)
+    return has_digit and (len(word) >= 3 or any(c.isalpha() for c in word))
+
+
+def uppercase_tokens(text: str) -> list[str]:
+    """Return words written in capitals (2-6 letters) in ``text``, casefolded, in order."""
+    found = [w for w in _WORD.findall(text) if 2 <= len(w) <= 6 and w.isupper() and w.isalpha()]
+    return list(dict.fromkeys(w.casefold() for w in found))
+
+
+def quoted_phrases(text: str) -> list[str]:
+    """Return the normalized contents of double-quoted spans, in order, deduplicated."""
+    found: list[str] = []
+    for match in _QUOTED.finditer(text):
+        inner = next(g for g in match.groups() if g is not None)
+        words = tokens(inner)
+        if words:
+            found.append(" ".join(words))
+    return list(dict.fromkeys(found))
+
+
+def noun_run(text: str, *, longest: int = 3) -> str | None:
+    """Return the longest run (2..``longest`` words) of adjacent content words, if any.
+
+    Punctuation, stopwords, recency words and numbers break a run: what is left is usually
+    the noun phrase the request is about ("expense report template"). Ties go to the first.
+    """
+    best: list[str] = []
+    for segment in _PUNCTUATION.split(text):
+        run: list[str] = []
+        for word in [*tokens(segment), ""]:
+            if word and _is_content(word) and not word.isdigit():
+                run.append(word)
+                continue
+            if len(run) > len(best):
+                best = run
+            run = []
+    if len(best) < 2:
+        return None
+    return " ".join(best[:longest])
+
+
+def sanitize(term: str) -> str:
+    """Remove statement separators, comment sequences and control characters from ``term``.
+
+    Repeats until stable, so removing one sequence can never assemble another (``-/*-``).
+    """
+    current = "".join(c for c in term if not unicodedata.category(c).startswith("C"))
+    previous = None
+    while previous != current:
+        previous = current
+        for sequence in _UNSAFE:
+            current = current.replace(sequence, " ")
+    return " ".join(current.split())[:MAX_TERM_CHARS]
