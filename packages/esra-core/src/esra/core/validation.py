@@ -3,18 +3,35 @@
 A provider executes nothing but a ``ValidatedQuery`` that this module issued: the constructor
 demands a module-private seal, and every issued instance is remembered by identity, so a
 forged, copied, unpickled or ``evolve``-d object is refused by ``ensure_validated``.
+
+``validate`` is stage 4 of the pipeline: deterministic, pure and synchronous. It applies every
+rule of spec 000 §4 and 003 (the rules themselves live in ``esra.core._validation_rules``),
+binds record filters to the caller's claims (failing closed), enforces the query caps, and
+issues one ``ValidatedQuery`` per surviving plan. It never raises for a bad plan: a plan is
+either issued or rejected with a reason code.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping as MappingABC
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from esra.core.config.mapping import Mapping
-from esra.core.exceptions import UnvalidatedQueryError
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
+import attrs
 
-__all__ = ["ValidatedQuery", "ensure_validated"]
+from esra.core import _validation_rules as rules
+from esra.core.codes import RejectionReason, WarningCode
+from esra.core.config.mapping import Mapping
+from esra.core.context import InvocationContext
+from esra.core.exceptions import UnvalidatedQueryError
+from esra.core.pipeline.scope import EffectiveScope, ScopedSource
+from esra.core.pipeline.selection import Selection
+from esra.core.ports import ProviderCapabilities
+from esra.core.query import PlannedQuery, ProjectedField, ResolvedFilter, Strategy
+from esra.core.response import ResponseWarning
+
+__all__ = ["Rejection", "ValidatedQuery", "ValidationOutcome", "ensure_validated", "validate"]
 
 _SEAL = object()
 _ISSUED: weakref.WeakSet[ValidatedQuery] = weakref.WeakSet()
@@ -116,3 +133,197 @@ def ensure_validated(query: object) -> ValidatedQuery:
 def _issue(**values: Any) -> ValidatedQuery:
     """The one place a ``ValidatedQuery`` is made; called only by the rules below."""
     return ValidatedQuery(_SEAL, **values)
+
+
+@attrs.frozen
+class Rejection:
+    """A planned query the validator dropped, and the rule it failed (audited by the caller)."""
+
+    source_id: str
+    mapping_id: str
+    reason: RejectionReason
+
+
+@attrs.frozen
+class ValidationOutcome:
+    """What validation let through, what it rejected, and which sources it dropped.
+
+    ``dropped_sources`` are sources removed because the caller lacks a claim a record filter
+    needs; none of their queries was validated or issued.
+    """
+
+    queries: tuple[ValidatedQuery, ...]
+    rejections: tuple[Rejection, ...] = ()
+    dropped_sources: tuple[str, ...] = ()
+    warnings: tuple[ResponseWarning, ...] = ()
+
+
+def validate(
+    planned: Sequence[PlannedQuery],
+    *,
+    ctx: InvocationContext,
+    selection: Selection,
+    scope: EffectiveScope,
+    capabilities: MappingABC[str, ProviderCapabilities],
+) -> ValidationOutcome:
+    """Validate planned queries and issue a ``ValidatedQuery`` for each one that passes.
+
+    Queries are checked in the order given; the per-source cap
+    (``source.max_queries_per_source``) and the total cap (``limits.max_total_queries``)
+    count only queries that passed every other rule, so a rejected plan never uses up a slot.
+    ``query_id`` is ``{source_id}#{n}``, numbering each source's issued queries from 1.
+    """
+    selected = {
+        s.source.id: s
+        for s in selection.sources
+        if scope.by_id(s.source.id) is not None and s.source.tenant_id == ctx.tenant_id
+    }
+    record_filters, dropped = _bind_record_filters(selected, ctx)
+    issued: list[ValidatedQuery] = []
+    rejections: list[Rejection] = []
+    per_source: dict[str, int] = {}
+    for query in planned:
+        source_id = getattr(query, "source_id", None)
+        mapping_id = getattr(query, "mapping_id", None)
+        source_id = source_id if isinstance(source_id, str) else ""
+        mapping_id = mapping_id if isinstance(mapping_id, str) else ""
+        if source_id in dropped:
+            continue
+        try:
+            values = _check(query, selected.get(source_id), ctx, scope, capabilities)
+            count = per_source.get(source_id, 0)
+            if (
+                count >= selected[source_id].source.max_queries_per_source
+                or len(issued) >= scope.limits.max_total_queries
+            ):
+                raise rules.Violation(RejectionReason.QUERY_CAP_EXCEEDED)
+        except rules.Violation as violation:
+            rejections.append(Rejection(source_id, mapping_id, violation.reason))
+            continue
+        per_source[source_id] = count + 1
+        mapping: Mapping = values["mapping"]
+        issued.append(
+            _issue(
+                query_id=f"{source_id}#{count + 1}",
+                source_id=source_id,
+                record_filters=record_filters[mapping.id],
+                **values,
+            )
+        )
+    warnings = [
+        _dropped_warning(selected[source_id]) for source_id in selected if source_id in dropped
+    ]
+    warnings.extend(_rejection_warnings(rejections, scope))
+    return ValidationOutcome(
+        queries=tuple(issued),
+        rejections=tuple(rejections),
+        dropped_sources=tuple(s for s in selected if s in dropped),
+        warnings=tuple(warnings),
+    )
+
+
+def _bind_record_filters(
+    selected: MappingABC[str, ScopedSource], ctx: InvocationContext
+) -> tuple[dict[str, tuple[ResolvedFilter, ...]], set[str]]:
+    """Resolve every selected mapping's record filters; a source missing a claim is dropped.
+
+    The whole source goes, not just the mapping: the spec drops the source, and a caller
+    without the claim must not have any of it searched.
+    """
+    bound: dict[str, tuple[ResolvedFilter, ...]] = {}
+    dropped: set[str] = set()
+    for source_id, scoped in selected.items():
+        for mapping in scoped.mappings:
+            resolved = rules.resolve_record_filters(mapping, ctx.caller.claims)
+            if resolved is None:
+                dropped.add(source_id)
+                break
+            bound[mapping.id] = resolved
+    return bound, dropped
+
+
+def _check(
+    query: PlannedQuery,
+    scoped: ScopedSource | None,
+    ctx: InvocationContext,
+    scope: EffectiveScope,
+    capabilities: MappingABC[str, ProviderCapabilities],
+) -> dict[str, Any]:
+    """Apply every per-query rule in the spec's order; return the issued query's values."""
+    if not isinstance(query, PlannedQuery) or scoped is None:
+        raise rules.Violation(RejectionReason.MAPPING_NOT_IN_SCOPE)
+    mapping = next((m for m in scoped.mappings if m.id == query.mapping_id), None)
+    if (
+        mapping is None
+        or mapping.source_id != scoped.source.id
+        or mapping.tenant_id != ctx.tenant_id
+    ):
+        raise rules.Violation(RejectionReason.MAPPING_NOT_IN_SCOPE)
+    caps = capabilities.get(scoped.source.id)
+    if caps is None:
+        # No provider stated what it supports: nothing can be shown to be supported.
+        raise rules.Violation(RejectionReason.STRATEGY_UNSUPPORTED)
+    strategy = rules.parse_strategy(query.strategy, mapping, caps)
+    projection = rules.project(mapping, query.fields)
+    if not isinstance(query.filters, tuple | list):
+        raise rules.Violation(RejectionReason.FILTER_VALUE_INVALID)
+    limits = scope.limits
+    filters = tuple(rules.resolve_filter(mapping, f, caps, limits) for f in query.filters)
+    row_limit = rules.resolve_limit(query.limit, mapping, limits, caps)
+    required = rules.clean_terms(query.required_terms)
+    optional = rules.clean_terms(query.optional_terms)
+    excluded = rules.clean_terms(query.excluded_terms)
+    phrases = rules.clean_terms(query.phrases)
+    rules.check_content((required, optional, excluded, phrases), limits)
+    # Excluded terms alone describe nothing to find; only RECENT may run without content.
+    if not (required or optional or phrases) and strategy is not Strategy.RECENT:
+        raise rules.Violation(RejectionReason.EMPTY_QUERY)
+    freshness_spec = mapping.field(mapping.freshness_field) if mapping.freshness_field else None
+    return {
+        "mapping": mapping,
+        "strategy": strategy,
+        "required_terms": required,
+        "optional_terms": optional,
+        "excluded_terms": excluded,
+        "phrases": phrases,
+        "filters": filters,
+        "projection": projection,
+        "freshness": (
+            ProjectedField(name=freshness_spec.name, column=freshness_spec.column)
+            if freshness_spec
+            else None
+        ),
+        "row_limit": row_limit,
+    }
+
+
+def _dropped_warning(scoped: ScopedSource) -> ResponseWarning:
+    # Neither the claim's name nor any value: only that an attribute was missing.
+    return ResponseWarning(
+        WarningCode.ESRA_SOURCE_DROPPED_MISSING_CLAIM,
+        f"Source '{scoped.source.name}' was not searched: "
+        "the caller lacks an attribute its record-level security requires.",
+    )
+
+
+def _rejection_warnings(
+    rejections: Sequence[Rejection], scope: EffectiveScope
+) -> list[ResponseWarning]:
+    """One ESRA_PLAN_REJECTED warning per source, in order of first rejection."""
+    by_source: dict[str, list[RejectionReason]] = {}
+    for rejection in rejections:
+        by_source.setdefault(rejection.source_id, []).append(rejection.reason)
+    warnings = []
+    for source_id, reasons in by_source.items():
+        scoped = scope.by_id(source_id)
+        # A source outside the scope is never named, not even by the id a planner wrote.
+        label = f"source '{scoped.source.name}'" if scoped else "a source outside the scope"
+        codes = ", ".join(sorted({r.value for r in reasons}))
+        noun = "query" if len(reasons) == 1 else "queries"
+        warnings.append(
+            ResponseWarning(
+                WarningCode.ESRA_PLAN_REJECTED,
+                f"{len(reasons)} planned {noun} for {label} rejected: {codes}.",
+            )
+        )
+    return warnings
