@@ -1,0 +1,157 @@
+"""Tests for LocalModel search planning through the real planning prompt and parser."""
+
+from __future__ import annotations
+
+import json
+
+from esra.core.config.mapping import Operator
+from esra.core.ports import ProviderCapabilities, TextIndexKind
+from esra.core.prompts import build_planning_prompt
+from esra.core.query import PlannedFilter, Strategy
+from esra.llm import LocalModel
+from tests.llm._fixtures import (
+    ALL_CAPS,
+    HR,
+    HR_DOCS,
+    KEYWORD_ONLY,
+    TICKETS,
+    plan,
+    plan_text,
+    strategies,
+)
+
+_UNSAFE = (";", "--", "/*", "*/", "#", "\x00")
+
+
+def test_every_query_targets_a_given_mapping_with_a_listed_strategy() -> None:
+    """Queries name only the prompt's mappings and only the provider's strategies."""
+    queries = plan("latest PTO policy for remote workers", (HR_DOCS, TICKETS), KEYWORD_ONLY)
+    assert queries
+    assert {q.mapping_id for q in queries} <= {HR_DOCS.id, TICKETS.id}
+    assert set(strategies(queries)) == {"keyword"}
+
+
+def test_max_queries_caps_the_whole_answer_and_mappings_take_turns() -> None:
+    """With two mappings and max_queries=3 there are 3 queries, both mappings served first."""
+    queries = plan("latest PTO policy for remote workers", (HR_DOCS, TICKETS), max_queries=3)
+    assert len(queries) == 3
+    assert [q.mapping_id for q in queries[:2]] == [HR_DOCS.id, TICKETS.id]
+    assert len(plan("vacation policy", max_queries=1)) == 1
+
+
+def test_quoted_phrase_becomes_a_phrase_query_first() -> None:
+    """A quoted phrase is searched verbatim (normalized) before anything else."""
+    first = plan('where is the "expense report template" for laptops?')[0]
+    assert first.strategy == "phrase"
+    assert first.phrases == ("expense report template",)
+    assert "laptops" in first.optional_terms
+
+
+def test_noun_run_becomes_a_phrase_query_when_nothing_is_quoted() -> None:
+    """Without quotes the longest run of content words is the phrase."""
+    phrase = [q for q in plan("expense report template for travel?") if q.strategy == "phrase"]
+    assert [q.phrases for q in phrase] == [("expense report template",)]
+
+
+def test_keyword_query_uses_content_words_and_requires_only_specific_ones() -> None:
+    """Stopwords are dropped; an order number is required, ordinary words stay optional."""
+    keyword = next(
+        q for q in plan("What is the refund status of order 20417?") if q.strategy == "keyword"
+    )
+    assert keyword.required_terms == ("20417",)
+    assert keyword.optional_terms == ("refund", "status", "order")
+    plain = next(q for q in plan("vacation policy for remote workers") if q.strategy == "keyword")
+    assert plain.required_terms == ()
+
+
+def test_synonym_query_appears_when_the_vocabulary_knows_a_word() -> None:
+    """'laptop refund' gets a synonym query with notebook and reimbursement."""
+    synonym = [q for q in plan("laptop refund") if q.strategy == "synonym"]
+    assert len(synonym) == 1
+    assert {"notebook", "reimbursement"} <= set(synonym[0].optional_terms)
+    assert not [q for q in plan("parking permits at reception") if q.strategy == "synonym"]
+
+
+def test_acronym_query_expands_and_contracts() -> None:
+    """PTO is searched as 'paid time off', and 'single sign on' as SSO."""
+    expanded = next(q for q in plan("PTO carryover") if q.strategy == "acronym")
+    assert expanded.phrases == ("paid time off",)
+    contracted = next(q for q in plan("single sign on problems") if q.strategy == "acronym")
+    assert contracted.required_terms == ("sso",)
+    assert "problems" in contracted.optional_terms
+    assert not [q for q in plan("parking permits") if q.strategy == "acronym"]
+
+
+def test_ambiguous_acronyms_need_capitals() -> None:
+    """'IT' is an acronym; 'it' is a pronoun."""
+    assert any(q.strategy == "acronym" for q in plan("IT laptop setup"))
+    assert not any(q.strategy == "acronym" for q in plan("is it a laptop setup"))
+
+
+def test_recent_query_only_when_asked_and_supported() -> None:
+    """'latest' yields a RECENT query on a mapping with a freshness field, never otherwise."""
+    asked = plan("latest vacation policy")
+    assert asked[0].strategy == "recent"
+    assert "latest" not in asked[0].optional_terms
+    assert not [q for q in plan("vacation policy") if q.strategy == "recent"]
+    unsupported = plan("latest tickets about vacation", (TICKETS,))
+    assert not [q for q in unsupported if q.strategy == "recent"]
+
+
+def test_requested_fields_are_returnable_ones_the_request_names() -> None:
+    """'region' is named and returnable; 'owner email' is named but not returnable."""
+    queries = plan("vacation policy by region and owner email")
+    assert all(q.fields == ("region",) for q in queries)
+    assert all(q.fields == () for q in plan("vacation policy"))
+
+
+def test_field_value_filter_on_a_filterable_field() -> None:
+    """'region:EMEA' becomes an eq filter, and its words are not searched as terms."""
+    queries = plan("vacation policy region:EMEA")
+    assert all(q.filters == (PlannedFilter("region", "eq", "EMEA"),) for q in queries)
+    assert all("emea" not in q.optional_terms + q.required_terms for q in queries)
+    typed = plan("escalations priority:2", (TICKETS,))
+    assert typed[0].filters == (PlannedFilter("priority", "eq", 2),)
+    assert plan("vacation policy title:EMEA")[0].filters == ()  # title is not filterable
+
+
+def test_filter_needs_an_operator_the_provider_allows() -> None:
+    """eq must be both allowed on the field and supported by the provider."""
+    no_eq = ProviderCapabilities(
+        strategies=frozenset(Strategy),
+        operators=frozenset({Operator.IN}),
+        text_index=TextIndexKind.SQLITE_FTS5,
+    )
+    assert plan("vacation policy region:EMEA", capabilities=no_eq)[0].filters == ()
+
+
+def test_unsafe_sequences_never_reach_terms() -> None:
+    """Separators, comment sequences and control characters are stripped from every term."""
+    hostile = 'x"; DROP TABLE users; --" /* hi */ #tag \x00 vacation\x1b policy; --'
+    for query in plan(hostile):
+        for term in (*query.required_terms, *query.optional_terms, *query.phrases):
+            assert not any(s in term for s in _UNSAFE)
+            assert term.isprintable()
+
+
+def test_empty_request_still_meets_the_contract_with_nothing_to_search() -> None:
+    """An empty request gets one term-less keyword query (which the validator will reject)."""
+    queries = plan("")
+    assert len(queries) == 1
+    assert queries[0].strategy == "keyword"
+    assert queries[0].optional_terms == ()
+    assert plan("latest")[0].strategy == "recent"
+
+
+def test_no_mappings_gives_an_empty_plan_rather_than_an_invented_mapping() -> None:
+    """Without mappings the answer names no mapping (the core then uses its fallback)."""
+    text = LocalModel().answer(
+        build_planning_prompt("vacation", HR, (), ALL_CAPS, max_queries=3, model_profile="p")
+    )
+    assert json.loads(text) == {"queries": []}
+
+
+def test_answer_limit_is_left_to_the_mapping_default() -> None:
+    """The planner does not guess row limits: limit is null, so the core uses the default."""
+    assert all(q.limit is None for q in plan("vacation policy"))
+    assert '"limit": null' in plan_text("vacation policy")
