@@ -128,7 +128,8 @@ TICKETS = Mapping(
     content_fields=("notes",),
     fields=(
         FieldSpec("subject", "subject", is_searchable=True, is_returnable=True),
-        FieldSpec("notes", "notes", is_searchable=True, is_returnable=False),
+        FieldSpec("notes", "notes", is_searchable=True, is_returnable=True),
+        FieldSpec("requesterEmail", "requester", is_returnable=False),
         FieldSpec(
             "priority",
             "prio",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import attrs
+import pytest
+
 from esra.core.config.mapping import Operator
 from esra.core.ports import ProviderCapabilities, TextIndexKind
 from esra.core.prompts import build_planning_prompt
@@ -155,3 +158,34 @@ def test_answer_limit_is_left_to_the_mapping_default() -> None:
     """The planner does not guess row limits: limit is null, so the core uses the default."""
     assert all(q.limit is None for q in plan("vacation policy"))
     assert '"limit": null' in plan_text("vacation policy")
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        'latest "remote work" policy for IT staff region:EMEA',
+        "INV-2041 refund for a broken laptop",
+        "single sign on problems, priority:2",
+        "vacation policy by region and owner email",
+        'x"; DROP TABLE users; -- /* */ #',
+    ],
+)
+def test_plans_pass_the_real_validator(request_text: str) -> None:
+    """Every query LocalModel plans for a non-empty request survives core validation."""
+    from esra.core.pipeline.selection import Selection
+    from esra.core.validation import validate
+    from tests.core.factories import TENANT, make_context, make_scope, make_scoped
+
+    source = attrs.evolve(HR, tenant_id=TENANT, max_queries_per_source=5)
+    mappings = tuple(attrs.evolve(m, tenant_id=TENANT) for m in (HR_DOCS, TICKETS))
+    scoped = make_scoped(source, mappings=mappings)
+    queries = plan(request_text, mappings, ALL_CAPS, max_queries=5)
+    outcome = validate(
+        queries,
+        ctx=make_context(),
+        selection=Selection(sources=(scoped,), warnings=()),
+        scope=make_scope([scoped]),
+        capabilities={source.id: ALL_CAPS},
+    )
+    assert outcome.rejections == ()
+    assert len(outcome.queries) == len(queries) >= 3
