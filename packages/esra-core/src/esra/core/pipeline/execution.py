@@ -1,15 +1,39 @@
-"""Stage 5 — execute validated queries: bounded parallel, resilient per source."""
+"""Stage 5 — execute validated queries: bounded parallel, resilient per source.
+
+Concurrency is bounded at four levels (spec 000 §5): per invocation, per source, per provider
+object and per runtime instance. Each attempt runs through the per-source resilience pipeline
+of ``esra.core.pipeline.resilience``, outer to inner: transient-only retry → circuit breaker →
+the four limiters → attempt timeout. The limiters sit inside the breaker and outside the
+timeout, so waiting for a slot never counts against an attempt, and no slot is held during a
+retry's backoff.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+from collections.abc import Mapping, Sequence
+
 import attrs
 
-from esra.core.codes import ProviderErrorCode
+from esra.core.codes import ProviderErrorCode, WarningCode
+from esra.core.config.capability import CapabilityLimits
+from esra.core.exceptions import ProviderError
+from esra.core.pipeline.resilience import (
+    CircuitBreaker,
+    ProviderLimiters,
+    bounded_semaphore,
+    retry_transient,
+)
+from esra.core.ports import Clock, SearchProvider
 from esra.core.query import ResultRow
 from esra.core.response import ResponseWarning
-from esra.core.validation import ValidatedQuery
+from esra.core.validation import ValidatedQuery, ensure_validated
 
-__all__ = ["ExecutionOutcome", "QueryResult", "SourceFailure"]
+__all__ = ["ExecutionOutcome", "Executor", "QueryResult", "SourceFailure"]
+
+_log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -35,3 +59,163 @@ class ExecutionOutcome:
     results: tuple[QueryResult, ...]
     failures: tuple[SourceFailure, ...] = ()
     warnings: tuple[ResponseWarning, ...] = ()
+
+
+@attrs.frozen
+class _Slots:
+    """The per-call semaphores one query must hold, besides the provider and instance ones."""
+
+    invocation: asyncio.Semaphore
+    source: asyncio.Semaphore
+
+
+class Executor:
+    """Runs validated queries against their sources' providers, bounded and resilient.
+
+    Long-lived: one per runtime instance. It owns the per-source circuit breakers, the
+    per-provider limiters and the instance-wide limiter, so their state spans invocations;
+    the per-invocation and per-source limits come from each call's ``CapabilityLimits``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        instance_concurrency: int = 64,
+        provider_concurrency: int = 16,
+        breaker_threshold: int = 5,
+        breaker_reset_s: float = 30.0,
+    ) -> None:
+        self._clock = clock
+        self._instance = bounded_semaphore(instance_concurrency)
+        self._provider_limiters = ProviderLimiters(provider_concurrency)
+        self._breaker_threshold = breaker_threshold
+        self._breaker_reset_s = breaker_reset_s
+        self._breakers: dict[str, CircuitBreaker] = {}
+
+    def breaker(self, source_id: str) -> CircuitBreaker:
+        """Return the circuit breaker of ``source_id``, creating it closed on first use."""
+        breaker = self._breakers.get(source_id)
+        if breaker is None:
+            breaker = self._breakers[source_id] = CircuitBreaker(
+                clock=self._clock,
+                threshold=self._breaker_threshold,
+                reset_s=self._breaker_reset_s,
+            )
+        return breaker
+
+    async def execute(
+        self,
+        queries: Sequence[ValidatedQuery],
+        *,
+        providers: Mapping[str, SearchProvider],
+        limits: CapabilityLimits,
+        source_names: Mapping[str, str],
+    ) -> ExecutionOutcome:
+        """Execute ``queries`` concurrently; a failing source degrades, never fails, the call.
+
+        Returns successful results in query order, one ``SourceFailure`` and one
+        ESRA_SOURCE_FAILED warning per failed source (its first failure's code).
+
+        Raises:
+            UnvalidatedQueryError: a query was not issued by the validator (before any
+                provider is called).
+            asyncio.CancelledError: the invocation was cancelled; in-flight work is cancelled.
+        """
+        checked = [ensure_validated(query) for query in queries]
+        invocation = bounded_semaphore(limits.invocation_concurrency)
+        source_slots = {
+            source_id: _Slots(invocation, bounded_semaphore(limits.source_concurrency))
+            for source_id in dict.fromkeys(q.source_id for q in checked)
+        }
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(
+                    self._run(query, providers.get(query.source_id), limits, source_slots)
+                )
+                for query in checked
+            ]
+        results: list[QueryResult] = []
+        failed: dict[str, ProviderErrorCode] = {}
+        for query, task in zip(checked, tasks, strict=True):
+            outcome = task.result()
+            if isinstance(outcome, QueryResult):
+                results.append(outcome)
+            else:
+                failed.setdefault(query.source_id, outcome)
+        return ExecutionOutcome(
+            results=tuple(results),
+            failures=tuple(SourceFailure(s, code) for s, code in failed.items()),
+            warnings=tuple(
+                ResponseWarning(
+                    WarningCode.ESRA_SOURCE_FAILED,
+                    f"Source '{source_names.get(s, 'unnamed')}' failed: {code.value}.",
+                )
+                for s, code in failed.items()
+            ),
+        )
+
+    async def _run(
+        self,
+        query: ValidatedQuery,
+        provider: SearchProvider | None,
+        limits: CapabilityLimits,
+        source_slots: Mapping[str, _Slots],
+    ) -> QueryResult | ProviderErrorCode:
+        """Run one query with retry; return its result or its failure's code."""
+        if provider is None:
+            _log.error("no provider is registered for source %s", query.source_id)
+            return ProviderErrorCode.UNKNOWN
+        attempt = functools.partial(
+            self._attempt, query, provider, limits, source_slots[query.source_id]
+        )
+        try:
+            rows = await retry_transient(attempt, attempts=limits.retry_attempts)
+        except ProviderError as exc:
+            return ProviderErrorCode(exc.code)
+        # The provider caps rows in the statement; capping again costs nothing.
+        return QueryResult(query=query, rows=tuple(rows)[: query.row_limit])
+
+    async def _attempt(
+        self,
+        query: ValidatedQuery,
+        provider: SearchProvider,
+        limits: CapabilityLimits,
+        slots: _Slots,
+    ) -> Sequence[ResultRow]:
+        """One attempt: breaker admission, the four limiters, then the timed provider call."""
+        breaker = self.breaker(query.source_id)
+        breaker.admit()
+        try:
+            async with (
+                slots.invocation,
+                slots.source,
+                self._provider_limiters.for_provider(provider),
+                self._instance,
+            ):
+                rows = await _timed_call(query, provider, limits.attempt_timeout_s)
+        except ProviderError:
+            breaker.record_failure()
+            raise
+        except BaseException:
+            breaker.release()
+            raise
+        breaker.record_success()
+        return rows
+
+
+async def _timed_call(
+    query: ValidatedQuery, provider: SearchProvider, timeout_s: float
+) -> Sequence[ResultRow]:
+    """Call the provider under the attempt timeout; classify everything it raises."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await provider.execute(query, timeout_s=timeout_s)
+    except TimeoutError:
+        raise ProviderError(ProviderErrorCode.TIMEOUT) from None
+    except ProviderError:
+        raise
+    except Exception as exc:
+        # The text may hold driver detail, SQL or hosts: it goes to the log and nowhere else.
+        _log.error("unclassified provider error for source %s", query.source_id, exc_info=exc)
+        raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
