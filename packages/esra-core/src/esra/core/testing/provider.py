@@ -92,7 +92,8 @@ class InMemorySearchProvider:
             score = _score(query, " ".join(str(row.get(c, "")) for c in columns).lower())
             if score is None:
                 continue
-            values = {p.name: row.get(p.column) for p in query.projection}
+            fields = (*query.projection, *((query.freshness,) if query.freshness else ()))
+            values = {p.name: row.get(p.column) for p in fields}
             hits.append(ResultRow(key=str(row[mapping.record_key]), score=score, values=values))
         hits.sort(key=lambda r: (-r.score, r.key))
         return hits[: query.row_limit]

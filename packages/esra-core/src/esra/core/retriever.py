@@ -1,0 +1,299 @@
+"""Retriever: the retrieval pipeline composed end to end for one invocation.
+
+resolve scope → select → plan → validate → execute → aggregate → rerank → respond.
+Each stage lives in ``esra.core.pipeline``; this module only sequences them, audits what
+the pure stages decided, enforces the invocation deadline and turns anything unclassified
+into ``ESRA_INTERNAL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from esra.core.audit import AuditRecord
+from esra.core.clock import SystemClock
+from esra.core.codes import AuditEvent, WarningCode
+from esra.core.config.snapshot import ConfigSnapshot
+from esra.core.config.source import SourceHealth
+from esra.core.context import InvocationContext
+from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
+from esra.core.pipeline.aggregation import aggregate
+from esra.core.pipeline.execution import Executor
+from esra.core.pipeline.planning import plan_searches
+from esra.core.pipeline.rerank import rerank
+from esra.core.pipeline.respond import respond
+from esra.core.pipeline.scope import EffectiveScope, resolve_scope
+from esra.core.pipeline.selection import select_sources
+from esra.core.ports import AuditSink, Cache, Clock, ConfigRepository, LanguageModel, SearchProvider
+from esra.core.response import ResponseWarning, RetrievalResponse
+from esra.core.validation import ValidationOutcome, validate
+
+__all__ = ["MAX_REQUEST_CHARS", "Retriever"]
+
+MAX_REQUEST_CHARS = 4_000
+HEALTH_TTL_S = 15.0
+
+_log = logging.getLogger(__name__)
+
+
+class Retriever:
+    """Runs invocations against a tenant's configuration, through injected ports.
+
+    One instance serves a runtime instance: it owns the executor (breakers and the
+    instance-wide concurrency bound) and a short-lived cache of provider health.
+
+    Args:
+        config: where tenant snapshots come from.
+        providers: the search provider of each source, keyed by source id.
+        model: the language model for selection, planning and reranking.
+        audit: where audit records go.
+        clock: time source (defaults to the system clock).
+        cache: optional cache for selection results.
+        executor: optional pre-built executor (for custom bounds).
+    """
+
+    def __init__(
+        self,
+        *,
+        config: ConfigRepository,
+        providers: Mapping[str, SearchProvider],
+        model: LanguageModel,
+        audit: AuditSink,
+        clock: Clock | None = None,
+        cache: Cache | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self._config = config
+        self._providers = dict(providers)
+        self._model = model
+        self._audit = audit
+        self._clock = clock or SystemClock()
+        self._cache = cache
+        self._executor = executor or Executor(clock=self._clock)
+        self._health: dict[str, tuple[float, SourceHealth]] = {}
+
+    async def retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
+        """Answer ``request`` for the caller in ``ctx``.
+
+        Raises:
+            InvalidRequestError: the request is empty or too long.
+            ExposureNotFoundError: no such published exposure for this caller.
+            NoSourcesAvailableError: nothing in scope.
+            EsraError: ``ESRA_INTERNAL`` for anything unclassified (detail logged only).
+        """
+        text = request.strip()
+        if not text or len(text) > MAX_REQUEST_CHARS:
+            msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
+            raise InvalidRequestError(msg)
+        try:
+            return await self._retrieve(ctx, text)
+        except EsraError:
+            raise
+        except Exception as exc:
+            _log.exception("unclassified failure in invocation %s", ctx.correlation_id)
+            raise EsraError from exc
+
+    async def _retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
+        snapshot = await self._config.snapshot(ctx.tenant_id)
+        if snapshot is None:
+            raise ExposureNotFoundError
+        health = await self._health_of(self._bound_sources(snapshot, ctx.exposure_slug))
+        scope = await resolve_scope(
+            ctx, snapshot, health=health, audit=self._audit, clock=self._clock
+        )
+        try:
+            async with asyncio.timeout(scope.limits.invocation_timeout_s):
+                return await self._run_stages(ctx, scope, request)
+        except TimeoutError:
+            warning = ResponseWarning(
+                WarningCode.ESRA_INVOCATION_DEADLINE,
+                "The search did not finish within its time limit; no results were returned.",
+            )
+            response = respond(
+                (),
+                scope=scope,
+                warnings=(warning,),
+                correlation_id=ctx.correlation_id,
+                source_names={},
+            )
+            await self._audit_outcome(ctx, response, executed=0)
+            return response
+
+    async def _run_stages(
+        self, ctx: InvocationContext, scope: EffectiveScope, request: str
+    ) -> RetrievalResponse:
+        source_names = {s.source.id: s.source.name for s in scope.sources}
+        selection = await select_sources(
+            ctx,
+            scope,
+            request,
+            model=self._model,
+            cache=self._cache,
+            audit=self._audit,
+            clock=self._clock,
+        )
+        capabilities = {
+            s.source.id: self._providers[s.source.id].capabilities
+            for s in selection.sources
+            if s.source.id in self._providers
+        }
+        planning = await plan_searches(
+            ctx,
+            selection,
+            request,
+            scope=scope,
+            model=self._model,
+            capabilities=capabilities,
+        )
+        validation = validate(
+            planning.queries,
+            ctx=ctx,
+            selection=selection,
+            scope=scope,
+            capabilities=capabilities,
+        )
+        await self._audit_validation(ctx, validation)
+        execution = await self._executor.execute(
+            validation.queries,
+            providers=self._providers,
+            limits=scope.limits,
+            source_names=source_names,
+        )
+        for failure in execution.failures:
+            await self._record(
+                ctx,
+                AuditEvent.QUERY_FAILED,
+                outcome="failed",
+                reason=failure.code.value,
+                source_id=failure.source_id,
+            )
+        candidates = aggregate(
+            execution.results,
+            priority={s.source.id: s.source.priority_weight for s in scope.sources},
+            now=self._clock.now(),
+        )
+        reranked = await rerank(
+            request,
+            candidates,
+            model=self._model,
+            weights=scope.capability.rerank_weights,
+            max_candidates=scope.limits.max_rerank_candidates,
+            fragment_chars=scope.exposure.fragment_chars,
+            source_names=source_names,
+            model_profile=scope.capability.model_profile,
+        )
+        if reranked.unknown_ids:
+            await self._record(
+                ctx,
+                AuditEvent.LLM_UNKNOWN_RESULT_REJECTED,
+                outcome="rejected",
+                count=reranked.unknown_ids,
+            )
+        warnings = (
+            *selection.warnings,
+            *planning.warnings,
+            *validation.warnings,
+            *execution.warnings,
+            *reranked.warnings,
+        )
+        response = respond(
+            reranked.ranked,
+            scope=scope,
+            warnings=warnings,
+            correlation_id=ctx.correlation_id,
+            source_names=source_names,
+        )
+        await self._audit_outcome(ctx, response, executed=len(validation.queries))
+        return response
+
+    @staticmethod
+    def _bound_sources(snapshot: ConfigSnapshot, slug: str) -> tuple[str, ...]:
+        """Sources the exposure's capability binds: the only ones worth a health probe."""
+        exposure = snapshot.exposure_by_slug(slug)
+        capability = snapshot.capability(exposure.capability_id) if exposure else None
+        return tuple(b.source_id for b in capability.bindings) if capability else ()
+
+    async def _health_of(self, source_ids: tuple[str, ...]) -> dict[str, SourceHealth]:
+        """Ask each bound source's provider for its health, cached briefly per source.
+
+        A source without a provider, or whose health check fails, is UNAVAILABLE: scope
+        resolution then drops it (fail closed).
+        """
+        now = self._clock.monotonic()
+        stale = [
+            sid for sid in source_ids if sid not in self._health or self._health[sid][0] <= now
+        ]
+
+        async def probe(source_id: str) -> SourceHealth:
+            provider = self._providers.get(source_id)
+            if provider is None:
+                return SourceHealth.UNAVAILABLE
+            try:
+                return await provider.health()
+            except Exception:
+                _log.warning("health check failed for source %s", source_id, exc_info=True)
+                return SourceHealth.UNAVAILABLE
+
+        for source_id, state in zip(
+            stale, await asyncio.gather(*(probe(s) for s in stale)), strict=True
+        ):
+            self._health[source_id] = (now + HEALTH_TTL_S, state)
+        return {sid: self._health[sid][1] for sid in source_ids}
+
+    async def _audit_validation(self, ctx: InvocationContext, outcome: ValidationOutcome) -> None:
+        for rejection in outcome.rejections:
+            await self._record(
+                ctx,
+                AuditEvent.PLAN_REJECTED,
+                outcome="rejected",
+                reason=rejection.reason.value,
+                source_id=rejection.source_id,
+                mapping_id=rejection.mapping_id,
+            )
+        for source_id in outcome.dropped_sources:
+            await self._record(
+                ctx,
+                AuditEvent.SOURCE_DROPPED,
+                outcome="denied",
+                reason=WarningCode.ESRA_SOURCE_DROPPED_MISSING_CLAIM.value,
+                source_id=source_id,
+            )
+
+    async def _audit_outcome(
+        self, ctx: InvocationContext, response: RetrievalResponse, *, executed: int
+    ) -> None:
+        await self._record(
+            ctx,
+            AuditEvent.RETRIEVE,
+            outcome=response.status.value,
+            results=len(response.results),
+            queries=executed,
+            warnings=tuple(sorted({w.code.value for w in response.warnings})),
+        )
+
+    async def _record(
+        self,
+        ctx: InvocationContext,
+        event: AuditEvent,
+        *,
+        outcome: str,
+        reason: str | None = None,
+        **dimensions: str | int | tuple[str, ...],
+    ) -> None:
+        await self._audit.record(
+            AuditRecord(
+                event=event,
+                tenant_id=ctx.tenant_id,
+                correlation_id=ctx.correlation_id,
+                at=self._clock.now(),
+                outcome=outcome,
+                reason=reason,
+                dimensions={
+                    "exposure": ctx.exposure_slug,
+                    "client_app": ctx.client_app_id,
+                    **dimensions,
+                },
+            )
+        )
