@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 
 import attrs
@@ -285,3 +286,20 @@ async def test_an_unclassified_failure_becomes_esra_internal_without_detail() ->
         await retriever.retrieve(make_context(), "leave")
     assert raised.value.code is ErrorCode.ESRA_INTERNAL
     assert "secret-host" not in str(raised.value)
+
+
+async def test_a_guessed_mapping_id_is_rejected_and_never_echoed_into_audit() -> None:
+    """A planner naming a mapping outside the scope is rejected; its text is not recorded."""
+
+    def guess(prompt: Prompt) -> str:
+        query = {"mapping": "m-hidden-payroll", "strategy": "keyword", "optional_terms": ["x"]}
+        return json.dumps({"queries": [query]})
+
+    model = FakeLanguageModel({PromptTask.PLAN_SEARCHES: guess})
+    retriever, audit, _ = _retriever(model=model)
+    response = await retriever.retrieve(make_context(), "leave")
+    assert WarningCode.ESRA_PLAN_REJECTED in {w.code for w in response.warnings}
+    rejected = audit.events(AuditEvent.PLAN_REJECTED)
+    assert rejected
+    assert all(r.reason == "MAPPING_NOT_IN_SCOPE" for r in rejected)
+    assert "m-hidden-payroll" not in repr(audit.records)

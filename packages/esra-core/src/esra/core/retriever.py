@@ -154,7 +154,7 @@ class Retriever:
             scope=scope,
             capabilities=capabilities,
         )
-        await self._audit_validation(ctx, validation)
+        await self._audit_validation(ctx, scope, validation)
         execution = await self._executor.execute(
             validation.queries,
             providers=self._providers,
@@ -242,15 +242,23 @@ class Retriever:
             self._health[source_id] = (now + HEALTH_TTL_S, state)
         return {sid: self._health[sid][1] for sid in source_ids}
 
-    async def _audit_validation(self, ctx: InvocationContext, outcome: ValidationOutcome) -> None:
+    async def _audit_validation(
+        self, ctx: InvocationContext, scope: EffectiveScope, outcome: ValidationOutcome
+    ) -> None:
+        known_mappings = {m.id for s in scope.sources for m in s.mappings}
         for rejection in outcome.rejections:
+            # The mapping id is the model's text: echo it only when it names a mapping in
+            # scope, so a guessed id of an unauthorized mapping never reaches the audit trail.
+            mapping_id = (
+                rejection.mapping_id if rejection.mapping_id in known_mappings else "(not in scope)"
+            )
             await self._record(
                 ctx,
                 AuditEvent.PLAN_REJECTED,
                 outcome="rejected",
                 reason=rejection.reason.value,
                 source_id=rejection.source_id,
-                mapping_id=rejection.mapping_id,
+                mapping_id=mapping_id,
             )
         for source_id in outcome.dropped_sources:
             await self._record(
