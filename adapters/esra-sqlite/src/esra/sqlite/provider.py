@@ -1,0 +1,250 @@
+"""SqliteFts5Provider: the embedded ``SearchProvider`` over SQLite FTS5, no server needed.
+
+Each execution refuses anything the validator did not issue, builds (or reuses) the shared
+SQLAlchemy statement with the FTS5 strategy, and runs it in a worker thread on a pooled
+read-only connection. A progress handler stops the statement at its deadline (``TIMEOUT``);
+cancelling the awaiting task interrupts the statement at once and re-raises the
+cancellation, and the interrupted statement itself is classified ``CANCELLED``. Every
+``sqlite3`` failure leaves as ``ProviderError(code)``; its text goes to the log only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from esra.core.codes import ProviderErrorCode
+from esra.core.config.mapping import Mapping, Operator
+from esra.core.config.source import SourceHealth
+from esra.core.exceptions import ProviderError
+from esra.core.ports import ProviderCapabilities, TextIndexKind
+from esra.core.query import ResultRow, Strategy
+from esra.core.validation import ValidatedQuery, ensure_validated
+from esra.sql import BuiltStatement, CompiledStatementCache, StatementBuilder
+from esra.sqlite.connection import ConnectionPool, PoolTimeoutError
+from esra.sqlite.errors import ExecutionState, classify
+from esra.sqlite.fulltext import Fts5FullText
+
+__all__ = ["SqliteFts5Provider"]
+
+_log = logging.getLogger("esra.sqlite")
+
+_HEALTH_TIMEOUT_S = 5.0
+
+
+class _Execution:
+    """One statement's deadline and cancellation, shared by the event loop and its worker."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.state = ExecutionState()
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+
+    def progress(self) -> int:
+        """SQLite progress handler: a non-zero return interrupts the running statement."""
+        if self.state.cancelled:
+            return 1
+        if time.monotonic() >= self.deadline:
+            self.state.timed_out = True
+            return 1
+        return 0
+
+    def attach(self, connection: sqlite3.Connection) -> None:
+        with self._lock:
+            self._connection = connection
+
+    def detach(self) -> None:
+        with self._lock:
+            self._connection = None
+
+    def cancel(self) -> None:
+        """Flag the execution cancelled and interrupt its statement if one is running."""
+        with self._lock:
+            self.state.cancelled = True
+            if self._connection is not None:
+                self._connection.interrupt()
+
+
+def _encodable(value: object) -> object:
+    """Make a ``str`` bindable: lone surrogates (undecodable input) become U+FFFD.
+
+    SQLite stores UTF-8 only, so such a value could never equal stored text anyway; the
+    replacement keeps it a literal instead of failing the bind.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
+
+
+class SqliteFts5Provider:
+    """Searches one SQLite database through external-content FTS5 tables, read-only.
+
+    Args:
+        database: path of the SQLite file (opened ``mode=ro``; never created).
+        mappings: the source's mappings, checked by ``health()`` (relation and FTS table
+            exist); executions use the mapping carried by each query.
+        pool_size: connections kept per provider (each execution holds one).
+        max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
+        progress_interval: SQLite VM instructions between deadline checks.
+        cache: compiled-statement cache; a fresh 256-entry LRU by default.
+
+    Nothing is opened at construction; call ``close()`` when done.
+    """
+
+    def __init__(
+        self,
+        database: str | os.PathLike[str],
+        *,
+        mappings: Sequence[Mapping] = (),
+        pool_size: int = 4,
+        max_rows: int = 200,
+        progress_interval: int = 1000,
+        cache: CompiledStatementCache | None = None,
+    ) -> None:
+        self._pool = ConnectionPool(database, size=pool_size)
+        self._mappings = tuple(mappings)
+        self._progress_interval = max(1, progress_interval)
+        self._builder = StatementBuilder(
+            sqlite_dialect.dialect(paramstyle="named"), Fts5FullText(), cache=cache
+        )
+        self._capabilities = ProviderCapabilities(
+            strategies=frozenset(Strategy),
+            operators=frozenset(Operator),
+            text_index=TextIndexKind.SQLITE_FTS5,
+            max_rows=max_rows,
+        )
+
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        """All six strategies, every operator, ``TextIndexKind.SQLITE_FTS5``."""
+        return self._capabilities
+
+    @property
+    def builder(self) -> StatementBuilder:
+        """The statement builder (exposed for inspection and cache statistics)."""
+        return self._builder
+
+    async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
+        """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
+
+        Raises:
+            UnvalidatedQueryError: if the validator did not issue ``query``.
+            ProviderError: for every database failure, with its classified code.
+            asyncio.CancelledError: if the awaiting task is cancelled (the statement is
+                interrupted first).
+        """
+        query = ensure_validated(query)
+        has_terms = any(
+            (query.required_terms, query.optional_terms, query.excluded_terms, query.phrases)
+        )
+        if has_terms and not query.mapping.text_index:
+            _log.warning("sqlite mapping %s has no text index configured", query.mapping.id)
+            raise ProviderError(ProviderErrorCode.TEXT_INDEX_UNAVAILABLE)
+        try:
+            built = self._builder.build(query)
+        except Exception as exc:
+            _log.warning("sqlite statement could not be built for %s", query.query_id)
+            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
+        execution = _Execution(time.monotonic() + timeout_s)
+        try:
+            raw = await asyncio.to_thread(self._run, built, execution, query)
+        except asyncio.CancelledError:
+            execution.cancel()
+            raise
+        return [built.to_row(row) for row in raw]
+
+    def _run(
+        self, built: BuiltStatement, execution: _Execution, query: ValidatedQuery
+    ) -> list[Any]:
+        """Worker-thread body: acquire, run under the progress handler, release."""
+        params = {name: _encodable(value) for name, value in built.params.items()}
+        text_index = query.mapping.text_index
+        try:
+            connection = self._pool.acquire(execution.deadline - time.monotonic())
+        except PoolTimeoutError as exc:
+            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
+        except sqlite3.Error as exc:
+            raise self._failure(exc, query, text_index, execution.state) from exc
+        try:
+            execution.attach(connection)
+            if execution.state.cancelled:
+                raise ProviderError(ProviderErrorCode.CANCELLED)
+            connection.set_progress_handler(execution.progress, self._progress_interval)
+            try:
+                return connection.execute(built.sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failure(exc, query, text_index, execution.state) from exc
+        finally:
+            execution.detach()
+            connection.set_progress_handler(None, 0)
+            self._pool.release(connection)
+
+    @staticmethod
+    def _failure(
+        exc: sqlite3.Error,
+        query: ValidatedQuery,
+        text_index: str | None,
+        state: ExecutionState,
+    ) -> ProviderError:
+        code = classify(exc, text_index=text_index, state=state)
+        # Driver text may name tables or echo content: log only, never in the error.
+        _log.warning("sqlite query %s failed as %s: %s", query.query_id, code.value, exc)
+        return ProviderError(code)
+
+    async def health(self) -> SourceHealth:
+        """``HEALTHY`` if the database opens and every mapping's relation and FTS table exist.
+
+        ``DEGRADED`` when some mappings lack them, ``UNAVAILABLE`` when the database cannot
+        be opened or no mapping is searchable.
+        """
+        return await asyncio.to_thread(self._health)
+
+    def _health(self) -> SourceHealth:
+        try:
+            connection = self._pool.acquire(_HEALTH_TIMEOUT_S)
+        except (PoolTimeoutError, sqlite3.Error) as exc:
+            _log.warning("sqlite health check could not open the database: %s", exc)
+            return SourceHealth.UNAVAILABLE
+        try:
+            connection.execute("SELECT 1").fetchall()
+            usable = [self._mapping_ready(connection, m) for m in self._mappings]
+        except sqlite3.Error as exc:
+            _log.warning("sqlite health check failed: %s", exc)
+            return SourceHealth.UNAVAILABLE
+        finally:
+            self._pool.release(connection)
+        if all(usable):
+            return SourceHealth.HEALTHY
+        return SourceHealth.DEGRADED if any(usable) else SourceHealth.UNAVAILABLE
+
+    @staticmethod
+    def _mapping_ready(connection: sqlite3.Connection, mapping: Mapping) -> bool:
+        schema = sqlite_dialect.dialect().identifier_preparer.quote_identifier(
+            mapping.schema or "main"
+        )
+        rows = connection.execute(
+            f"SELECT name, sql FROM {schema}.sqlite_master WHERE type IN ('table', 'view')"  # noqa: S608 - schema is a quoted configured identifier
+        ).fetchall()
+        objects = {name: sql or "" for name, sql in rows}
+        if mapping.relation not in objects:
+            return False
+        if mapping.text_index is None:
+            return True
+        definition = objects.get(mapping.text_index, "").lower()
+        return "virtual table" in definition and "fts5" in definition
+
+    def close(self) -> None:
+        """Close pooled connections (busy ones close when their statement ends)."""
+        self._pool.close()

@@ -1,0 +1,59 @@
+"""Tests for esra.sqlite.errors: sqlite3 failures map onto the sixteen provider codes."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from esra.core.codes import ProviderErrorCode
+from esra.sqlite import ExecutionState, classify
+
+_P = ProviderErrorCode
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("no such table: main.articles", _P.RELATION_NOT_FOUND),
+        ("no such table: articles_fts", _P.TEXT_INDEX_UNAVAILABLE),
+        ("no such table: main.articles_fts", _P.TEXT_INDEX_UNAVAILABLE),
+        ("no such column: articles_fts.articles_fts", _P.TEXT_INDEX_UNAVAILABLE),
+        ("no such column: b.art_title", _P.RELATION_NOT_FOUND),
+        ("no such function: bm25", _P.TEXT_INDEX_UNAVAILABLE),
+        ('fts5: syntax error near "AND"', _P.SYNTAX_ERROR),
+        ("unterminated string", _P.SYNTAX_ERROR),
+        ("fts5: missing row 3 from content table 'main'.'articles'", _P.TEXT_INDEX_UNAVAILABLE),
+        ("database is locked", _P.RESOURCE_EXHAUSTED),
+        ("database table is locked", _P.RESOURCE_EXHAUSTED),
+        ("unable to open database file", _P.CONNECTION_REFUSED),
+        ("attempt to write a readonly database", _P.PERMISSION_DENIED),
+        ("not authorized", _P.PERMISSION_DENIED),
+        ("interrupted", _P.CANCELLED),
+        ("something nobody anticipated", _P.UNKNOWN),
+    ],
+)
+def test_messages_classify(message: str, expected: ProviderErrorCode) -> None:
+    """Each driver message maps to its code; anything unforeseen is UNKNOWN."""
+    exc = sqlite3.OperationalError(message)
+    assert classify(exc, text_index="articles_fts") is expected
+
+
+def test_interrupt_past_the_deadline_is_a_timeout() -> None:
+    """An interrupt the deadline caused is TIMEOUT; one a cancellation caused is CANCELLED."""
+    exc = sqlite3.OperationalError("interrupted")
+    assert classify(exc, text_index=None, state=ExecutionState(timed_out=True)) is _P.TIMEOUT
+    cancelled = ExecutionState(timed_out=True, cancelled=True)
+    assert classify(exc, text_index=None, state=cancelled) is _P.CANCELLED
+
+
+def test_error_names_classify_when_the_message_says_little() -> None:
+    """The SQLite result-code name decides when the text is not specific."""
+    exc = sqlite3.OperationalError("disk I/O trouble")
+    exc.sqlite_errorname = "SQLITE_FULL"
+    assert classify(exc, text_index=None) is _P.RESOURCE_EXHAUSTED
+
+
+def test_non_sqlite_exceptions_are_unknown() -> None:
+    """Only sqlite3 errors are classified by content; anything else is UNKNOWN."""
+    assert classify(ValueError("no such table: x"), text_index=None) is _P.UNKNOWN
