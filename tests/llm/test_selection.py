@@ -26,9 +26,19 @@ def test_selection_picks_the_fitting_source(request_text: str, expected: str) ->
     assert chosen[0] == expected
 
 
-def test_selection_chooses_none_for_an_unrelated_request() -> None:
-    """A request sharing no meaningful word with any source selects nothing."""
-    assert select("What will the weather be in Lisbon tomorrow?") == ()
+def test_without_a_clear_match_every_candidate_is_searched() -> None:
+    """A request sharing no meaningful word with any source searches them all, in order.
+
+    A lexical model cannot tell an unrelated request from one related in words it does not
+    know, so it prefers recall; the reranker orders what comes back.
+    """
+    assert select("What will the weather be in Lisbon tomorrow?") == tuple(s.id for s in SOURCES)
+
+
+def test_without_a_clear_match_excluded_sources_stay_out() -> None:
+    """The recall fallback still honours exclusion guidance."""
+    chosen = select("weather figures in Lisbon")  # "figures" hits HR's exclusion guidance
+    assert chosen == tuple(s.id for s in SOURCES if s.id != HR.id)
 
 
 def test_selection_chooses_none_for_an_empty_request() -> None:

@@ -14,7 +14,13 @@ The rule, in full:
   concept whose stems appear in the source's exclusion guidance subtracts
   ``max(weight × 4.0 × idf)`` (one exclusion outweighs any one match).
 * A source is chosen when ``relevance ≥ 1.0`` (at least one real match) **and**
-  ``relevance ≥ 0.5 × the best candidate's relevance``. Nothing above the floor → none.
+  ``relevance ≥ 0.5 × the best candidate's relevance``.
+* Nothing above the floor → every candidate whose exclusion guidance the request does not
+  hit (``relevance ≥ 0``), in prompt order. A lexical model cannot tell "unrelated" from
+  "related in words it does not know" (squealing brakes are a support problem without
+  sharing a word with its description); missing the right source costs the caller more than
+  one extra search, and the reranker still orders what comes back. An empty request chooses
+  nothing.
 """
 
 from __future__ import annotations
@@ -90,4 +96,6 @@ def answer_selection(prompt: Prompt) -> str:
     floor = max(MIN_RELEVANCE, RELATIVE_THRESHOLD * best)
     ranked = sorted(enumerate(scores), key=lambda entry: (-entry[1][1], entry[0]))
     chosen = [source_id for _, (source_id, score) in ranked if score >= floor]
+    if not chosen and analyse(prompt.request).concepts:
+        chosen = [source_id for source_id, score in scores if score >= 0.0]
     return json.dumps({"sources": list(dict.fromkeys(chosen))})
