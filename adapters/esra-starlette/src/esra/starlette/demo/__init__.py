@@ -1,0 +1,1 @@
+"""The embedded demo: Larkspur Cycles in SQLite, searched with the offline LocalModel."""

@@ -1,0 +1,72 @@
+"""Run questions through the whole pipeline over the demo and print what a caller gets back."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from esra.core.exceptions import EsraError
+from esra.core.logging_audit import LoggingAuditSink
+from esra.core.response import RetrievalResponse
+from esra.core.retriever import Retriever
+from esra.core.static_config import StaticConfigRepository
+from esra.llm import LocalModel
+from esra.starlette.demo.build import build_demo_databases, demo_providers
+from esra.starlette.demo.config import demo_context, demo_snapshot
+
+__all__ = ["EXAMPLE_QUESTIONS", "format_response", "run_demo"]
+
+EXAMPLE_QUESTIONS = (
+    "My e-bike battery is not charging and the charger blinks red",
+    "How many days of paid time off do employees get?",
+    "Which gravel bike has room for wide tyres and bikepacking racks?",
+    "Can I get a refund for a helmet that arrived damaged?",
+    "Why do my disc brakes squeal when it rains?",
+)
+
+
+def format_response(question: str, response: RetrievalResponse) -> str:
+    """Render one response the way the demo prints it."""
+    lines = [f"Q: {question}", f"   status: {response.status.value}"]
+    if not response.results:
+        lines.append("   (no results)")
+    for rank, item in enumerate(response.results, start=1):
+        lines.append(f"   {rank}. {item.title}  [{item.source}]  score {item.score:.3f}")
+        lines.append(f"      {item.fragment}")
+        extra = ", ".join(f"{k}={v}" for k, v in sorted(item.fields.items()))
+        if extra:
+            lines.append(f"      {extra}")
+    lines.extend(f"   warning {w.code.value}: {w.message}" for w in response.warnings)
+    return "\n".join(lines)
+
+
+async def run_demo(questions: Sequence[str], *, regions: tuple[str, ...], out: TextIO) -> int:
+    """Build the demo in a temporary directory and answer each question; return exit status."""
+    snapshot = demo_snapshot()
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="esra-demo-") as tmp:
+        directory = Path(tmp)
+        build_demo_databases(directory, snapshot)
+        providers = demo_providers(directory, snapshot)
+        retriever = Retriever(
+            config=StaticConfigRepository([snapshot]),
+            providers=providers,
+            model=LocalModel(),
+            audit=LoggingAuditSink(),
+        )
+        try:
+            for number, question in enumerate(questions, start=1):
+                context = demo_context(f"demo-{number}", regions=regions)
+                try:
+                    response = await retriever.retrieve(context, question)
+                except EsraError as exc:
+                    out.write(f"Q: {question}\n   error {exc.code.value}: {exc}\n\n")
+                    status = 1
+                    continue
+                out.write(format_response(question, response) + "\n\n")
+        finally:
+            for provider in providers.values():
+                provider.close()
+    return status
