@@ -1,10 +1,11 @@
 """SqliteFts5Provider: the embedded ``SearchProvider`` over SQLite FTS5, no server needed.
 
 Each execution refuses anything the validator did not issue, builds (or reuses) the shared
-SQLAlchemy statement with the FTS5 strategy, and runs it in a worker thread on a pooled
-read-only connection. A progress handler stops the statement at its deadline (``TIMEOUT``);
-cancelling the awaiting task interrupts the statement at once and re-raises the
-cancellation, and the interrupted statement itself is classified ``CANCELLED``. Every
+SQLAlchemy statement with the FTS5 strategy, and runs it on a pooled read-only connection,
+on the one thread that connection is pinned to. A progress handler stops the statement at
+its deadline (``TIMEOUT``); cancelling the awaiting task interrupts the statement at once
+and re-raises the cancellation, and the interrupted statement itself is classified
+``CANCELLED``. Every
 ``sqlite3`` failure leaves as ``ProviderError(code)``; its text goes to the log only.
 """
 
@@ -29,7 +30,7 @@ from esra.core.ports import ProviderCapabilities, TextIndexKind
 from esra.core.query import ResultRow, Strategy
 from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.sql import BuiltStatement, CompiledStatementCache, StatementBuilder
-from esra.sqlite.connection import ConnectionPool, PoolTimeoutError
+from esra.sqlite.connection import ConnectionPool, ConnectionSlot, PoolTimeoutError
 from esra.sqlite.errors import ExecutionState, classify
 from esra.sqlite.fulltext import Fts5FullText
 
@@ -159,37 +160,64 @@ class SqliteFts5Provider:
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
         execution = _Execution(time.monotonic() + timeout_s)
         try:
-            raw = await asyncio.to_thread(self._run, built, execution, query)
-        except asyncio.CancelledError:
-            execution.cancel()
-            raise
-        return [built.to_row(row) for row in raw]
-
-    def _run(
-        self, built: BuiltStatement, execution: _Execution, query: ValidatedQuery
-    ) -> list[Any]:
-        """Worker-thread body: acquire, run under the progress handler, release."""
-        params = {name: _encodable(value) for name, value in built.params.items()}
-        text_index = query.mapping.text_index
-        try:
-            connection = self._pool.acquire(execution.deadline - time.monotonic())
+            slot = await self._slot(timeout_s)
         except PoolTimeoutError as exc:
             raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
+        try:
+            raw = await asyncio.get_running_loop().run_in_executor(
+                slot.executor, self._run, slot, built, execution, query
+            )
+        except asyncio.CancelledError:
+            # The slot's thread runs one statement at a time, so the slot can go back now:
+            # the interrupted statement finishes before anything else runs on it.
+            execution.cancel()
+            raise
+        finally:
+            self._pool.release(slot)
+        return [built.to_row(row) for row in raw]
+
+    async def _slot(self, timeout_s: float) -> ConnectionSlot:
+        """Take a free connection slot, waiting (off the event loop) up to ``timeout_s``."""
+        slot = self._pool.try_acquire()
+        if slot is not None:
+            return slot
+        waiting = asyncio.get_running_loop().run_in_executor(None, self._pool.acquire, timeout_s)
+        try:
+            return await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            # The waiting thread may still get a slot after we gave up: hand it straight back.
+            waiting.add_done_callback(self._release_abandoned)
+            raise
+
+    def _release_abandoned(self, waiting: asyncio.Future[ConnectionSlot]) -> None:
+        if not waiting.cancelled() and waiting.exception() is None:
+            self._pool.release(waiting.result())
+
+    def _run(
+        self,
+        slot: ConnectionSlot,
+        built: BuiltStatement,
+        execution: _Execution,
+        query: ValidatedQuery,
+    ) -> list[Any]:
+        """Slot-thread body: open the connection if needed, run under the progress handler."""
+        params = {name: _encodable(value) for name, value in built.params.items()}
+        text_index = query.mapping.text_index
+        if execution.state.cancelled:
+            raise ProviderError(ProviderErrorCode.CANCELLED)
+        try:
+            connection = slot.connection()
         except sqlite3.Error as exc:
             raise self._failure(exc, query, text_index, execution.state) from exc
+        execution.attach(connection)
+        connection.set_progress_handler(execution.progress, self._progress_interval)
         try:
-            execution.attach(connection)
-            if execution.state.cancelled:
-                raise ProviderError(ProviderErrorCode.CANCELLED)
-            connection.set_progress_handler(execution.progress, self._progress_interval)
-            try:
-                return connection.execute(built.sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise self._failure(exc, query, text_index, execution.state) from exc
+            return connection.execute(built.sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._failure(exc, query, text_index, execution.state) from exc
         finally:
             execution.detach()
             connection.set_progress_handler(None, 0)
-            self._pool.release(connection)
 
     @staticmethod
     def _failure(
@@ -209,22 +237,26 @@ class SqliteFts5Provider:
         ``DEGRADED`` when some mappings lack them, ``UNAVAILABLE`` when the database cannot
         be opened or no mapping is searchable.
         """
-        return await asyncio.to_thread(self._health)
-
-    def _health(self) -> SourceHealth:
         try:
-            connection = self._pool.acquire(_HEALTH_TIMEOUT_S)
-        except (PoolTimeoutError, sqlite3.Error) as exc:
-            _log.warning("sqlite health check could not open the database: %s", exc)
+            slot = await self._slot(_HEALTH_TIMEOUT_S)
+        except PoolTimeoutError:
+            _log.warning("sqlite health check found every connection busy")
             return SourceHealth.UNAVAILABLE
         try:
+            return await asyncio.get_running_loop().run_in_executor(
+                slot.executor, self._health, slot
+            )
+        finally:
+            self._pool.release(slot)
+
+    def _health(self, slot: ConnectionSlot) -> SourceHealth:
+        try:
+            connection = slot.connection()
             connection.execute("SELECT 1").fetchall()
             usable = [self._mapping_ready(connection, m) for m in self._mappings]
         except sqlite3.Error as exc:
             _log.warning("sqlite health check failed: %s", exc)
             return SourceHealth.UNAVAILABLE
-        finally:
-            self._pool.release(connection)
         if all(usable):
             return SourceHealth.HEALTHY
         return SourceHealth.DEGRADED if any(usable) else SourceHealth.UNAVAILABLE
