@@ -12,6 +12,7 @@ MARKER_TOKEN = "ESRA-DATA"
 _TOKEN = re.compile(r"(?i)(?:end-)?esra-data")
 # Characters that could hide a token from the pattern above (zero-width joiners and friends).
 _INVISIBLE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
+_SUSPECT = re.compile("(?i)esra-data|[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
 
 
 def begin_marker(tag: str) -> str:
@@ -30,6 +31,12 @@ def strip_markers(text: str) -> str:
     Repeats until nothing changes, so removing one occurrence can never assemble another
     (``esra-esra-datadata`` → ``esra-data`` → ``""``).
     """
+    if text.isascii() and "esra-data" not in text.lower():
+        # The common case — ASCII (so no invisible character) and no token — stays cheap:
+        # a case-insensitive regex scan costs about twenty times more on the hot path.
+        return text
+    if not _SUSPECT.search(text):
+        return text
     previous = None
     current = text
     while previous != current:

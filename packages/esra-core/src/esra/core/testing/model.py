@@ -16,7 +16,8 @@ _WORD = re.compile(r"\w+")
 
 
 def _select_all(prompt: Prompt) -> str:
-    ids = [json.loads(item.content)["id"] for item in prompt.reference]
+    # Each item's tag is the source id (see build_selection_prompt).
+    ids = [item.tag for item in prompt.reference]
     return json.dumps({"sources": ids})
 
 
@@ -36,8 +37,9 @@ def _plan_keywords(prompt: Prompt) -> str:
 
 def _rerank_in_order(prompt: Prompt) -> str:
     count = len(prompt.reference)
+    # Each item's tag is the result id (see build_rerank_prompt).
     scores = [
-        {"id": json.loads(item.content)["id"], "score": round(1.0 - i / max(count, 1), 6)}
+        {"id": item.tag, "score": round(1.0 - i / max(count, 1), 6)}
         for i, item in enumerate(prompt.reference)
     ]
     return json.dumps({"scores": scores})
