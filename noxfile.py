@@ -57,14 +57,14 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """Run mypy in strict mode over every distribution, the tests and the benchmarks."""
-    _install_workspace(session, *TEST_DEPENDENCIES, "mypy>=1.13", "nox")
+    _install_workspace(session, *TEST_DEPENDENCIES, "mypy==2.4.1", "nox")
     session.run("mypy", "packages", "adapters", "tests", "bench", "noxfile.py")
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """Run ruff's linter and formatter check over the whole tree."""
-    session.install("ruff>=0.8")
+    session.install("ruff==0.17.6")  # pinned: formatting must not drift between runs
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
