@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from esra.core.codes import ErrorCode
 from esra.core.config import (
     ConfigSnapshot,
     MaskingRule,
@@ -51,8 +52,9 @@ def test_fetch_is_off_by_default() -> None:
 
 def test_snapshot_rejects_an_object_of_another_tenant() -> None:
     """A cross-tenant reference is rejected in the domain, not discovered at run time."""
-    with pytest.raises(ConfigurationError, match="another tenant"):
+    with pytest.raises(ConfigurationError, match="another tenant") as raised:
         make_snapshot([make_source("s-1"), make_source("s-2", tenant_id="tenant-b")])
+    assert raised.value.code is ErrorCode.ESRA_CONFIGURATION_INVALID
 
 
 def test_snapshot_rejects_duplicate_source_names_within_a_tenant() -> None:

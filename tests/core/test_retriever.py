@@ -303,3 +303,20 @@ async def test_a_guessed_mapping_id_is_rejected_and_never_echoed_into_audit() ->
     assert rejected
     assert all(r.reason == "MAPPING_NOT_IN_SCOPE" for r in rejected)
     assert "m-hidden-payroll" not in repr(audit.records)
+
+
+async def test_a_rerank_answer_naming_an_unissued_id_is_audited_and_ignored() -> None:
+    """The reranker cannot introduce a result: unknown ids are dropped and audited."""
+
+    def rerank_with_intruder(prompt: Prompt) -> str:
+        scores = [{"id": item.tag, "score": 0.5} for item in prompt.reference]
+        scores.append({"id": "r_forged", "score": 1.0})
+        return json.dumps({"scores": scores})
+
+    model = FakeLanguageModel({PromptTask.RERANK: rerank_with_intruder})
+    retriever, audit, _ = _retriever(model=model)
+    response = await retriever.retrieve(make_context(), "leave")
+    assert "r_forged" not in {r.result_id for r in response.results}
+    (record,) = audit.events(AuditEvent.LLM_UNKNOWN_RESULT_REJECTED)
+    assert record.dimensions["count"] == 1
+    assert "r_forged" not in repr(record)
