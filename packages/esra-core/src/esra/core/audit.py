@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import attrs
 
 from esra.core.codes import AuditEvent
+
+if TYPE_CHECKING:
+    from esra.core.context import InvocationContext
+    from esra.core.ports import Clock
 
 __all__ = ["AuditDimension", "AuditRecord"]
 
@@ -25,3 +30,25 @@ class AuditRecord:
     outcome: str = "ok"
     reason: str | None = None
     dimensions: Mapping[str, AuditDimension] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        ctx: InvocationContext,
+        clock: Clock,
+        event: AuditEvent,
+        *,
+        outcome: str = "ok",
+        reason: str | None = None,
+        dimensions: Mapping[str, AuditDimension] | None = None,
+    ) -> AuditRecord:
+        """Build a record for the invocation in ``ctx``: its tenant and correlation id, now."""
+        return cls(
+            event=event,
+            tenant_id=ctx.tenant_id,
+            correlation_id=ctx.correlation_id,
+            at=clock.now(),
+            outcome=outcome,
+            reason=reason,
+            dimensions=dict(dimensions or {}),
+        )

@@ -291,11 +291,10 @@ class Retriever:
         **dimensions: str | int | tuple[str, ...],
     ) -> None:
         await self._audit.record(
-            AuditRecord(
-                event=event,
-                tenant_id=ctx.tenant_id,
-                correlation_id=ctx.correlation_id,
-                at=self._clock.now(),
+            AuditRecord.of(
+                ctx,
+                self._clock,
+                event,
                 outcome=outcome,
                 reason=reason,
                 dimensions={

@@ -82,11 +82,10 @@ async def resolve_scope(
     capability = snapshot.capability(exposure.capability_id) if exposure else None
     if exposure is None or capability is None:
         await audit.record(
-            AuditRecord(
-                event=AuditEvent.SOURCES_RESOLVE,
-                tenant_id=ctx.tenant_id,
-                correlation_id=ctx.correlation_id,
-                at=clock.now(),
+            AuditRecord.of(
+                ctx,
+                clock,
+                AuditEvent.SOURCES_RESOLVE,
                 outcome="denied",
                 reason=ErrorCode.ESRA_EXPOSURE_NOT_FOUND.value,
             )
@@ -136,11 +135,10 @@ async def resolve_scope(
     }
     if not effective:
         await audit.record(
-            AuditRecord(
-                event=AuditEvent.SOURCES_RESOLVE,
-                tenant_id=ctx.tenant_id,
-                correlation_id=ctx.correlation_id,
-                at=clock.now(),
+            AuditRecord.of(
+                ctx,
+                clock,
+                AuditEvent.SOURCES_RESOLVE,
                 outcome="failed",
                 reason=ErrorCode.ESRA_NO_SOURCES_AVAILABLE.value,
                 dimensions=dimensions,
@@ -148,11 +146,10 @@ async def resolve_scope(
         )
         raise NoSourcesAvailableError
     await audit.record(
-        AuditRecord(
-            event=AuditEvent.SOURCES_RESOLVE,
-            tenant_id=ctx.tenant_id,
-            correlation_id=ctx.correlation_id,
-            at=clock.now(),
+        AuditRecord.of(
+            ctx,
+            clock,
+            AuditEvent.SOURCES_RESOLVE,
             dimensions=dimensions,
         )
     )

@@ -81,11 +81,10 @@ async def select_sources(
         else ()
     )
     await audit.record(
-        AuditRecord(
-            event=AuditEvent.SOURCES_SELECT,
-            tenant_id=ctx.tenant_id,
-            correlation_id=ctx.correlation_id,
-            at=clock.now(),
+        AuditRecord.of(
+            ctx,
+            clock,
+            AuditEvent.SOURCES_SELECT,
             outcome="fallback" if choice.fallback else "ok",
             reason=WarningCode.ESRA_SELECTION_FALLBACK.value if choice.fallback else None,
             dimensions={
@@ -145,11 +144,10 @@ async def _choose(
         # The rejected id is never recorded, not even hashed: it may name a source the caller
         # may not use, and such a source's existence must not reach the audit trail.
         await audit.record(
-            AuditRecord(
-                event=AuditEvent.LLM_UNKNOWN_SOURCE_REJECTED,
-                tenant_id=ctx.tenant_id,
-                correlation_id=ctx.correlation_id,
-                at=clock.now(),
+            AuditRecord.of(
+                ctx,
+                clock,
+                AuditEvent.LLM_UNKNOWN_SOURCE_REJECTED,
                 outcome="rejected",
                 dimensions={"answer_position": position},
             )
