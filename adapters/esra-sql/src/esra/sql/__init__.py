@@ -10,6 +10,7 @@ from esra.sql.builder import (
     filter_bind_name,
 )
 from esra.sql.cache import CacheInfo, CompiledStatement, CompiledStatementCache
+from esra.sql.connection import ConnectionTarget, ConnectionTemplate, resolve_connection
 from esra.sql.fulltext import (
     FullTextClause,
     FullTextDialect,
@@ -29,6 +30,8 @@ __all__ = [
     "ColumnBinding",
     "CompiledStatement",
     "CompiledStatementCache",
+    "ConnectionTarget",
+    "ConnectionTemplate",
     "FullTextClause",
     "FullTextDialect",
     "SearchTerms",
@@ -37,4 +40,5 @@ __all__ = [
     "TextTarget",
     "__version__",
     "filter_bind_name",
+    "resolve_connection",
 ]

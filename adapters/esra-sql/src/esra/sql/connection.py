@@ -1,0 +1,185 @@
+"""Connection templates: where a server provider connects, resolved safely per tenant.
+
+A source's ``connection_ref`` is a connection *template*: a URL whose credentials are secret
+references, never secrets, for example::
+
+    postgresql://esra_reader:${secret:sales-db-password}@db.internal:5432/sales?sslmode=require
+
+Resolution, before any socket opens:
+
+1. the template is parsed; anything malformed — an unknown scheme, no host, a bad port, a
+   placeholder anywhere but the user name, password or a query value — is
+   ``CONNECTION_TEMPLATE_INVALID``;
+2. every ``${secret:NAME}`` is resolved through the ``SecretStore`` *with the source's tenant*
+   (``SECRET_UNRESOLVED`` when it does not resolve), so one tenant's reference never reaches
+   another tenant's secret;
+3. the literal host and port are checked through the ``HostAllowlist`` with the tenant id
+   (``HOST_NOT_ALLOWED``), so one tenant's allowlisted host does not become another's.
+
+The host is never a placeholder: the allowlist must judge the host the configuration names,
+not one a secret could swap in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import attrs
+
+from esra.core.codes import ProviderErrorCode
+from esra.core.exceptions import EsraError, ProviderError
+from esra.core.ports import HostAllowlist, SecretStore
+
+__all__ = [
+    "ConnectionTarget",
+    "ConnectionTemplate",
+    "resolve_connection",
+]
+
+_PLACEHOLDER = re.compile(r"\$\{secret:([A-Za-z0-9][A-Za-z0-9_.:/-]{0,199})\}")
+_ANY_PLACEHOLDER = re.compile(r"\$\{")
+_HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+$|^\[[0-9A-Fa-f:.]+\]$")
+
+
+def _invalid(reason: str) -> ProviderError:
+    error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
+    error.add_note(reason)  # for the log; the error's message stays the code alone
+    return error
+
+
+def _secret_names(text: str) -> tuple[str, ...]:
+    names = tuple(_PLACEHOLDER.findall(text))
+    if len(_ANY_PLACEHOLDER.findall(text)) != len(names):
+        raise _invalid("malformed secret placeholder")
+    return names
+
+
+@attrs.frozen
+class ConnectionTemplate:
+    """A parsed connection template: literal host and port, secret references elsewhere."""
+
+    scheme: str
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str = attrs.field(repr=False)
+    options: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str, *, schemes: Mapping[str, int]) -> ConnectionTemplate:
+        """Parse ``text``; ``schemes`` maps each accepted scheme to its default port.
+
+        Raises:
+            ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for anything malformed.
+        """
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError as exc:
+            raise _invalid("unparseable URL or port") from exc
+        scheme = parts.scheme.lower()
+        if scheme not in schemes:
+            raise _invalid("unsupported scheme")
+        host = parts.hostname or ""
+        if not host or "${" in host or not _HOST.match(host if ":" not in host else f"[{host}]"):
+            raise _invalid("missing or invalid host")
+        if parts.fragment:
+            raise _invalid("fragments are not allowed")
+        database = unquote(parts.path.lstrip("/"))
+        if "${" in database or "/" in database:
+            raise _invalid("invalid database name")
+        user = unquote(parts.username or "")
+        password = unquote(parts.password or "")
+        for value in (user, password):
+            _secret_names(value)
+        try:
+            options = tuple(parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False))
+        except ValueError as exc:
+            raise _invalid("invalid query string") from exc
+        for key, value in options:
+            if "${" in key:
+                raise _invalid("placeholder in an option name")
+            _secret_names(value)
+        return cls(
+            scheme=scheme,
+            host=host.lower(),
+            port=port if port is not None else schemes[scheme],
+            database=database,
+            user=user,
+            password=password,
+            options=options,
+        )
+
+
+@attrs.frozen
+class ConnectionTarget:
+    """A resolved connection: every secret substituted, the host allowed for the tenant."""
+
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str = attrs.field(repr=False)
+    options: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=False)
+
+    def option(self, name: str, default: str | None = None) -> str | None:
+        """Return the last value of the query option ``name``."""
+        found = [value for key, value in self.options if key == name]
+        return found[-1] if found else default
+
+
+async def _substitute(text: str, *, tenant_id: str, secrets: SecretStore) -> str:
+    names = _secret_names(text)
+    values: dict[str, str] = {}
+    for name in names:
+        try:
+            values[name] = await secrets.resolve(tenant_id, name)
+        except ProviderError:
+            raise
+        except EsraError as exc:
+            raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from exc
+        except Exception as exc:
+            # A secret store's own failure must not leak its text or pass as another code.
+            raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from exc
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+async def resolve_connection(
+    template: str,
+    *,
+    tenant_id: str,
+    secrets: SecretStore,
+    allowlist: HostAllowlist,
+    schemes: Mapping[str, int],
+) -> ConnectionTarget:
+    """Resolve ``template`` for ``tenant_id``: parse, check the host, substitute secrets.
+
+    The host is checked before any secret is read, so a disallowed host costs no secret
+    lookup; no socket is opened here.
+
+    Raises:
+        ProviderError: ``CONNECTION_TEMPLATE_INVALID``, ``HOST_NOT_ALLOWED`` or
+            ``SECRET_UNRESOLVED``.
+    """
+    parsed = ConnectionTemplate.parse(template, schemes=schemes)
+    try:
+        allowed = await allowlist.is_allowed(tenant_id, parsed.host, parsed.port)
+    except Exception as exc:
+        # An allowlist that cannot answer is a "no": fail closed.
+        raise ProviderError(ProviderErrorCode.HOST_NOT_ALLOWED) from exc
+    if not allowed:
+        raise ProviderError(ProviderErrorCode.HOST_NOT_ALLOWED)
+    options = []
+    for key, value in parsed.options:
+        options.append((key, await _substitute(value, tenant_id=tenant_id, secrets=secrets)))
+    return ConnectionTarget(
+        host=parsed.host,
+        port=parsed.port,
+        database=parsed.database,
+        user=await _substitute(parsed.user, tenant_id=tenant_id, secrets=secrets),
+        password=await _substitute(parsed.password, tenant_id=tenant_id, secrets=secrets),
+        options=tuple(options),
+    )
