@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from esra.core.prompts import (
 )
 from esra.core.query import Strategy
 from esra.llm import LocalModel
+from tests._external import shared_data
 from tests.llm._fixtures import (
     ALL_CAPS,
     HR,
@@ -205,13 +205,7 @@ def test_any_result_text_gets_one_score_per_id(
 
 
 def _shared_data() -> Path:
-    root = Path(os.environ.get("ESRA_SHARED_DATA", "../shared/data"))
-    folder = root / "prompt_injection" / "ai-seclists" / "prompt-injection"
-    if not folder.is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"shared data missing: {folder}")
-        pytest.skip("shared prompt-injection data not present")
-    return folder
+    return shared_data("prompt_injection/ai-seclists/prompt-injection")
 
 
 @pytest.mark.external_data

@@ -13,7 +13,6 @@ safe even for a future code path that forgets the validator.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
@@ -27,33 +26,16 @@ from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
 from esra.core.validation import ValidatedQuery, _issue
 from esra.sql import CompiledStatementCache, StatementBuilder
 from esra.sqlite import Fts5FullText, SqliteFts5Provider
+from tests._external import load_sqli_payloads
 from tests.sqlite.conftest import seed_contract_database, table_counts
 
 pytestmark = pytest.mark.external_data
-
-_REPO = Path(__file__).resolve().parents[2]
-_PAYLOADS = "sqli/_combined_unique_payloads.txt"
-
-
-def _payload_file() -> Path:
-    root = Path(os.environ.get("ESRA_SHARED_DATA") or _REPO.parent / "shared" / "data")
-    return root / _PAYLOADS
-
-
-def _load_payloads() -> list[str]:
-    path = _payload_file()
-    if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"external data missing under CI: {path}")
-        pytest.skip(f"external data not present: {path}")
-    lines = path.read_bytes().split(b"\n")
-    return [line.decode("utf-8", errors="surrogateescape") for line in lines if line.strip()]
 
 
 @pytest.fixture(scope="module")
 def payloads() -> list[str]:
     """Every non-empty payload line, decoded with surrogateescape."""
-    return _load_payloads()
+    return load_sqli_payloads()
 
 
 def _query(
