@@ -18,6 +18,10 @@ DISTRIBUTIONS = [
     "adapters/esra-sqlite",
     "adapters/esra-llm",
     "adapters/esra-starlette",
+    "adapters/esra-postgres",
+    "adapters/esra-mysql",
+    "adapters/esra-sqlserver",
+    "adapters/esra-oracle",
 ]
 TEST_DEPENDENCIES = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6.100"]
 
