@@ -61,7 +61,8 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """Run mypy in strict mode over every distribution, the tests and the benchmarks."""
-    _install_workspace(session, *TEST_DEPENDENCIES, "mypy==2.4.1", "nox")
+    stubs = ["types-defusedxml"]
+    _install_workspace(session, *TEST_DEPENDENCIES, *stubs, "mypy==2.4.1", "nox")
     session.run("mypy", "packages", "adapters", "tests", "bench", "noxfile.py")
 
 

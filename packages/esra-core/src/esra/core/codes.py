@@ -11,6 +11,7 @@ from enum import StrEnum
 __all__ = [
     "RETRYABLE_PROVIDER_ERRORS",
     "AuditEvent",
+    "DocumentRefusal",
     "ErrorCode",
     "ProviderErrorCode",
     "RejectionReason",
@@ -102,3 +103,21 @@ class AuditEvent(StrEnum):
     SOURCE_DROPPED = "esra.source.dropped"
     QUERY_FAILED = "esra.query.failed"
     RETRIEVE = "esra.retrieve"
+
+
+class DocumentRefusal(StrEnum):
+    """Why the internal document store refused or failed one uploaded document.
+
+    Each code has a remedy an operator can act on (``esra.core.docstore.remedies``).
+    """
+
+    EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
+    TOO_LARGE = "TOO_LARGE"
+    UNSUPPORTED_TYPE = "UNSUPPORTED_TYPE"
+    LEGACY_DOC = "LEGACY_DOC"
+    MACRO_ENABLED = "MACRO_ENABLED"
+    ACTIVE_CONTENT = "ACTIVE_CONTENT"
+    TYPE_MISMATCH = "TYPE_MISMATCH"
+    PASSWORD_PROTECTED = "PASSWORD_PROTECTED"
+    MALFORMED_DOCUMENT = "MALFORMED_DOCUMENT"
+    DUPLICATE_DOCUMENT = "DUPLICATE_DOCUMENT"

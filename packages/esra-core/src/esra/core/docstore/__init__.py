@@ -1,0 +1,1 @@
+"""The internal document store's core logic: upload hardening, extraction, segmentation."""
