@@ -1,0 +1,356 @@
+"""SqlServerProvider: the ``SearchProvider`` for SQL Server full-text search, via pymssql.
+
+Nothing connects at construction. The first execution resolves the connection template
+(``HOST_NOT_ALLOWED`` / ``SECRET_UNRESOLVED`` / ``CONNECTION_TEMPLATE_INVALID`` before any
+socket), then each execution takes a pooled connection slot (one pymssql connection pinned
+to one worker thread), runs the fencing batch (``esra.sqlserver.session``), the statement
+from the shared builder with the ``mssql`` dialect and ``SqlServerFullText``, and always
+rolls back. Every pymssql failure leaves as ``ProviderError(code)``; driver text goes to the
+log only.
+
+pymssql substitutes parameters on the client: each value becomes an escaped literal
+(``N'...'`` with ``'`` doubled) inside the batch sent to the server. The command *template*
+is fixed by the query's shape, and the injection tests check the substituted batch too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Sequence
+from datetime import date, datetime
+from typing import Any
+
+import attrs
+import pymssql
+import sqlalchemy as sa
+from pymssql import _mssql
+from sqlalchemy.dialects import mssql
+
+from esra.core.codes import ProviderErrorCode
+from esra.core.config.mapping import FieldType, Mapping, Operator
+from esra.core.config.source import SourceHealth
+from esra.core.exceptions import ProviderError
+from esra.core.ports import HostAllowlist, ProviderCapabilities, SecretStore, TextIndexKind
+from esra.core.query import ResultRow, Strategy
+from esra.core.validation import ValidatedQuery, ensure_validated
+from esra.sql import (
+    BuiltStatement,
+    CompiledStatementCache,
+    ConnectionTarget,
+    StatementBuilder,
+    resolve_connection,
+)
+from esra.sqlserver._pool import ConnectionSlot, PoolTimeoutError, SlotPool
+from esra.sqlserver.errors import ExecutionState, classify
+from esra.sqlserver.fulltext import SqlServerFullText
+from esra.sqlserver.session import ROLLBACK_SQL, Isolation, session_sql
+
+__all__ = ["SCHEMES", "SqlServerProvider", "sqlserver_dialect"]
+
+_log = logging.getLogger("esra.sqlserver")
+
+SCHEMES = {"mssql": 1433, "sqlserver": 1433}
+_OPTIONS = frozenset({"tds_version", "encryption", "application_intent"})
+_HEALTH_TIMEOUT_S = 5.0
+_Connection = Any  # pymssql.Connection[Any]; pymssql's generic stubs add nothing here
+
+
+def sqlserver_dialect() -> sa.engine.Dialect:
+    """The ``mssql`` dialect as pymssql needs it: ``pyformat`` binds, SQL Server 2012+ syntax.
+
+    Declaring a 2012+ server makes the row cap ``OFFSET 0 ROWS FETCH FIRST %(lim)s ROWS
+    ONLY`` after the ``ORDER BY`` (a bound value) instead of a ``ROW_NUMBER()`` wrapper.
+    """
+    dialect: Any = mssql.dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]
+    dialect.server_version_info = (16, 0)
+    dialect._setup_version_attributes()  # what connecting to a 2012+ server would have done
+    return dialect  # type: ignore[no-any-return]
+
+
+def bindable(value: object) -> object:
+    """Make a value safe for pymssql's client-side substitution.
+
+    Lone surrogates (undecodable input) become U+FFFD and NUL a space: pymssql encodes the
+    batch as UTF-8 and hands FreeTDS a C string, so either would fail or cut the batch short.
+    Such a value could never equal stored text anyway; this keeps it a literal.
+    """
+    if isinstance(value, str):
+        value = value.replace("\x00", " ")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
+
+
+class SqlServerProvider:
+    """Searches one SQL Server database through full-text indexes, read-only by three fences.
+
+    Args:
+        tenant_id: the source's tenant (secrets and the host allowlist are checked with it).
+        connection: the source's connection template, e.g.
+            ``mssql://esra_reader:${secret:sales-db}@sql.internal:1433/sales?encryption=require``
+            (options: ``tds_version``, ``encryption``, ``application_intent=readonly``).
+        secrets: resolves ``${secret:...}`` references for ``tenant_id``.
+        allowlist: decides whether the host and port may be reached for ``tenant_id``.
+        mappings: the source's mappings, checked by ``health()``.
+        pool_size: connections kept (each execution holds one).
+        max_rows: the largest row cap this provider accepts.
+        isolation: ``Isolation.READ_COMMITTED`` (default) or ``Isolation.SNAPSHOT``.
+        lock_timeout_ms: ``SET LOCK_TIMEOUT`` value; the execution's timeout when ``None``.
+        login_timeout_s: seconds to wait for a connection to open.
+        cache: compiled-statement cache; a fresh 256-entry LRU by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        tenant_id: str,
+        connection: str,
+        secrets: SecretStore,
+        allowlist: HostAllowlist,
+        mappings: Sequence[Mapping] = (),
+        pool_size: int = 4,
+        max_rows: int = 200,
+        isolation: Isolation = Isolation.READ_COMMITTED,
+        lock_timeout_ms: int | None = None,
+        login_timeout_s: int = 10,
+        cache: CompiledStatementCache | None = None,
+    ) -> None:
+        self._tenant_id = tenant_id
+        self._template = connection
+        self._secrets = secrets
+        self._allowlist = allowlist
+        self._mappings = tuple(mappings)
+        self._isolation = Isolation(isolation)
+        self._lock_timeout_ms = lock_timeout_ms
+        self._login_timeout_s = max(1, int(login_timeout_s))
+        self._target: ConnectionTarget | None = None
+        self._pool: SlotPool[_Connection] = SlotPool(
+            size=pool_size, closer=lambda c: c.close(), thread_name="esra-sqlserver"
+        )
+        self._builder = StatementBuilder(sqlserver_dialect(), SqlServerFullText(), cache=cache)
+        self._capabilities = ProviderCapabilities(
+            strategies=frozenset(Strategy),
+            operators=frozenset(Operator),
+            text_index=TextIndexKind.SQLSERVER_FULLTEXT,
+            max_rows=max_rows,
+        )
+
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        """All six strategies, every operator, ``TextIndexKind.SQLSERVER_FULLTEXT``."""
+        return self._capabilities
+
+    @property
+    def builder(self) -> StatementBuilder:
+        """The statement builder (exposed for inspection and cache statistics)."""
+        return self._builder
+
+    async def connection_kwargs(self) -> dict[str, Any]:
+        """Resolve the template (once) and return ``pymssql.connect`` arguments; no socket.
+
+        Raises:
+            ProviderError: ``CONNECTION_TEMPLATE_INVALID``, ``HOST_NOT_ALLOWED`` or
+                ``SECRET_UNRESOLVED``.
+        """
+        if self._target is None:
+            self._target = await resolve_connection(
+                self._template,
+                tenant_id=self._tenant_id,
+                secrets=self._secrets,
+                allowlist=self._allowlist,
+                schemes=SCHEMES,
+            )
+        target = self._target
+        unknown = {key for key, _ in target.options} - _OPTIONS
+        if unknown or not target.database:
+            error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
+            error.add_note("unknown option or no database name")
+            raise error
+        kwargs: dict[str, Any] = {
+            "server": target.host,
+            "port": str(target.port),
+            "user": target.user,
+            "password": target.password,
+            "database": target.database,
+            "login_timeout": self._login_timeout_s,
+            "autocommit": True,  # the fencing batch opens the transaction itself
+            "appname": "esra",
+            "charset": "UTF-8",
+        }
+        for name in ("tds_version", "encryption"):
+            value = target.option(name)
+            if value is not None:
+                kwargs[name] = value
+        if (target.option("application_intent") or "").lower() == "readonly":
+            kwargs["read_only"] = True
+        return kwargs
+
+    async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
+        """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
+
+        Raises:
+            UnvalidatedQueryError: if the validator did not issue ``query``.
+            ProviderError: for every failure, with its classified code.
+            asyncio.CancelledError: if the awaiting task is cancelled.
+        """
+        query = ensure_validated(query)
+        try:
+            built = self._builder.build(query)
+        except Exception as exc:
+            _log.warning("sqlserver statement could not be built for %s", query.query_id)
+            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
+        params = {name: bindable(value) for name, value in built.params.items()}
+        kwargs = await self.connection_kwargs()
+        lock_ms = self._lock_timeout_ms
+        if lock_ms is None:
+            lock_ms = max(1, int(timeout_s * 1000))
+        batch = session_sql(lock_timeout_ms=lock_ms, isolation=self._isolation)
+        query_timeout = max(1, math.ceil(timeout_s))
+
+        def work(connection: _Connection) -> list[Any]:
+            connection._conn.query_timeout = query_timeout  # pymssql's per-connection timeout
+            cursor = connection.cursor()
+            try:
+                cursor.execute(batch)
+                cursor.execute(built.sql, params)
+                return list(cursor.fetchall())
+            finally:
+                cursor.execute(ROLLBACK_SQL)
+
+        raw = await self._in_slot(work, kwargs, timeout_s, query.query_id)
+        return [_typed_row(built, row, query.mapping) for row in raw]
+
+    async def _in_slot(
+        self,
+        work: Callable[[_Connection], list[Any]],
+        kwargs: dict[str, Any],
+        timeout_s: float,
+        label: str,
+    ) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            slot = await self._pool.acquire(timeout_s)
+        except PoolTimeoutError as exc:
+            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
+        state = ExecutionState()
+        remaining = max(deadline - loop.time(), 0.001)
+        running = loop.run_in_executor(slot.executor, self._run, slot, kwargs, work, state, label)
+        try:
+            # The driver's query timeout (whole seconds) fires first; this outer deadline
+            # only catches a connect or network read that hangs past it.
+            return await asyncio.wait_for(asyncio.shield(running), remaining + 1.0)
+        except TimeoutError as exc:
+            state.timed_out = True
+            slot.broken = True
+            running.add_done_callback(_consume)
+            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
+        except asyncio.CancelledError:
+            # pymssql cannot safely cancel from another thread; the query timeout ends the
+            # statement, and the broken slot's connection is closed behind it.
+            state.cancelled = True
+            slot.broken = True
+            running.add_done_callback(_consume)
+            raise
+        finally:
+            self._pool.release(slot)
+
+    @staticmethod
+    def _run(
+        slot: ConnectionSlot[_Connection],
+        kwargs: dict[str, Any],
+        work: Callable[[_Connection], list[Any]],
+        state: ExecutionState,
+        label: str,
+    ) -> list[Any]:
+        """Slot-thread body: connect if needed, run ``work``, classify driver failures."""
+        if state.cancelled:
+            raise ProviderError(ProviderErrorCode.CANCELLED)
+        try:
+            if slot.connection is None:
+                slot.connection = pymssql.connect(**kwargs)
+            return work(slot.connection)
+        except (pymssql.Error, _mssql.MSSQLException) as exc:
+            code = classify(exc, state=state)
+            if code in _SESSION_ENDING:
+                slot.broken = True
+            # Driver text may name objects or echo values: log only, never in the error.
+            _log.warning("sqlserver query %s failed as %s: %r", label, code.value, exc)
+            raise ProviderError(code) from exc
+
+    async def health(self) -> SourceHealth:
+        """``HEALTHY`` if the database answers and every mapping has an active full-text
+        index; ``DEGRADED`` when only some do; ``UNAVAILABLE`` otherwise. Never raises."""
+        quoted = [_quoted_name(m) for m in self._mappings]
+
+        def work(connection: _Connection) -> list[Any]:
+            cursor = connection.cursor()
+            cursor.execute("SELECT 1")
+            cursor.fetchall()
+            ready = []
+            for name in quoted:
+                cursor.execute(
+                    "SELECT OBJECTPROPERTYEX(OBJECT_ID(%(name)s), 'TableHasActiveFulltextIndex')",
+                    {"name": name},
+                )
+                row = cursor.fetchone()
+                ready.append(bool(row and row[0] == 1))
+            return ready
+
+        try:
+            kwargs = await self.connection_kwargs()
+            ready = await self._in_slot(work, kwargs, _HEALTH_TIMEOUT_S, "health")
+        except ProviderError as exc:
+            _log.warning("sqlserver health check failed as %s", exc.code.value)
+            return SourceHealth.UNAVAILABLE
+        except Exception:
+            _log.exception("sqlserver health check failed unexpectedly")
+            return SourceHealth.UNAVAILABLE
+        if all(ready):
+            return SourceHealth.HEALTHY
+        return SourceHealth.DEGRADED if any(ready) else SourceHealth.UNAVAILABLE
+
+    async def close(self) -> None:
+        """Close pooled connections (busy ones close when their statement ends)."""
+        self._pool.close()
+
+
+_SESSION_ENDING = frozenset(
+    {
+        ProviderErrorCode.CONNECTION_REFUSED,
+        ProviderErrorCode.TIMEOUT,
+        ProviderErrorCode.CANCELLED,
+        ProviderErrorCode.AUTH_FAILED,
+    }
+)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned statement's outcome so it is never reported as unhandled."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _quoted_name(mapping: Mapping) -> str:
+    table = sa.table(mapping.relation, schema=mapping.schema)
+    return str(sqlserver_dialect().identifier_preparer.format_table(table))
+
+
+def _typed_row(built: BuiltStatement, raw: Sequence[Any], mapping: Mapping) -> ResultRow:
+    """Map a driver row, returning DATE fields as dates (``datetime`` columns included)."""
+    row = built.to_row(raw)
+    dates = {f.name for f in mapping.fields if f.type is FieldType.DATE}
+    values = dict(row.values)
+    changed = False
+    for name in dates & set(values):
+        value = values[name]
+        if isinstance(value, datetime):
+            values[name] = value.date()
+            changed = True
+        elif isinstance(value, date):
+            continue
+    return attrs.evolve(row, values=values) if changed else row
