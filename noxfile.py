@@ -13,7 +13,7 @@ nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).parent
 DISTRIBUTIONS = [
-    "packages/esra-core",
+    "packages/esra-core[documents]",
     "adapters/esra-sql",
     "adapters/esra-sqlite",
     "adapters/esra-llm",

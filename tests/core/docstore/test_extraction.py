@@ -1,0 +1,143 @@
+"""Extraction of every accepted real document, matched against expected texts where known."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from esra.core.codes import DocumentRefusal
+from esra.core.docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.refusals import DocumentRefusedError
+from esra.core.docstore.segments import reconstruct
+from esra.core.docstore.upload import AcceptedUpload, inspect_upload
+from tests._external import shared_data
+
+EXPECTED = "documents/textract_with_expected_text"
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+@pytest.mark.external_data
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ("docx/raw_text.docx", "docx/raw_text.txt"),
+        ("pdf/raw_text.pdf", "pdf/raw_text-m=pdftotext.txt"),
+        ("txt/raw_text.txt", "txt/raw_text.txt"),
+        ("csv/raw_text.csv", "csv/raw_text.txt"),
+    ],
+)
+def test_textract_expected_texts_are_matched(document: str, expected: str) -> None:
+    """The words extracted are textract's ground truth, in order (PDF line-break hyphenation
+    may join or split a word: at least 97 % of the sequence must agree)."""
+    path = shared_data(f"{EXPECTED}/{document}")
+    extraction = extract(inspect_upload(path.name, path.read_bytes()))
+    want = _words(shared_data(f"{EXPECTED}/{expected}").read_text(encoding="utf-8"))
+    got = _words(extraction.text)
+    assert difflib.SequenceMatcher(a=got, b=want, autojunk=False).ratio() >= 0.97
+
+
+def _extract_outcome(path: Path) -> str:
+    try:
+        upload = inspect_upload(path.name, path.read_bytes())
+    except DocumentRefusedError:
+        return "refused at upload"
+    try:
+        extraction = extract(upload)
+    except DocumentRefusedError as refused:
+        return refused.refusal
+    segments = segment_extraction(extraction)
+    return "extracted" if reconstruct(extraction.text, segments) == extraction.text else "lossy"
+
+
+@pytest.mark.external_data
+@pytest.mark.slow
+def test_every_accepted_real_document_extracts_or_fails_classified() -> None:
+    """Each accepted file either yields segments that rebuild its text exactly, or fails with
+    MALFORMED_DOCUMENT / PASSWORD_PROTECTED — never an unclassified error or a hang."""
+    root = shared_data("documents")
+    outcomes = [_extract_outcome(p) for p in sorted(root.rglob("*")) if p.is_file()]
+    extracted = outcomes.count("extracted")
+    failed = outcomes.count(DocumentRefusal.MALFORMED_DOCUMENT) + outcomes.count(
+        DocumentRefusal.PASSWORD_PROTECTED
+    )
+    assert extracted + failed + outcomes.count("refused at upload") == len(outcomes)
+    assert extracted > 400
+    assert failed > 10
+
+
+@pytest.mark.external_data
+def test_a_password_protected_pdf_is_refused_with_a_remedy() -> None:
+    """An AES-encrypted PDF needing a user password fails as PASSWORD_PROTECTED."""
+    path = shared_data(
+        "documents/pdf/py-pdf-sample-files/005-libreoffice-writer-password/libreoffice-writer-password.pdf"
+    )
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(inspect_upload(path.name, path.read_bytes()))
+    assert raised.value.refusal is DocumentRefusal.PASSWORD_PROTECTED
+    assert "password" in raised.value.remedy.lower()
+
+
+def _pdf_upload() -> AcceptedUpload:
+    return AcceptedUpload(
+        display_name="x.pdf", format=DocumentFormat.PDF, data=b"%PDF-1.4\n", sha256="0"
+    )
+
+
+def test_the_pdf_subprocess_is_killed_at_its_wall_clock_deadline() -> None:
+    """A stuck extraction fails its document with MALFORMED_DOCUMENT instead of hanging."""
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(_pdf_upload(), pdf_limits=PdfLimits(wall_seconds=0.001))
+    assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
+
+
+def test_a_pdf_subprocess_out_of_memory_fails_only_its_document() -> None:
+    """With too little address space the child dies; the parent classifies and goes on."""
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(_pdf_upload(), pdf_limits=PdfLimits(memory_bytes=32 * 1024 * 1024))
+    assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
+
+
+def test_markdown_headings_inside_code_fences_do_not_split() -> None:
+    """Only real headings are unit boundaries."""
+    text = b"# Title\nintro\n```\n# not a heading\n```\n## Part\nbody\n"
+    extraction = extract(inspect_upload("a.md", text))
+    assert extraction.labels == ("Title", "Part")
+    assert len(segment_extraction(extraction)) == 2
+
+
+def test_csv_segments_repeat_the_header() -> None:
+    """Every CSV segment after the first is indexed with the header line."""
+    rows = "".join(f'{i},"text, with comma {i}"\n' for i in range(400))
+    data = ("id,body\n" + rows).encode()
+    extraction = extract(inspect_upload("t.csv", data))
+    segments = segment_extraction(extraction)
+    assert len(segments) > 1
+    assert all(s.indexed_text(extraction.text).startswith("id,body\n") for s in segments)
+    assert reconstruct(extraction.text, segments) == extraction.text
+
+
+def test_docx_headings_start_segments() -> None:
+    """Word headings are unit boundaries with their text as label."""
+    from docx import Document
+
+    document = Document()
+    document.add_heading("Leave", level=1)
+    document.add_paragraph("Employees get 28 days.")
+    document.add_heading("Travel", level=1)
+    document.add_paragraph("Book through the desk.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    extraction = extract(inspect_upload("policy.docx", buffer.getvalue()))
+    assert extraction.labels == ("Leave", "Travel")
+    bodies = [s.body(extraction.text) for s in segment_extraction(extraction)]
+    assert bodies[1].startswith("Travel")
+    assert zipfile.is_zipfile(io.BytesIO(buffer.getvalue()))
