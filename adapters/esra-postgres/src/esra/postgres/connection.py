@@ -1,0 +1,90 @@
+"""Turn a resolved connection template into psycopg connect arguments, and scrub values.
+
+The template (``postgresql://user:${secret:NAME}@host:5432/db?sslmode=require``) has already
+been parsed, allow-listed and had its secrets substituted by ``esra.sql.resolve_connection``.
+Only the libpq options below may come from its query string: nothing that could point libpq
+at another host, file-based credentials, a service file or server-side settings (``options``
+could otherwise switch ``default_transaction_read_only`` off), so the host the allowlist judged
+is the host connected to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from esra.core.codes import ProviderErrorCode
+from esra.core.exceptions import ProviderError
+from esra.sql import ConnectionTarget
+
+__all__ = ["ALLOWED_OPTIONS", "SCHEMES", "connect_kwargs", "scrub"]
+
+SCHEMES = {"postgresql": 5432, "postgres": 5432}
+
+ALLOWED_OPTIONS = frozenset(
+    {
+        "application_name",
+        "channel_binding",
+        "connect_timeout",
+        "gssencmode",
+        "keepalives",
+        "keepalives_count",
+        "keepalives_idle",
+        "keepalives_interval",
+        "sslcert",
+        "sslcrl",
+        "sslkey",
+        "sslmode",
+        "sslpassword",
+        "sslrootcert",
+        "target_session_attrs",
+        "tcp_user_timeout",
+    }
+)
+
+
+def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dict[str, Any]:
+    """Return keyword arguments for ``psycopg.AsyncConnection.connect``.
+
+    Connections are autocommit: the provider opens every transaction itself, ``BEGIN READ
+    ONLY``, so none is ever left open implicitly.
+
+    Raises:
+        ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for an option outside ``ALLOWED_OPTIONS``.
+    """
+    kwargs: dict[str, Any] = {
+        "host": target.host,
+        "port": target.port,
+        "dbname": target.database,
+        "connect_timeout": max(1, round(connect_timeout_s)),
+        "application_name": "esra",
+        "autocommit": True,
+    }
+    if target.user:
+        kwargs["user"] = target.user
+    if target.password:
+        kwargs["password"] = target.password
+    for name, value in target.options:
+        if name not in ALLOWED_OPTIONS:
+            error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
+            error.add_note("unsupported connection option")  # for the log only
+            raise error
+        kwargs[name] = value
+    return kwargs
+
+
+def scrub(value: object) -> object:
+    """Make a ``str`` bindable: NUL and lone surrogates become U+FFFD.
+
+    PostgreSQL text cannot hold NUL and UTF-8 cannot carry a lone surrogate (undecodable
+    input), so such a value could never equal stored text anyway; the replacement keeps it a
+    literal instead of failing the bind on the client.
+    """
+    if not isinstance(value, str):
+        return value
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
