@@ -1,0 +1,137 @@
+"""Classify python-oracledb exceptions into the sixteen provider error codes.
+
+oracledb raises ``oracledb.Error`` subclasses whose ``args[0]`` is an ``_Error`` carrying
+``full_code`` (``ORA-00942``, ``DPY-6005``...), ``code`` (the ORA number, 0 for DPY) and
+``message``. Oracle Text failures arrive wrapped (``ORA-29902`` / ``ORA-20000``) with the
+real cause as a ``DRG-`` code in the message, so DRG codes decide first, then every ORA code
+in the error, then the DPY code. The message is parsed for codes only and otherwise goes to
+the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping as MappingABC
+
+import attrs
+import oracledb
+
+from esra.core.codes import ProviderErrorCode
+
+__all__ = [
+    "DPY_ERROR_CODES",
+    "DRG_ERROR_CODES",
+    "ORA_ERROR_CODES",
+    "ExecutionState",
+    "classify",
+    "error_codes",
+]
+
+_P = ProviderErrorCode
+
+ORA_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
+    942: _P.RELATION_NOT_FOUND,  # table or view does not exist
+    904: _P.RELATION_NOT_FOUND,  # invalid identifier (a configured column is gone)
+    4043: _P.RELATION_NOT_FOUND,  # object does not exist
+    1031: _P.PERMISSION_DENIED,  # insufficient privileges
+    1456: _P.PERMISSION_DENIED,  # may not insert/update/delete inside a READ ONLY transaction
+    1017: _P.AUTH_FAILED,  # invalid username/password; logon denied
+    1045: _P.AUTH_FAILED,  # user lacks CREATE SESSION privilege
+    28000: _P.AUTH_FAILED,  # the account is locked
+    28001: _P.AUTH_FAILED,  # the password has expired
+    12541: _P.CONNECTION_REFUSED,  # no listener
+    12514: _P.CONNECTION_REFUSED,  # listener does not know the service
+    12505: _P.CONNECTION_REFUSED,  # listener does not know the SID
+    12170: _P.CONNECTION_REFUSED,  # connect timeout
+    12537: _P.CONNECTION_REFUSED,  # connection closed
+    3113: _P.CONNECTION_REFUSED,  # end-of-file on communication channel
+    3114: _P.CONNECTION_REFUSED,  # not connected to Oracle
+    3135: _P.CONNECTION_REFUSED,  # connection lost contact
+    1013: _P.CANCELLED,  # user requested cancel (TIMEOUT when the deadline caused it)
+    29861: _P.TEXT_INDEX_UNAVAILABLE,  # domain index is marked LOADING/FAILED/UNUSABLE
+    29868: _P.TEXT_INDEX_UNAVAILABLE,  # domain index marked LOADING
+    29902: _P.SYNTAX_ERROR,  # error in ODCIIndexStart (the DRG code refines it)
+    907: _P.SYNTAX_ERROR,  # missing right parenthesis
+    933: _P.SYNTAX_ERROR,  # SQL command not properly ended
+    936: _P.SYNTAX_ERROR,  # missing expression
+    18: _P.RESOURCE_EXHAUSTED,  # maximum number of sessions exceeded
+    20: _P.RESOURCE_EXHAUSTED,  # maximum number of processes exceeded
+    1652: _P.RESOURCE_EXHAUSTED,  # unable to extend temp segment
+    4031: _P.RESOURCE_EXHAUSTED,  # unable to allocate shared memory
+    4036: _P.RESOURCE_EXHAUSTED,  # PGA memory exceeds PGA_AGGREGATE_LIMIT
+    8177: _P.SNAPSHOT_ISOLATION_UNAVAILABLE,  # can't serialize access for this transaction
+    1555: _P.SNAPSHOT_ISOLATION_UNAVAILABLE,  # snapshot too old
+    1466: _P.SNAPSHOT_ISOLATION_UNAVAILABLE,  # table definition changed (read-only txn)
+}
+
+DRG_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
+    10599: _P.COLUMN_NOT_INDEXED,  # column is not indexed
+    10849: _P.TEXT_INDEX_UNAVAILABLE,  # catsearch does not support functional invocation
+    10502: _P.TEXT_INDEX_UNAVAILABLE,  # index does not exist
+    10700: _P.TEXT_INDEX_UNAVAILABLE,  # preference does not exist
+    50900: _P.SYNTAX_ERROR,  # text query parser error
+    50901: _P.SYNTAX_ERROR,  # text query parser syntax error
+    51030: _P.RESOURCE_EXHAUSTED,  # wildcard query expansion resulted in too many terms
+}
+
+DPY_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
+    4024: _P.TIMEOUT,  # call timeout exceeded (call_timeout)
+    4011: _P.CONNECTION_REFUSED,  # the database or network closed the connection
+    1001: _P.CONNECTION_REFUSED,  # not connected to database
+    6000: _P.CONNECTION_REFUSED,  # listener refused the connection
+    6001: _P.CONNECTION_REFUSED,  # service not registered with the listener
+    6003: _P.CONNECTION_REFUSED,  # SID not registered with the listener
+    6005: _P.CONNECTION_REFUSED,  # cannot connect to database
+}
+
+_CODE = re.compile(r"\b(ORA|DRG|DPY)-(\d{4,5})\b")
+
+
+@attrs.define
+class ExecutionState:
+    """Why a statement may have stopped: its deadline passed, or it was cancelled."""
+
+    timed_out: bool = False
+    cancelled: bool = False
+
+
+def error_codes(exc: BaseException) -> dict[str, tuple[int, ...]]:
+    """Return every ``ORA``/``DRG``/``DPY`` number in ``exc``, in order, by prefix."""
+    found: dict[str, list[int]] = {"ORA": [], "DRG": [], "DPY": []}
+    error = exc.args[0] if exc.args else None
+    full_code = getattr(error, "full_code", "") or ""
+    message = getattr(error, "message", None) or str(exc)
+    for prefix, number in _CODE.findall(f"{full_code}\n{message}"):
+        if int(number) not in found[prefix]:
+            found[prefix].append(int(number))
+    code = getattr(error, "code", 0)
+    if isinstance(code, int) and code and code not in found["ORA"]:
+        found["ORA"].insert(0, code)
+    return {prefix: tuple(numbers) for prefix, numbers in found.items()}
+
+
+def classify(exc: BaseException, *, state: ExecutionState | None = None) -> ProviderErrorCode:
+    """Return the provider error code for ``exc``, raised by python-oracledb.
+
+    A cancellation recorded in ``state`` is ``CANCELLED``; a deadline is ``TIMEOUT`` (the
+    driver reports both as ``ORA-01013`` or ``DPY-4024``). Anything unrecognised, or not an
+    oracledb error, is ``UNKNOWN``.
+    """
+    if state is not None and state.cancelled:
+        return _P.CANCELLED
+    if state is not None and state.timed_out:
+        return _P.TIMEOUT
+    if not isinstance(exc, oracledb.Error):
+        return _P.UNKNOWN
+    codes = error_codes(exc)
+    for prefix, table in (
+        ("DRG", DRG_ERROR_CODES),
+        ("DPY", DPY_ERROR_CODES),
+        ("ORA", ORA_ERROR_CODES),
+    ):
+        for number in codes[prefix]:
+            if number in table:
+                return table[number]
+    if 20000 in codes["ORA"] or codes["DRG"]:
+        return _P.TEXT_INDEX_UNAVAILABLE  # an Oracle Text error this table does not name
+    return _P.UNKNOWN
