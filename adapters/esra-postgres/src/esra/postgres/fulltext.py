@@ -111,11 +111,11 @@ class TsvectorFullText:
             rank = _grouped(must).op("||", return_type=TSQUERY)(_grouped(may))
         if match is None or rank is None:
             assert excluded is not None  # shape.excluded > 0 here
-            predicate = sa.not_(vector.op("@@")(_grouped(excluded)))
+            predicate = sa.not_(vector.op("@@", is_comparison=True)(_grouped(excluded)))
             return FullTextClause(from_clause=base, predicate=predicate, score=no_score)
         if excluded is not None:
             match = _grouped(match).op("&&", return_type=TSQUERY)(_negate(excluded))
-        predicate = vector.op("@@")(_grouped(match))
+        predicate = vector.op("@@", is_comparison=True)(_grouped(match))
         score = sa.func.ts_rank(vector, rank, sa.literal_column("1", sa.Integer), type_=sa.Float)
         return FullTextClause(from_clause=base, predicate=predicate, score=score)
 
