@@ -10,7 +10,6 @@ under ``CI=true`` for PostgreSQL and MariaDB), or its provider distribution not 
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tests.realdata._questions import Answer, answer_all
 from tests.realdata.seed import (
     PG_SCHEMA,
     PG_TEXT_SEARCH_CONFIG,
+    find_attribute,
     mysql_database_dsn,
     mysql_helper,
     postgres_helper,
@@ -49,15 +49,13 @@ def real_data() -> RealData:
     return load_real_data(chinook.parents[2])
 
 
-def provider_class(module: str, name: str) -> Any:
+def provider_class(package: str, *names: str) -> Any:
     """The provider class, or skip: its distribution is being built alongside this suite."""
-    try:
-        found = getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        found = None
-    if found is None:
-        pytest.skip(f"{module}.{name} does not exist yet: this engine's provider is not built")
-    return found
+    for name in names:
+        found = find_attribute(name, package, f"{package}.provider")
+        if found is not None:
+            return found
+    pytest.skip(f"{package}.{names[0]} does not exist yet: this engine's provider is not built")
 
 
 def _allowlist(dsn: str) -> StaticHostAllowlist:
@@ -92,7 +90,7 @@ def postgres_dsn(real_data: RealData) -> str:
 def mysql_dsn(real_data: RealData) -> str:
     """The MariaDB DSN of database ``esra_realdata``, seeded and indexed."""
     dsn = require_dsn(MYSQL_VAR)
-    provider_class("esra.mysql", "MysqlProvider")
+    provider_class("esra.mysql", "MySqlProvider", "MysqlProvider")
     if mysql_helper() is None:
         pytest.skip("esra.mysql.create_fulltext_index does not exist yet")
     import pymysql
@@ -126,14 +124,14 @@ def postgres_factory(dsn: str) -> ProviderFactory:
             allowlist=_allowlist(dsn),
             mappings=snapshot.mappings_of(s.id),
             text_search_config=PG_TEXT_SEARCH_CONFIG,
-            schema=PG_SCHEMA,
+            search_path=PG_SCHEMA,
         )
         for s in snapshot.sources
     }
 
 
 def mysql_factory(dsn: str) -> ProviderFactory:
-    provider = provider_class("esra.mysql", "MysqlProvider")
+    provider = provider_class("esra.mysql", "MySqlProvider", "MysqlProvider")
     snapshot = realdata_snapshot()
     return lambda: {
         s.id: provider(

@@ -47,6 +47,7 @@ __all__ = [
     "MYSQL_DATABASE",
     "PG_SCHEMA",
     "PG_TEXT_SEARCH_CONFIG",
+    "find_attribute",
     "mysql_connect",
     "mysql_database_dsn",
     "mysql_helper",
@@ -152,13 +153,25 @@ def seed_sqlite(path: Path, data: RealData, mappings: Sequence[Mapping]) -> bool
 # --- PostgreSQL -----------------------------------------------------------------------------
 
 
+def find_attribute(name: str, *modules: str) -> Any:
+    """``name`` from the first of ``modules`` that imports and defines it, else None.
+
+    The package is tried first; its defining submodule second, so the suite can run while
+    a distribution's ``__init__`` does not re-export it yet.
+    """
+    for module in modules:
+        try:
+            found = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
 def postgres_helper() -> Callable[..., Any] | None:
     """``esra.postgres.create_text_index`` if that distribution is present, else None."""
-    try:
-        module = importlib.import_module("esra.postgres")
-    except ImportError:
-        return None
-    helper = getattr(module, "create_text_index", None)
+    helper = find_attribute("create_text_index", "esra.postgres", "esra.postgres.index")
     return helper if callable(helper) else None
 
 
@@ -230,11 +243,7 @@ async def _seed_postgres(
 
 def mysql_helper() -> Callable[..., Any] | None:
     """``esra.mysql.create_fulltext_index`` if that distribution is present, else None."""
-    try:
-        module = importlib.import_module("esra.mysql")
-    except ImportError:
-        return None
-    helper = getattr(module, "create_fulltext_index", None)
+    helper = find_attribute("create_fulltext_index", "esra.mysql", "esra.mysql.index")
     return helper if callable(helper) else None
 
 
