@@ -1,0 +1,351 @@
+"""MySqlProvider beyond the shared contract: template path, limits, read-only, health."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pymysql
+import pytest
+
+from esra.core.codes import ProviderErrorCode as C
+from esra.core.config.mapping import FieldType, Operator
+from esra.core.config.source import SourceHealth
+from esra.core.exceptions import ProviderError
+from esra.core.ports import SearchProvider, TextIndexKind
+from esra.core.query import ProjectedField, ResolvedFilter, Strategy
+from esra.core.testing.contract import (
+    CONTRACT_COLUMNS,
+    CONTRACT_MAPPING,
+    CONTRACT_ROWS,
+    contract_query,
+)
+from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
+from esra.core.validation import ValidatedQuery, _issue
+from esra.mysql import MySqlProvider, ServerFlavor
+from esra.mysql._quote import quote_identifier
+from tests.mysql.conftest import TENANT, Server, close_now, seed_table
+
+pytestmark = [pytest.mark.mysql, pytest.mark.integration]
+
+
+def _acme(strategy: Strategy = Strategy.RECENT, **overrides: Any) -> ValidatedQuery:
+    # Issued directly to reach term-less and odd shapes; the values are all benign.
+    values: dict[str, Any] = {
+        "query_id": "src-contract#1",
+        "source_id": CONTRACT_MAPPING.source_id,
+        "mapping": CONTRACT_MAPPING,
+        "strategy": strategy,
+        "required_terms": (),
+        "optional_terms": (),
+        "excluded_terms": (),
+        "phrases": (),
+        "filters": (),
+        "record_filters": (ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, ("acme",)),),
+        "projection": (ProjectedField("title", "art_title"),),
+        "freshness": ProjectedField("published", "art_published"),
+        "row_limit": 50,
+    }
+    values.update(overrides)
+    return _issue(**values)
+
+
+def _no_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a socket was opened")
+
+    monkeypatch.setattr(pymysql, "connect", refuse)
+
+
+@pytest.fixture
+def slow_view(server: Server, contract_database: str) -> Iterator[Any]:
+    """A view shaped like the contract table whose every scan walks 10^11 sequence rows."""
+    name = "contract_slow"
+    with server.connect(contract_database) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE OR REPLACE VIEW {name} AS SELECT CAST(seq AS CHAR) AS art_key, "
+            "'t' AS art_title, 'b' AS `Art Body`, 'c' AS art_category, seq AS art_year, "
+            "IF(MOD(seq, 7) = 9, 'acme', 'nobody') AS art_org, 's' AS art_secret, "
+            "CURRENT_DATE AS art_published FROM seq_1_to_100000000000",
+            {},
+        )
+    yield attrs.evolve(CONTRACT_MAPPING, relation=name)
+    with server.connect(contract_database) as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP VIEW IF EXISTS {name}", {})
+
+
+async def test_is_a_search_provider_with_explicit_capabilities(
+    provider: MySqlProvider,
+) -> None:
+    """All six strategies, every operator, the MySQL FULLTEXT index kind; nothing connected."""
+    assert isinstance(provider, SearchProvider)
+    caps = provider.capabilities
+    assert caps.strategies == frozenset(Strategy)
+    assert caps.operators == frozenset(Operator)
+    assert caps.text_index is TextIndexKind.MYSQL_FULLTEXT
+    assert provider.server is None
+
+
+async def test_first_use_detects_mariadb_and_its_token_rules(provider: MySqlProvider) -> None:
+    """The local server is MariaDB: 3-character tokens and InnoDB's 36 stopwords."""
+    await provider.execute(_acme(), timeout_s=10.0)
+    assert provider.server is not None
+    assert provider.server.flavor is ServerFlavor.MARIADB
+    assert provider.server.rules.min_token == 3
+    assert len(provider.server.rules.stopwords) == 35  # the server lists "the" twice
+
+
+@pytest.mark.parametrize(
+    ("template", "allowed", "secrets", "expected"),
+    [
+        ("mysql://u:${secret:pw}@db.internal:3306/x", False, True, C.HOST_NOT_ALLOWED),
+        ("mysql://u:${secret:pw}@db.internal:3306/x", True, False, C.SECRET_UNRESOLVED),
+        ("postgres://u@db.internal:3306/x", True, True, C.CONNECTION_TEMPLATE_INVALID),
+        ("mysql://u@${secret:pw}:3306/x", True, True, C.CONNECTION_TEMPLATE_INVALID),
+        ("mysql://u@db.internal:3306/x?init_command=x", True, True, C.CONNECTION_TEMPLATE_INVALID),
+        ("mysql://u@db.internal:3306/x?connect_timeout=1;", True, True,
+         C.CONNECTION_TEMPLATE_INVALID),
+    ],
+)  # fmt: skip
+async def test_template_failures_open_no_socket(
+    monkeypatch: pytest.MonkeyPatch,
+    template: str,
+    allowed: bool,
+    secrets: bool,
+    expected: C,
+) -> None:
+    """Host allowlist, secrets and template shape are settled before any connection."""
+    _no_socket(monkeypatch)
+    provider = MySqlProvider(
+        tenant_id=TENANT,
+        connection=template,
+        secrets=InMemorySecretStore({(TENANT, "pw"): "s3cret"} if secrets else {}),
+        allowlist=StaticHostAllowlist([(TENANT, "db.internal", 3306)] if allowed else []),
+    )
+    with pytest.raises(ProviderError) as raised:
+        await provider.execute(_acme(), timeout_s=5.0)
+    assert raised.value.code is expected
+    assert await provider.health() is SourceHealth.UNAVAILABLE
+    await provider.close()
+
+
+async def test_closed_port_is_connection_refused(server: Server) -> None:
+    """A refused TCP connection (127.0.0.1:1) is CONNECTION_REFUSED; health UNAVAILABLE."""
+    provider = MySqlProvider(
+        tenant_id=TENANT,
+        connection="mysql://root@127.0.0.1:1/test",
+        secrets=InMemorySecretStore(),
+        allowlist=StaticHostAllowlist([(TENANT, "127.0.0.1", 1)]),
+    )
+    with pytest.raises(ProviderError) as raised:
+        await provider.execute(_acme(), timeout_s=5.0)
+    assert raised.value.code is C.CONNECTION_REFUSED
+    assert await provider.health() is SourceHealth.UNAVAILABLE
+    await provider.close()
+
+
+@pytest.fixture
+def reader(server: Server, contract_database: str) -> Iterator[tuple[str, str]]:
+    """A login with a password that may read only a decoy table, never the contract table."""
+    user, password = "esra_test_mysql_reader", "Reader-pw-1"
+    with server.connect(contract_database) as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
+        cursor.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY %(pw)s", {"pw": password})
+        cursor.execute("CREATE TABLE IF NOT EXISTS decoy (a INT) ENGINE=InnoDB", {})
+        cursor.execute(
+            f"GRANT SELECT ON {quote_identifier(contract_database)}.decoy TO '{user}'@'%%'", {}
+        )
+    yield user, password
+    with server.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
+
+
+async def test_wrong_password_is_auth_failed(
+    server: Server, contract_database: str, reader: tuple[str, str]
+) -> None:
+    """A real login with the wrong password is AUTH_FAILED."""
+    provider = server.provider(contract_database, user=reader[0], password="wrong-password")
+    with pytest.raises(ProviderError) as raised:
+        await provider.execute(_acme(), timeout_s=5.0)
+    assert raised.value.code is C.AUTH_FAILED
+    await provider.close()
+
+
+async def test_missing_select_privilege_is_permission_denied(
+    server: Server, contract_database: str, reader: tuple[str, str]
+) -> None:
+    """A login without SELECT on the table gets PERMISSION_DENIED (error 1142)."""
+    provider = server.provider(contract_database, user=reader[0], password=reader[1])
+    query = contract_query(provider, optional=("solar",))
+    with pytest.raises(ProviderError) as raised:
+        await provider.execute(query, timeout_s=5.0)
+    assert raised.value.code is C.PERMISSION_DENIED
+    # The stopword list needs PROCESS, which this login lacks: the defaults were used.
+    assert provider.server is not None
+    assert "the" in provider.server.rules.stopwords
+    await provider.close()
+
+
+async def test_missing_fulltext_index_is_classified(server: Server, contract_database: str) -> None:
+    """No FULLTEXT index: COLUMN_NOT_INDEXED with text_index configured, else UNAVAILABLE."""
+    bare = attrs.evolve(CONTRACT_MAPPING, relation="contract_bare")
+    seed_table(server, contract_database, bare, CONTRACT_COLUMNS, [], with_index=False)
+    provider = server.provider(contract_database, mappings=(bare,))
+    try:
+        for mapping, expected in (
+            (bare, C.COLUMN_NOT_INDEXED),
+            (attrs.evolve(bare, text_index=None), C.TEXT_INDEX_UNAVAILABLE),
+        ):
+            query = contract_query(provider, mapping=mapping, optional=("solar",))
+            with pytest.raises(ProviderError) as raised:
+                await provider.execute(query, timeout_s=5.0)
+            assert raised.value.code is expected
+        assert await provider.health() is SourceHealth.UNAVAILABLE
+    finally:
+        await provider.close()
+
+
+async def test_statement_past_its_timeout_is_timeout(
+    provider: MySqlProvider, slow_view: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server stops the statement at its limit (error 1969) and it is TIMEOUT."""
+    with caplog.at_level(logging.WARNING, "esra.mysql"), pytest.raises(ProviderError) as raised:
+        await provider.execute(_acme(mapping=slow_view), timeout_s=0.5)
+    assert raised.value.code is C.TIMEOUT
+    assert "1969" in caplog.text  # the server's limit fired, not the client backstop
+
+
+async def test_cancellation_kills_the_statement_and_propagates(
+    server: Server, contract_database: str, slow_view: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cancelling the awaiting task sends KILL QUERY; the connection then serves the next query."""
+    provider = server.provider(contract_database, pool_size=1)
+    try:
+        await provider.execute(_acme(), timeout_s=10.0)  # connect first
+        with caplog.at_level(logging.WARNING, "esra.mysql"):
+            task = asyncio.create_task(provider.execute(_acme(mapping=slow_view), timeout_s=60.0))
+            await asyncio.sleep(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # pool_size=1: this waits for the killed statement's thread, then reuses it.
+            rows = await provider.execute(_acme(), timeout_s=30.0)
+        assert rows
+        assert "failed as CANCELLED" in caplog.text
+        assert "1317" in caplog.text
+    finally:
+        await provider.close()
+
+
+async def test_the_providers_connection_cannot_write(
+    provider: MySqlProvider, server: Server, contract_database: str
+) -> None:
+    """A write over the provider's own pooled session, in its transaction, is refused."""
+    await provider.execute(_acme(), timeout_s=10.0)
+    pool = provider._pool
+    assert pool is not None
+    slot = pool.try_acquire()
+    assert slot is not None
+
+    def write() -> None:
+        with slot.connection().cursor() as cursor:
+            try:
+                cursor.execute("DELETE FROM contract_articles", {})  # outside any transaction
+            finally:
+                slot.connection().rollback()
+            cursor.execute("START TRANSACTION READ ONLY")
+            try:
+                cursor.execute("UPDATE contract_articles SET art_title = 'x'", {})
+            finally:
+                slot.connection().rollback()
+
+    with pytest.raises(pymysql.err.MySQLError) as raised:
+        await asyncio.get_running_loop().run_in_executor(slot.executor, write)
+    assert raised.value.args[0] == 1792
+    pool.release(slot)
+    with server.connect(contract_database) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM contract_articles", {})
+        assert cursor.fetchone()[0] == 10
+
+
+async def test_short_and_stopword_required_terms_are_enforced(provider: MySqlProvider) -> None:
+    """Terms MATCH cannot see (short, stopwords) are required by LIKE, never dropped."""
+    only_a06 = {"a06"}
+    for term in ("c++", "x:y", "or beta", "the NEAR"):
+        rows = await provider.execute(contract_query(provider, required=(term,)), timeout_s=10.0)
+        assert {r.key for r in rows} == only_a06, term
+    # A bare short term is a substring: it may over-match inside words, never drop a row.
+    rows = await provider.execute(contract_query(provider, required=("or",)), timeout_s=10.0)
+    assert "a06" in {r.key for r in rows}
+    # A wildcard in a term is a literal, not LIKE syntax.
+    for term in ("%", "_", "!", "sol%r"):
+        rows = await provider.execute(
+            contract_query(provider, required=("solar", term)), timeout_s=10.0
+        )
+        assert rows == [], term
+
+
+async def test_identifiers_with_percent_and_backticks(
+    server: Server, contract_database: str
+) -> None:
+    """Identifiers never reach PyMySQL's %-formatting unescaped: odd names just work."""
+    odd = attrs.evolve(
+        CONTRACT_MAPPING,
+        relation="odd `table` 50%(lim)s",
+        text_index="odd%s idx",
+        fields=tuple(
+            attrs.evolve(f, column=f"{f.column} 100%") if f.name == "title" else f
+            for f in CONTRACT_MAPPING.fields
+        ),
+    )
+    columns = tuple((f"{n} 100%" if n == "art_title" else n, kind) for n, kind in CONTRACT_COLUMNS)
+    rows = [
+        {("art_title 100%" if k == "art_title" else k): v for k, v in r.items()}
+        for r in CONTRACT_ROWS
+    ]
+    seed_table(server, contract_database, odd, columns, rows)
+    provider = server.provider(contract_database, mappings=(odd,))
+    try:
+        found = await provider.execute(
+            contract_query(provider, mapping=odd, phrases=("solar panel",)), timeout_s=10.0
+        )
+        assert {r.key for r in found} == {"a07", "a01"}
+        assert found[0].values["title"] in {"Solar panel maintenance", "Quarterly budget report"}
+        assert await provider.health() is SourceHealth.HEALTHY
+    finally:
+        await provider.close()
+
+
+async def test_health(provider: MySqlProvider, server: Server, contract_database: str) -> None:
+    """HEALTHY with its table and index; DEGRADED when another mapping's table is missing."""
+    assert await provider.health() is SourceHealth.HEALTHY
+    missing = attrs.evolve(CONTRACT_MAPPING, id="m2", relation="contract_nowhere")
+    mixed = server.provider(contract_database, mappings=(CONTRACT_MAPPING, missing))
+    try:
+        assert await mixed.health() is SourceHealth.DEGRADED
+    finally:
+        await mixed.close()
+
+
+async def test_schema_qualified_mapping(provider: MySqlProvider, contract_database: str) -> None:
+    """A mapping's schema qualifies its table; the session's database stays the template's."""
+    qualified = attrs.evolve(CONTRACT_MAPPING, schema=contract_database)
+    rows = await provider.execute(
+        contract_query(provider, mapping=qualified, optional=("inverter",)), timeout_s=10.0
+    )
+    assert {r.key for r in rows} == {"a02", "a05", "a07", "a09"}
+
+
+def test_unused_provider_closes_without_connecting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Construction and close open nothing."""
+    _no_socket(monkeypatch)
+    provider = MySqlProvider(
+        tenant_id=TENANT,
+        connection="mysql://u@db.internal/x",
+        secrets=InMemorySecretStore(),
+        allowlist=StaticHostAllowlist(),
+    )
+    close_now(provider)
