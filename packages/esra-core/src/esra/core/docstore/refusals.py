@@ -32,6 +32,10 @@ REMEDIES: dict[DocumentRefusal, str] = {
         "from its original application and retry."
     ),
     DocumentRefusal.DUPLICATE_DOCUMENT: "The same content is already stored.",
+    DocumentRefusal.INJECTION_SUSPECTED: (
+        "The text contains instructions aimed at AI models and this store rejects such "
+        "documents. Remove them, or ask an administrator to quarantine instead of reject."
+    ),
 }
 
 

@@ -1,0 +1,237 @@
+"""Ingestion: uploads reported per file, and the worker turn that drains the queue fairly.
+
+upload → inspect → persist Pending → per-file outcome; worker: claim → extract → scan →
+segment → complete (Indexed, or Quarantined with findings), each step fenced to the claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from esra.core.codes import DocumentRefusal
+from esra.core.docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core.docstore.model import (
+    Claim,
+    DocumentState,
+    IndexedContent,
+    StoredDocument,
+    StoredSegment,
+    StoreSettings,
+)
+from esra.core.docstore.refusals import DocumentRefusedError
+from esra.core.docstore.repository import DocumentRepository
+from esra.core.docstore.scanner import ScanPolicy, scan_text
+from esra.core.docstore.upload import AcceptedUpload, UploadLimits, inspect_upload
+from esra.core.ports import Clock
+
+__all__ = [
+    "IngestionWorker",
+    "TenantTurn",
+    "UploadOutcome",
+    "upload_files",
+]
+
+_log = logging.getLogger(__name__)
+# Refusals that re-extraction cannot cure: the document fails at once, attempts or not.
+_FINAL = frozenset(
+    {
+        DocumentRefusal.MALFORMED_DOCUMENT,
+        DocumentRefusal.PASSWORD_PROTECTED,
+        DocumentRefusal.ACTIVE_CONTENT,
+        DocumentRefusal.MACRO_ENABLED,
+        DocumentRefusal.TYPE_MISMATCH,
+    }
+)
+
+
+@attrs.frozen
+class UploadOutcome:
+    """One file's verdict: stored (with its document) or refused with a remedy."""
+
+    filename: str
+    document: StoredDocument | None = None
+    refusal: DocumentRefusal | None = None
+    remedy: str | None = None
+
+
+async def upload_files(
+    repository: DocumentRepository,
+    tenant_id: str,
+    files: Sequence[tuple[str, bytes]],
+    *,
+    scope: str,
+    clock: Clock,
+    limits: UploadLimits | None = None,
+) -> list[UploadOutcome]:
+    """Inspect and persist each file; one bad file never affects the others."""
+    outcomes = []
+    for filename, data in files:
+        try:
+            accepted = inspect_upload(filename, data, limits)
+            document = await repository.add(tenant_id, accepted, scope=scope, now=clock.now())
+        except DocumentRefusedError as refused:
+            remedy = refused.remedy
+            if refused.refusal is DocumentRefusal.DUPLICATE_DOCUMENT and refused.detail:
+                remedy = f"The same content is already stored as '{refused.detail}'."
+            outcomes.append(
+                UploadOutcome(filename=filename, refusal=refused.refusal, remedy=remedy)
+            )
+            continue
+        outcomes.append(UploadOutcome(filename=filename, document=document))
+    return outcomes
+
+
+@attrs.frozen
+class TenantTurn:
+    """What one tenant's turn did. ``bound_reached`` records a full batch, so a long queue is
+    distinguishable from a drained one; ``unreachable`` ends only that tenant's turn."""
+
+    tenant_id: str
+    claimed: int = 0
+    indexed: int = 0
+    quarantined: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+    bound_reached: bool = False
+    unreachable: bool = False
+
+
+@attrs.define
+class _Tally:
+    indexed: int = 0
+    quarantined: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+
+
+class IngestionWorker:
+    """Drains the ingestion queue one bounded batch per tenant per turn.
+
+    Args:
+        repository: the store.
+        worker_id: unique per worker process; the claim's owner.
+        clock: time for leases.
+        settings_for: the store settings of a tenant.
+        pdf_limits: sandbox limits for PDF extraction.
+    """
+
+    def __init__(
+        self,
+        repository: DocumentRepository,
+        *,
+        worker_id: str,
+        clock: Clock,
+        settings_for: Callable[[str], StoreSettings] = lambda _tenant: StoreSettings(),
+        pdf_limits: PdfLimits | None = None,
+    ) -> None:
+        self._repository = repository
+        self._worker_id = worker_id
+        self._clock = clock
+        self._settings_for = settings_for
+        self._pdf_limits = pdf_limits or PdfLimits()
+
+    async def run_turn(self) -> list[TenantTurn]:
+        """One pass over every tenant with work; a failing store ends only its tenant's turn."""
+        try:
+            tenants = await self._repository.tenants_with_work(now=self._clock.now())
+        except Exception:
+            _log.warning("ingestion could not list tenants with work", exc_info=True)
+            return []
+        turns = []
+        for tenant_id in tenants:
+            turns.append(await self._tenant_turn(tenant_id))
+        return turns
+
+    async def _tenant_turn(self, tenant_id: str) -> TenantTurn:
+        settings = self._settings_for(tenant_id)
+        try:
+            await self._repository.fail_exhausted(
+                max_attempts=settings.max_attempts, now=self._clock.now()
+            )
+            claims = await self._repository.claim(
+                tenant_id,
+                worker_id=self._worker_id,
+                limit=settings.batch_per_tenant,
+                lease_s=settings.lease_s,
+                max_attempts=settings.max_attempts,
+                now=self._clock.now(),
+            )
+        except Exception:
+            _log.warning("store of tenant %s unreachable; turn ended", tenant_id, exc_info=True)
+            return TenantTurn(tenant_id=tenant_id, unreachable=True)
+        tally = _Tally()
+        unreachable = False
+        for claim in claims:
+            try:
+                await self._process(claim, settings, tally)
+            except Exception:
+                # The store went away mid-batch: stop this tenant; leases expire and the
+                # remaining claims are reclaimed later.
+                _log.warning("store of tenant %s failed mid-turn", tenant_id, exc_info=True)
+                unreachable = True
+                break
+        if len(claims) >= settings.batch_per_tenant:
+            _log.info("tenant %s reached its batch bound of %d", tenant_id, len(claims))
+        return TenantTurn(
+            tenant_id=tenant_id,
+            claimed=len(claims),
+            bound_reached=len(claims) >= settings.batch_per_tenant,
+            unreachable=unreachable,
+            **attrs.asdict(tally),
+        )
+
+    async def _process(self, claim: Claim, settings: StoreSettings, tally: _Tally) -> None:
+        upload = AcceptedUpload(
+            display_name=claim.title, format=claim.format, data=claim.data, sha256=""
+        )
+        try:
+            extraction = await asyncio.to_thread(extract, upload, pdf_limits=self._pdf_limits)
+        except DocumentRefusedError as refused:
+            final = refused.refusal in _FINAL or claim.attempt >= settings.max_attempts
+            owned = await self._repository.fail(
+                claim, refused.refusal, retry=not final, now=self._clock.now()
+            )
+            _count(tally, owned, "failed" if final else "retried")
+            return
+        findings = scan_text(extraction.text)
+        if findings and settings.scan_policy is ScanPolicy.REJECT:
+            owned = await self._repository.fail(
+                claim,
+                DocumentRefusal.INJECTION_SUSPECTED,
+                retry=False,
+                now=self._clock.now(),
+                findings=findings,
+            )
+            _count(tally, owned, "failed")
+            return
+        quarantine = bool(findings) and settings.scan_policy is ScanPolicy.QUARANTINE
+        segments = tuple(
+            StoredSegment(
+                ordinal=s.ordinal,
+                label=s.label,
+                body=s.body(extraction.text),
+                indexed=s.indexed_text(extraction.text),
+            )
+            for s in segment_extraction(extraction)
+        )
+        content = IndexedContent(
+            text=extraction.text,
+            segments=segments,
+            findings=findings,
+            state=DocumentState.QUARANTINED if quarantine else DocumentState.INDEXED,
+        )
+        owned = await self._repository.complete(claim, content, now=self._clock.now())
+        _count(tally, owned, "quarantined" if quarantine else "indexed")
+
+
+def _count(tally: _Tally, owned: bool, outcome: str) -> None:
+    if not owned:
+        tally.lost += 1  # the lease was lost: the retry's outcome stands, not ours
+        return
+    setattr(tally, outcome, getattr(tally, outcome) + 1)

@@ -1,0 +1,126 @@
+"""The ``DocumentRepository`` port: persistence and work queue of the internal document store.
+
+Implementations: PostgreSQL (production, ``FOR UPDATE SKIP LOCKED`` claims) and SQLite (the
+embedded default), plus ``esra.core.testing.InMemoryDocumentRepository``; all pass
+``esra.core.testing.docstore_contract``. Every method takes the tenant explicitly: there is
+no global filter to forget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Protocol
+
+from esra.core.codes import DocumentRefusal
+from esra.core.docstore.model import Claim, DocumentState, IndexedContent, StoredDocument
+from esra.core.docstore.scanner import Finding
+from esra.core.docstore.upload import AcceptedUpload
+
+__all__ = ["DocumentRepository"]
+
+
+class DocumentRepository(Protocol):
+    """**Protocol:** stores documents, their bytes, text and segments, and queues their work.
+
+    Claims follow the queue rules of the anchors: claiming increments ``attempts`` (so a
+    file that kills its worker still uses up attempts), a claim holds a lease until
+    ``lease_until``, completion is fenced to the claim's (worker, attempt) so a worker that
+    lost its lease cannot overwrite the retry's outcome, and expired leases are claimable
+    again until the attempt ceiling.
+    """
+
+    async def add(
+        self, tenant_id: str, upload: AcceptedUpload, *, scope: str, now: datetime
+    ) -> StoredDocument:
+        """Persist a Pending document with its bytes.
+
+        Raises:
+            DocumentRefusedError: ``DUPLICATE_DOCUMENT`` when the tenant already holds the
+                same content hash (``detail`` names the existing document's title).
+        """
+        ...
+
+    async def tenants_with_work(self, *, now: datetime) -> list[str]:
+        """Tenants with a Pending document, or a Processing one whose lease expired."""
+        ...
+
+    async def claim(
+        self,
+        tenant_id: str,
+        *,
+        worker_id: str,
+        limit: int,
+        lease_s: float,
+        max_attempts: int,
+        now: datetime,
+    ) -> list[Claim]:
+        """Claim up to ``limit`` claimable documents of one tenant, oldest first."""
+        ...
+
+    async def heartbeat(self, claim: Claim, *, lease_s: float, now: datetime) -> bool:
+        """Extend the lease while the claim still owns the document; return whether it does."""
+        ...
+
+    async def complete(self, claim: Claim, content: IndexedContent, *, now: datetime) -> bool:
+        """Store text and segments and set the final state, only if the claim still owns it."""
+        ...
+
+    async def fail(
+        self,
+        claim: Claim,
+        refusal: DocumentRefusal,
+        *,
+        retry: bool,
+        now: datetime,
+        findings: tuple[Finding, ...] = (),
+    ) -> bool:
+        """Fail the claim's document (or return it to Pending when ``retry``), fenced.
+
+        ``findings`` are kept with a document rejected for them, so the operator sees why.
+        """
+        ...
+
+    async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
+        """Fail documents whose lease expired at the attempt ceiling; return how many."""
+        ...
+
+    async def get(self, tenant_id: str, document_id: str) -> StoredDocument | None:
+        """One document's metadata (soft-deleted ones included, flagged)."""
+        ...
+
+    async def list(
+        self, tenant_id: str, *, states: Collection[DocumentState] | None = None
+    ) -> list[StoredDocument]:
+        """Non-deleted documents of the tenant in every state (or the given ones), newest first."""
+        ...
+
+    async def counts(self, tenant_id: str) -> Mapping[DocumentState, int]:
+        """Store-wide counts per state (non-deleted), every state present."""
+        ...
+
+    async def release(
+        self, tenant_id: str, document_id: str, *, operator: str, now: datetime
+    ) -> StoredDocument | None:
+        """Move a Quarantined document to Indexed, recording the operator; None otherwise."""
+        ...
+
+    async def reindex(
+        self, tenant_id: str, document_id: str, *, now: datetime
+    ) -> StoredDocument | None:
+        """Return a document with retained bytes to Pending with attempts reset; None otherwise."""
+        ...
+
+    async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
+        """Mark the document deleted; it disappears from search, fetch and the list."""
+        ...
+
+    async def original(self, tenant_id: str, document_id: str) -> bytes | None:
+        """The retained original bytes (authorization is the caller's: ESRA_DATA_MANAGE)."""
+        ...
+
+    async def text(
+        self, tenant_id: str, document_id: str, *, scopes: Collection[str]
+    ) -> str | None:
+        """The full text of an Indexed, non-deleted document within ``scopes``, for fetch."""
+        ...
