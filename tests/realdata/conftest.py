@@ -145,22 +145,32 @@ def mysql_factory(dsn: str) -> ProviderFactory:
     }
 
 
+@pytest.fixture(scope="session")
+def factory_of(request: pytest.FixtureRequest) -> Callable[[str], ProviderFactory]:
+    """``factory_of(engine)``: builds that engine's providers, one per source (seeded first)."""
+
+    def factory(engine: str) -> ProviderFactory:
+        if engine == "sqlite":
+            return sqlite_factory(request.getfixturevalue("sqlite_database"))
+        if engine == "postgres":
+            return postgres_factory(request.getfixturevalue("postgres_dsn"))
+        return mysql_factory(request.getfixturevalue("mysql_dsn"))
+
+    return factory
+
+
 _ANSWERS: dict[str, dict[str, Answer]] = {}
 
 
 @pytest.fixture(scope="session")
-def answers_of(request: pytest.FixtureRequest) -> Callable[[str], dict[str, Answer]]:
+def answers_of(
+    factory_of: Callable[[str], ProviderFactory],
+) -> Callable[[str], dict[str, Answer]]:
     """``answers_of(engine)``: that engine's answer to every question (computed once)."""
 
     def answers(engine: str) -> dict[str, Answer]:
         if engine not in _ANSWERS:
-            if engine == "sqlite":
-                factory = sqlite_factory(request.getfixturevalue("sqlite_database"))
-            elif engine == "postgres":
-                factory = postgres_factory(request.getfixturevalue("postgres_dsn"))
-            else:
-                factory = mysql_factory(request.getfixturevalue("mysql_dsn"))
-            _ANSWERS[engine] = asyncio.run(answer_all(factory))
+            _ANSWERS[engine] = asyncio.run(answer_all(factory_of(engine)))
         return _ANSWERS[engine]
 
     return answers
