@@ -33,6 +33,7 @@ RIDE_THE_LIGHTNING = "1875"
 WHOLE_LOTTA_LOVE = "345"
 I_CANT_EXPLAIN = "2731"  # by The Who
 WHO_ARE_YOU = "2749"
+PENG_WU = "8"  # a résumé in Chinese: "销售经理" (sales manager) among other unspaced text
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ PROBES = (
     Probe("short-token", "tracks", required=("U2",)),
     Probe("stopword-phrase", "tracks", phrases=("The Who",)),
     Probe("stopword-term", "tracks", required=("who",)),
+    Probe("cjk-word", "job_candidates", required=("销售",)),
 )
 
 _RESULTS: dict[str, dict[str, list[str]]] = {}
@@ -145,3 +147,10 @@ def test_stopwords(probe: Probed, engine: str) -> None:
     assert WHO_ARE_YOU in term
     assert (WHOLE_LOTTA_LOVE in term) is (engine == "mysql")
     assert (len(phrase), len(term)) == {"sqlite": (20, 26), "mysql": (21, 33)}[engine]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_word_inside_unspaced_chinese(probe: Probed, engine: str) -> None:
+    """'销售' (sales) inside '销售经理': FTS5 unicode61 and PostgreSQL's parser keep a run of
+    Han characters as one token, so only MariaDB's substring LIKE finds the word in it."""
+    assert probe(engine, "cjk-word") == ([PENG_WU] if engine == "mysql" else [])
