@@ -1,0 +1,87 @@
+"""Tests for esra.sqlserver.fulltext: bound values, and a fuzz of CONTAINS/FREETEXT syntax."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from esra.sql import SearchTerms
+from esra.sqlserver import SqlServerFullText, containstable_phrase, freetext_string
+from tests.sqlserver.conftest import issue, uncached_builder
+
+
+def test_phrase_value_is_one_quoted_phrase() -> None:
+    """Inner double quotes are removed; the value is exactly one quoted phrase."""
+    assert containstable_phrase('say "hi" NEAR x*') == '"say hi NEAR x*"'
+    assert containstable_phrase('"') == '""'
+
+
+def test_freetext_value_has_no_quotes() -> None:
+    """FREETEXT would phrase-match a quoted string, so quotes are removed; NUL separates."""
+    assert freetext_string(('"a b"', "c\x00d")) == "a b c d"
+
+
+def test_bind_values_per_slot() -> None:
+    """Required terms, phrases and exclusions each get a quoted phrase; optional share :q."""
+    terms = SearchTerms(required=("a",), optional=("b", "c"), excluded=("x",), phrases=("p q",))
+    assert SqlServerFullText().bind_values(terms) == {
+        "t0": '"a"',
+        "tp0": '"p q"',
+        "q": "b c",
+        "tx0": '"x"',
+    }
+    assert SqlServerFullText().bind_values(SearchTerms()) == {}
+
+
+# SQL Server CONTAINS syntax: operators, proximity, generation terms, wildcards, weights.
+_RESERVED = (
+    '"', "*", "(", ")", "&", "|", "!", "~", "[", "]", ",", "'", ";", "--", "/*", "%", "_",
+    "AND", "OR", "NOT", "AND NOT", "NEAR", "FORMSOF", "INFLECTIONAL", "THESAURUS", "ISABOUT",
+    "WEIGHT", "PROPERTY", "LANGUAGE", "N'", "0x", "\x00",
+)  # fmt: skip
+_PIECE = st.sampled_from((*_RESERVED, "alpha", "beta", " ", "é", "\udcff"))
+_TERM = st.lists(_PIECE, min_size=1, max_size=6).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    required=st.lists(_TERM, max_size=2),
+    optional=st.lists(_TERM, max_size=2),
+    excluded=st.lists(_TERM, max_size=2),
+    phrases=st.lists(_TERM, max_size=2),
+)
+def test_reserved_syntax_only_ever_travels_as_bound_values(
+    required: list[str], optional: list[str], excluded: list[str], phrases: list[str]
+) -> None:
+    """Terms made of CONTAINS operators never reach the command text; every CONTAINSTABLE
+    value is exactly one quoted phrase and the FREETEXT value carries no quote."""
+    builder = uncached_builder()
+    shape = {
+        "required_terms": tuple(f"r{i}" for i in range(len(required))),
+        "optional_terms": tuple(f"o{i}" for i in range(len(optional))),
+        "excluded_terms": tuple(f"x{i}" for i in range(len(excluded))),
+        "phrases": tuple(f"p{i}" for i in range(len(phrases))),
+    }
+    benign = builder.build(issue(**shape)).sql
+    built = builder.build(
+        issue(
+            required_terms=tuple(required),
+            optional_terms=tuple(optional),
+            excluded_terms=tuple(excluded),
+            phrases=tuple(phrases),
+        )
+    )
+    assert built.sql == benign
+    for name, value in built.params.items():
+        if re.fullmatch(r"t(p|x)?\d+", name):
+            assert isinstance(value, str)
+            assert value.startswith('"')
+            assert value.endswith('"')
+            assert value.count('"') == 2
+            assert "\x00" not in value
+        elif name == "q":
+            assert isinstance(value, str)
+            assert '"' not in value
+            assert "\x00" not in value
