@@ -59,6 +59,13 @@ def integration(session: nox.Session) -> None:
 
 
 @nox.session
+def realdata(session: nox.Session) -> None:
+    """Seed Chinook and AdventureWorks into SQLite, PostgreSQL and MariaDB; compare the engines."""
+    _install_workspace(session, *TEST_DEPENDENCIES)
+    session.run("pytest", "tests/realdata", *session.posargs, env=_shared_data_env())
+
+
+@nox.session
 def typecheck(session: nox.Session) -> None:
     """Run mypy in strict mode over every distribution, the tests and the benchmarks."""
     stubs = ["types-defusedxml"]
