@@ -1,7 +1,7 @@
 """Classify pymssql exceptions into the sixteen provider error codes by error number.
 
 pymssql raises ``pymssql.OperationalError`` / ``DatabaseError`` (and ``_mssql``'s
-``MSSQLDatabaseException``) with ``args == (number, message_bytes)``. ``number`` is the SQL
+``MSSQLDatabaseException``) with ``args == ((number, message_bytes),)``. ``number`` is the SQL
 Server error number when the server sent one — the message then carries FreeTDS's
 ``DB-Lib error message 20018`` ("General SQL Server error: Check messages from the SQL
 Server") — and otherwise a DB-Lib (client) number such as 20009. When only DB-Lib errors
@@ -94,9 +94,17 @@ class ExecutionState:
     cancelled: bool = False
 
 
+def _args(exc: BaseException) -> tuple[object, ...]:
+    """pymssql raises ``Error((number, text))`` (one tuple) or ``Error(number, text)``."""
+    args = exc.args
+    if len(args) == 1 and isinstance(args[0], tuple):
+        return tuple(args[0])
+    return tuple(args)
+
+
 def _message_bytes(exc: BaseException) -> bytes:
     parts: list[bytes] = []
-    for arg in exc.args:
+    for arg in _args(exc):
         if isinstance(arg, bytes):
             parts.append(arg)
         elif isinstance(arg, str):
@@ -109,7 +117,8 @@ def error_numbers(exc: BaseException) -> tuple[tuple[int, ...], tuple[int, ...]]
     text = _message_bytes(exc)
     dblib = [int(n) for n in _DBLIB.findall(text)]
     server = [int(n) for n in _SERVER.findall(text)]
-    number = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    args = _args(exc)
+    number = args[0] if args and isinstance(args[0], int) else None
     number = getattr(exc, "number", number)
     if isinstance(number, int):
         if number >= 20000:
