@@ -89,8 +89,10 @@ class OracleTextFullText:
         """``CONTAINS(col, :q, 1) > 0`` scored by ``SCORE(1)``; NOT EXISTS for exclusions only."""
         base: Any = target.base
         zero = sa.literal_column("0", sa.Integer)
+        # A bare 0 in ORDER BY would be read as a select-list position (ORA-01785).
+        no_score = sa.cast(zero, sa.Integer)
         if not shape.positive and not shape.excluded:
-            return FullTextClause(from_clause=base, predicate=None, score=zero)
+            return FullTextClause(from_clause=base, predicate=None, score=no_score)
         column = target.searchable[0]
         if not shape.positive:
             names = (target.key.name, column.name)
@@ -100,7 +102,7 @@ class OracleTextFullText:
             contains = sa.func.CONTAINS(other.c[column.name], sa.bindparam(MATCH_BIND))
             hit: Any = sa.select(sa.literal_column("1")).select_from(other)
             hit = hit.where(other.c[target.key.name] == target.key, contains > zero)
-            return FullTextClause(from_clause=base, predicate=~sa.exists(hit), score=zero)
+            return FullTextClause(from_clause=base, predicate=~sa.exists(hit), score=no_score)
         contains = sa.func.CONTAINS(column, sa.bindparam(MATCH_BIND), _LABEL)
         return FullTextClause(
             from_clause=base, predicate=contains > zero, score=sa.func.SCORE(_LABEL)
