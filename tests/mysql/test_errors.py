@@ -90,7 +90,9 @@ def test_real_driver_errors_classify(server: Server, database: str) -> None:
             "FROM seq_1_to_100000000000 WHERE MOD(seq, 7) = 9": C.TIMEOUT,
         }
         for sql, expected in cases.items():
-            assert classify(_raised(lambda sql=sql: cursor.execute(sql, {}))) is expected, sql
+            with pytest.raises(pymysql.err.MySQLError) as raised:
+                cursor.execute(sql, {})
+            assert classify(raised.value) is expected, sql
         cursor.execute("CREATE TABLE esra_plain (a TEXT) ENGINE=InnoDB", {})
         cursor.execute("START TRANSACTION READ ONLY")
         write = _raised(lambda: cursor.execute("INSERT INTO esra_plain VALUES ('x')", {}))
