@@ -9,8 +9,7 @@ import pytest
 
 from esra.core.ports import SearchProvider
 from esra.core.testing.contract import ContractDataset, SearchProviderContract
-from esra.mysql import MySqlProvider
-from tests.mysql.conftest import Server, close_now, create_database, drop_database, seed_contract
+from tests.mysql.conftest import Server, create_database, drop_database, seed_contract
 
 pytestmark = [pytest.mark.mysql, pytest.mark.integration]
 
@@ -30,8 +29,3 @@ class TestMySqlProviderContract(SearchProviderContract):
         """Seed the dataset with its FULLTEXT index and open a provider over it."""
         seed_contract(self._server, self._name, dataset)
         return self._server.provider(self._name, mappings=(dataset.mapping,))
-
-    def close_provider(self, provider: SearchProvider) -> None:
-        """Close the pool (``close`` is a coroutine)."""
-        assert isinstance(provider, MySqlProvider)
-        close_now(provider)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from esra.core.ports import SearchProvider
 from esra.core.testing.contract import (
-    CONTRACT_DATASET,
     ContractDataset,
     SearchProviderContract,
 )
-from esra.postgres import PostgresProvider
 from tests.postgres.conftest import make_provider, seed_contract
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
@@ -30,11 +27,3 @@ class TestPostgresProviderContract(SearchProviderContract):
         """Seed the dataset into the test's schema and return a provider searching it."""
         seed_contract(self.dsn, self.schema, dataset)
         return make_provider(self.dsn, self.schema, mappings=(dataset.mapping,))
-
-    @pytest.fixture
-    async def provider(self, tmp_path: Path) -> AsyncIterator[SearchProvider]:
-        """The provider, closed on the test's own event loop (its pool lives there)."""
-        provider = self.make_provider(CONTRACT_DATASET, tmp_path)
-        assert isinstance(provider, PostgresProvider)
-        yield provider
-        await provider.close()

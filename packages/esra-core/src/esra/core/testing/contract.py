@@ -18,7 +18,8 @@ substring-based in-memory fake. Requires ``pytest`` and ``pytest-asyncio``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from collections.abc import Mapping as MappingABC
 from pathlib import Path
 from typing import Any, ClassVar
@@ -243,18 +244,24 @@ class SearchProviderContract:
         """Seed ``dataset`` into the engine under test and return a provider over it."""
         raise NotImplementedError
 
-    def close_provider(self, provider: SearchProvider) -> None:
-        """Release what ``make_provider`` opened (override when there is something)."""
+    def close_provider(self, provider: SearchProvider) -> Awaitable[None] | None:
+        """Release what ``make_provider`` opened; may return an awaitable (awaited for you).
+
+        By default calls the provider's ``close()``, synchronous (SQLite) or asynchronous
+        (the server providers) alike.
+        """
         close = getattr(provider, "close", None)
-        if callable(close):
-            close()
+        result: Awaitable[None] | None = close() if callable(close) else None
+        return result
 
     @pytest.fixture
-    def provider(self, tmp_path: Path) -> Iterator[SearchProvider]:
+    async def provider(self, tmp_path: Path) -> AsyncIterator[SearchProvider]:
         """The provider under test, seeded with the standard dataset."""
         provider = self.make_provider(CONTRACT_DATASET, tmp_path)
         yield provider
-        self.close_provider(provider)
+        closing = self.close_provider(provider)
+        if inspect.isawaitable(closing):
+            await closing
 
     async def _run(self, provider: SearchProvider, **plan: Any) -> list[ResultRow]:
         query = contract_query(provider, **plan)
