@@ -68,7 +68,7 @@ def realdata(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """Run mypy in strict mode over every distribution, the tests and the benchmarks."""
-    stubs = ["types-defusedxml"]
+    stubs = ["types-defusedxml", "types-PyMySQL"]
     _install_workspace(session, *TEST_DEPENDENCIES, *stubs, "mypy==2.4.1", "nox")
     session.run("mypy", "packages", "adapters", "tests", "bench", "noxfile.py")
 
