@@ -586,3 +586,15 @@ def test_capabilities_narrow_per_source() -> None:
     outcome = world.validate([keyword(), keyword("s-2")])
     assert [q.source_id for q in outcome.queries] == ["s-1"]
     assert outcome.rejections == (Rejection("s-2", "m-s-2", RejectionReason.STRATEGY_UNSUPPORTED),)
+
+
+def test_the_reserved_tenant_claim_comes_from_the_context_not_the_caller() -> None:
+    """A record filter on ``esra.tenant_id`` binds the invocation's tenant; a caller-sent
+    claim of that name is ignored, so tenant isolation can live in the query itself."""
+    from esra.core.validation import TENANT_CLAIM, context_claims
+    from tests.core.factories import make_context
+
+    ctx = make_context(claims={TENANT_CLAIM: "tenant-evil", "region": "emea"})
+    claims = context_claims(ctx)
+    assert claims[TENANT_CLAIM] == ctx.tenant_id
+    assert claims["region"] == "emea"

@@ -23,7 +23,7 @@ import attrs
 from esra.core import _validation_rules as rules
 from esra.core.codes import RejectionReason, WarningCode
 from esra.core.config.mapping import Mapping
-from esra.core.context import InvocationContext
+from esra.core.context import ClaimValue, InvocationContext
 from esra.core.exceptions import UnvalidatedQueryError
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
@@ -31,7 +31,15 @@ from esra.core.ports import ProviderCapabilities
 from esra.core.query import PlannedQuery, ProjectedField, ResolvedFilter, Strategy
 from esra.core.response import ResponseWarning
 
-__all__ = ["Rejection", "ValidatedQuery", "ValidationOutcome", "ensure_validated", "validate"]
+__all__ = [
+    "TENANT_CLAIM",
+    "Rejection",
+    "ValidatedQuery",
+    "ValidationOutcome",
+    "context_claims",
+    "ensure_validated",
+    "validate",
+]
 
 _SEAL = object()
 _ISSUED: weakref.WeakSet[ValidatedQuery] = weakref.WeakSet()
@@ -222,6 +230,21 @@ def validate(
     )
 
 
+TENANT_CLAIM = "esra.tenant_id"
+
+
+def context_claims(ctx: InvocationContext) -> dict[str, ClaimValue]:
+    """The claims record filters may use: the caller's, plus reserved ``esra.*`` ones.
+
+    ``esra.tenant_id`` is the invocation's tenant, taken from the context and overriding any
+    caller claim of that name, so a mapping can put tenant isolation in the query itself (the
+    document store does) without trusting anything the caller sent.
+    """
+    claims = {k: v for k, v in ctx.caller.claims.items() if not k.startswith("esra.")}
+    claims[TENANT_CLAIM] = ctx.tenant_id
+    return claims
+
+
 def _bind_record_filters(
     selected: MappingABC[str, ScopedSource], ctx: InvocationContext
 ) -> tuple[dict[str, tuple[ResolvedFilter, ...]], set[str]]:
@@ -232,9 +255,10 @@ def _bind_record_filters(
     """
     bound: dict[str, tuple[ResolvedFilter, ...]] = {}
     dropped: set[str] = set()
+    claims = context_claims(ctx)
     for source_id, scoped in selected.items():
         for mapping in scoped.mappings:
-            resolved = rules.resolve_record_filters(mapping, ctx.caller.claims)
+            resolved = rules.resolve_record_filters(mapping, claims)
             if resolved is None:
                 dropped.add(source_id)
                 break
