@@ -1,5 +1,6 @@
 """Fakes and in-memory implementations of every core port, for tests and embedders."""
 
+from esra.core.testing.docstore import InMemoryDocumentRepository
 from esra.core.testing.fakes import (
     FakeClock,
     InMemoryAuditSink,
@@ -18,6 +19,7 @@ __all__ = [
     "InMemoryAuditSink",
     "InMemoryCache",
     "InMemoryConfigRepository",
+    "InMemoryDocumentRepository",
     "InMemoryQuotaStore",
     "InMemorySearchProvider",
     "InMemorySecretStore",
