@@ -103,6 +103,12 @@ class AuditEvent(StrEnum):
     SOURCE_DROPPED = "esra.source.dropped"
     QUERY_FAILED = "esra.query.failed"
     RETRIEVE = "esra.retrieve"
+    STORE_INITIALISE = "esra.store.initialise"
+    DOCUMENT_UPLOAD = "esra.document.upload"
+    DOCUMENT_RELEASE = "esra.document.release"
+    DOCUMENT_REINDEX = "esra.document.reindex"
+    DOCUMENT_DELETE = "esra.document.delete"
+    DOCUMENT_DOWNLOAD = "esra.document.download"
 
 
 class DocumentRefusal(StrEnum):
