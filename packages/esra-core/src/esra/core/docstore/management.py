@@ -1,0 +1,194 @@
+"""Store management: the review list, release from quarantine, reindex, delete, download.
+
+The management view is the inverse of retrieval: it shows every state, including the two a
+caller can never receive, with store-wide counts that double as filters. Overriding a
+security finding (release) and pulling original bytes out (download) are separate, audited
+actions; download needs ``ESRA_DATA_MANAGE``, not just ``ESRA_DATA_READ``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import attrs
+
+from esra.core.audit import AuditRecord
+from esra.core.codes import AuditEvent, ErrorCode
+from esra.core.docstore.model import DocumentState, StoredDocument
+from esra.core.docstore.repository import DocumentRepository
+from esra.core.docstore.scanner import Finding
+from esra.core.exceptions import EsraError
+from esra.core.ports import AuditSink, Clock
+
+__all__ = [
+    "DATA_MANAGE",
+    "DATA_READ",
+    "DocumentRow",
+    "DocumentStoreService",
+    "NotPermittedError",
+    "Operator",
+    "StoreOverview",
+]
+
+DATA_READ = "ESRA_DATA_READ"
+DATA_MANAGE = "ESRA_DATA_MANAGE"
+
+
+class NotPermittedError(EsraError):
+    """The operator lacks the role this action needs, or the action does not apply."""
+
+    code = ErrorCode.ESRA_INVALID_REQUEST
+    public_message = "This action is not permitted."
+
+
+@attrs.frozen
+class Operator:
+    """An authenticated administrator acting on one tenant's store."""
+
+    subject: str
+    tenant_id: str
+    roles: frozenset[str]
+
+    def require(self, role: str) -> None:
+        """Raise ``NotPermittedError`` unless the operator holds ``role`` (manage implies read)."""
+        if role in self.roles or (role == DATA_READ and DATA_MANAGE in self.roles):
+            return
+        raise NotPermittedError
+
+
+@attrs.frozen
+class DocumentRow:
+    """One row of the review list, with what the screen must call out."""
+
+    document: StoredDocument
+    zero_segments: bool
+    reindex_available: bool
+    release_available: bool
+
+
+@attrs.frozen
+class StoreOverview:
+    """Counts for every state (usable as filters) and the rows matching the filter."""
+
+    counts: Mapping[DocumentState, int]
+    rows: tuple[DocumentRow, ...]
+
+
+class DocumentStoreService:
+    """Management actions over one repository, each checked and audited."""
+
+    def __init__(self, repository: DocumentRepository, *, audit: AuditSink, clock: Clock) -> None:
+        self._repository = repository
+        self._audit = audit
+        self._clock = clock
+
+    async def overview(
+        self, operator: Operator, *, states: Collection[DocumentState] | None = None
+    ) -> StoreOverview:
+        """Every state's count, and the documents (all states unless filtered)."""
+        operator.require(DATA_READ)
+        counts = await self._repository.counts(operator.tenant_id)
+        documents = await self._repository.list(operator.tenant_id, states=states)
+        rows = tuple(
+            DocumentRow(
+                document=d,
+                # Indexed yet unsearchable: nothing about the state alone says so.
+                zero_segments=d.state is DocumentState.INDEXED and d.segment_count == 0,
+                reindex_available=d.bytes_retained and d.state is not DocumentState.PROCESSING,
+                release_available=d.state is DocumentState.QUARANTINED,
+            )
+            for d in documents
+        )
+        return StoreOverview(counts=counts, rows=rows)
+
+    async def findings(self, operator: Operator, document_id: str) -> tuple[Finding, ...]:
+        """What the scanner matched: shown to the operator before a release."""
+        operator.require(DATA_READ)
+        document = await self._repository.get(operator.tenant_id, document_id)
+        if document is None or document.deleted:
+            raise NotPermittedError
+        return document.findings
+
+    async def release(self, operator: Operator, document_id: str) -> StoredDocument:
+        """Release a quarantined document to Indexed; audited with the operator and findings."""
+        operator.require(DATA_MANAGE)
+        released = await self._repository.release(
+            operator.tenant_id, document_id, operator=operator.subject, now=self._clock.now()
+        )
+        await self._record(
+            operator,
+            AuditEvent.DOCUMENT_RELEASE,
+            document_id,
+            ok=released is not None,
+            findings=len(released.findings) if released else 0,
+        )
+        if released is None:
+            raise NotPermittedError
+        return released
+
+    async def reindex(self, operator: Operator, document_id: str) -> StoredDocument:
+        """Queue a document for extraction again, attempts reset; only with retained bytes."""
+        operator.require(DATA_MANAGE)
+        queued = await self._repository.reindex(
+            operator.tenant_id, document_id, now=self._clock.now()
+        )
+        await self._record(
+            operator, AuditEvent.DOCUMENT_REINDEX, document_id, ok=queued is not None
+        )
+        if queued is None:
+            raise NotPermittedError
+        return queued
+
+    async def delete(self, operator: Operator, document_id: str) -> None:
+        """Soft-delete a document: gone from search, fetch and the list."""
+        operator.require(DATA_MANAGE)
+        deleted = await self._repository.soft_delete(
+            operator.tenant_id, document_id, now=self._clock.now()
+        )
+        await self._record(operator, AuditEvent.DOCUMENT_DELETE, document_id, ok=deleted)
+        if not deleted:
+            raise NotPermittedError
+
+    async def download(self, operator: Operator, document_id: str) -> tuple[str, bytes]:
+        """The original bytes and display name; requires ``ESRA_DATA_MANAGE``.
+
+        Serve them as ``application/octet-stream`` with an attachment disposition: the
+        store never renders a document.
+        """
+        try:
+            operator.require(DATA_MANAGE)
+        except NotPermittedError:
+            await self._record(operator, AuditEvent.DOCUMENT_DOWNLOAD, document_id, ok=False)
+            raise
+        document = await self._repository.get(operator.tenant_id, document_id)
+        data = await self._repository.original(operator.tenant_id, document_id)
+        await self._record(operator, AuditEvent.DOCUMENT_DOWNLOAD, document_id, ok=data is not None)
+        if document is None or data is None:
+            raise NotPermittedError
+        return document.title, data
+
+    async def _record(
+        self,
+        operator: Operator,
+        event: AuditEvent,
+        document_id: str,
+        *,
+        ok: bool,
+        findings: int | None = None,
+    ) -> None:
+        dimensions: dict[str, str | int] = {
+            "document_id": document_id,
+            "operator": operator.subject,
+        }
+        if findings is not None:
+            dimensions["findings"] = findings
+        await self._audit.record(
+            AuditRecord(
+                event=event,
+                tenant_id=operator.tenant_id,
+                correlation_id=f"{event.value}:{document_id}",
+                at=self._clock.now(),
+                outcome="ok" if ok else "denied",
+                dimensions=dimensions,
+            )
+        )
