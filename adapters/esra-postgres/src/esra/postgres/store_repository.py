@@ -1,0 +1,546 @@
+"""PostgresDocumentRepository: the ``DocumentRepository`` port over the store schema (psycopg 3).
+
+The queue follows the anchors (procrastinate, River, graphile-worker)::
+
+    WITH picked AS (
+        SELECT id FROM documents
+        WHERE tenant_id = :tenant AND deleted_at IS NULL AND attempts < :max AND data IS NOT NULL
+          AND (state = 'pending' OR (state = 'processing' AND lease_until <= :now))
+        ORDER BY created_at, seq LIMIT :n
+        FOR UPDATE SKIP LOCKED)
+    UPDATE documents d SET state = 'processing', attempts = d.attempts + 1,
+           locked_by = :worker, lease_until = :now + :lease
+    FROM picked WHERE d.id = picked.id RETURNING ..., d.data
+
+- attempts increase at claim, so a file that kills its worker still uses up attempts;
+- an expired lease is claimable again by the same statement (no separate reaper);
+- the claim hands the bytes over in the statement that takes the lease: no document is
+  claimed without its content;
+- completion, failure and heartbeat are fenced ``WHERE id = :id AND locked_by = :worker AND
+  attempts = :n AND state = 'processing'``: a worker that lost its lease changes nothing;
+- segments are replaced in the completing transaction, so a document is never Indexed
+  with half its segments.
+
+Time is the caller's ``now`` (the ``Clock`` port, as every ``DocumentRepository`` takes it),
+not the server's ``now()``, so leases behave identically under a fake clock; production
+workers use the system clock. Every statement names the tenant (or the claim's document and
+owner) explicitly: there is no global filter to forget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Self
+
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from esra.core.codes import DocumentRefusal
+from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.model import (
+    Claim,
+    DocumentState,
+    IndexedContent,
+    StoredDocument,
+)
+from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
+from esra.core.docstore.scanner import Finding
+from esra.core.docstore.upload import AcceptedUpload
+from esra.postgres.connection import scrub
+from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
+
+__all__ = ["PostgresDocumentRepository"]
+
+Pool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+
+_COLUMNS = (
+    "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
+    "updated_at, revision, segment_count, failure, remedy, findings, bytes_retained, "
+    "deleted_at, released_by"
+)
+_OWNED = (
+    "id = %(id)s AND tenant_id = %(tenant)s AND locked_by = %(worker)s "
+    "AND attempts = %(attempt)s AND state = 'processing'"
+)
+_CLAIMABLE = (
+    "deleted_at IS NULL AND attempts < %(max)s AND data IS NOT NULL "
+    "AND (state = 'pending' OR (state = 'processing' AND lease_until <= %(now)s))"
+)
+
+
+def _findings_json(findings: Sequence[Finding]) -> str:
+    return json.dumps(
+        [{"rule": f.rule, "start": f.start, "end": f.end, "excerpt": f.excerpt} for f in findings]
+    )
+
+
+def _findings(raw: object) -> tuple[Finding, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        Finding(
+            rule=str(f["rule"]), start=int(f["start"]), end=int(f["end"]), excerpt=str(f["excerpt"])
+        )
+        for f in raw
+    )
+
+
+def _document(row: Mapping[str, Any]) -> StoredDocument:
+    failure = row["failure"]
+    return StoredDocument(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        title=row["title"],
+        format=DocumentFormat(row["format"]),
+        sha256=row["sha256"],
+        size=int(row["size"]),
+        scope=row["scope"],
+        state=DocumentState(row["state"]),
+        attempts=int(row["attempts"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        revision=int(row["revision"]),
+        segment_count=int(row["segment_count"]),
+        failure=DocumentRefusal(failure) if failure is not None else None,
+        remedy=row["remedy"],
+        findings=_findings(row["findings"]),
+        bytes_retained=bool(row["bytes_retained"]),
+        deleted=row["deleted_at"] is not None,
+        released_by=row["released_by"],
+    )
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    await conn.execute("SET TIME ZONE 'UTC'")
+
+
+class PostgresDocumentRepository:
+    """The document store's repository and work queue on PostgreSQL.
+
+    Args:
+        pool: an open pool of autocommit connections to the store's database (each method
+            opens its own transaction).
+        schema: the store schema (``apply_store_schema`` created it).
+        retain_bytes: keep original bytes once a document is Indexed or Quarantined. A
+            failed document keeps them whatever this says: re-extraction is its only recovery.
+
+    ``open(...)`` builds one with its own pool; ``close()`` closes a pool it owns.
+    """
+
+    def __init__(
+        self, pool: Pool, *, schema: str = DEFAULT_STORE_SCHEMA, retain_bytes: bool = True
+    ) -> None:
+        self._pool = pool
+        self._owns_pool = False
+        self._retain = retain_bytes
+        self._documents = sql.Identifier(schema, "documents")
+        self._segments = sql.Identifier(schema, "segments")
+
+    @classmethod
+    async def open(
+        cls,
+        conninfo: str = "",
+        *,
+        kwargs: Mapping[str, Any] | None = None,
+        schema: str = DEFAULT_STORE_SCHEMA,
+        retain_bytes: bool = True,
+        min_size: int = 1,
+        max_size: int = 4,
+    ) -> Self:
+        """Open a pool (``conninfo`` and/or ``kwargs`` from ``connect_kwargs``) and wrap it."""
+        options = dict(kwargs or {})
+        options["autocommit"] = True
+        pool: Pool = psycopg_pool.AsyncConnectionPool(
+            conninfo,
+            kwargs=options,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            name="esra-store",
+            configure=_configure,
+        )
+        await pool.open(wait=True)
+        repository = cls(pool, schema=schema, retain_bytes=retain_bytes)
+        repository._owns_pool = True
+        return repository
+
+    async def close(self) -> None:
+        """Close the pool if this repository opened it."""
+        if self._owns_pool:
+            await self._pool.close()
+
+    def _q(self, text: str) -> sql.Composed:
+        # Identifiers come from configuration, fragments from this module's constants;
+        # every value is a bound parameter.
+        return sql.SQL(text).format(
+            d=self._documents,
+            s=self._segments,
+            cols=sql.SQL(_COLUMNS),
+            owned=sql.SQL(_OWNED),
+            claimable=sql.SQL(_CLAIMABLE),
+        )
+
+    async def _one(
+        self, statement: sql.Composed, params: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(statement, params)
+            return await cur.fetchone()
+
+    async def add(
+        self, tenant_id: str, upload: AcceptedUpload, *, scope: str, now: datetime
+    ) -> StoredDocument:
+        """Persist a Pending document with its bytes; refuse a duplicate hash in the tenant.
+
+        The partial unique index decides (``ON CONFLICT DO NOTHING``), so two concurrent
+        uploads of one file cannot both be stored.
+        """
+        params = {
+            "tenant": tenant_id,
+            "title": scrub(upload.display_name),
+            "format": upload.format.value,
+            "sha": upload.sha256,
+            "size": len(upload.data),
+            "scope": scope,
+            "now": now,
+            "data": upload.data,
+        }
+        row = await self._one(
+            self._q(
+                "INSERT INTO {d} (tenant_id, title, format, sha256, size, scope, state,"
+                " created_at, updated_at, data)"
+                " VALUES (%(tenant)s, %(title)s, %(format)s, %(sha)s, %(size)s, %(scope)s,"
+                " 'pending', %(now)s, %(now)s, %(data)s)"
+                " ON CONFLICT (tenant_id, sha256) WHERE deleted_at IS NULL DO NOTHING"
+                " RETURNING {cols}"
+            ),
+            params,
+        )
+        if row is not None:
+            return _document(row)
+        existing = await self._one(
+            self._q(
+                "SELECT title FROM {d} WHERE tenant_id = %(tenant)s AND sha256 = %(sha)s"
+                " AND deleted_at IS NULL"
+            ),
+            params,
+        )
+        title = str(existing["title"]) if existing else ""
+        raise DocumentRefusedError(DocumentRefusal.DUPLICATE_DOCUMENT, detail=title)
+
+    async def tenants_with_work(self, *, now: datetime) -> list[str]:
+        """Tenants with a Pending document, or a Processing one whose lease expired."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q(
+                    "SELECT DISTINCT tenant_id FROM {d} WHERE deleted_at IS NULL"
+                    " AND (state = 'pending' OR (state = 'processing' AND lease_until <= %(now)s))"
+                    " ORDER BY tenant_id"
+                ),
+                {"now": now},
+            )
+            return [str(row[0]) for row in await cursor.fetchall()]
+
+    def claim_statement(self) -> sql.Composed:
+        """The claim statement (exposed so its plan can be checked with ``EXPLAIN``)."""
+        return self._q(
+            "WITH picked AS ("
+            " SELECT id FROM {d} WHERE tenant_id = %(tenant)s AND {claimable}"
+            " ORDER BY created_at, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+            " UPDATE {d} AS t SET state = 'processing', attempts = t.attempts + 1,"
+            " locked_by = %(worker)s, lease_until = %(now)s + %(lease)s, updated_at = %(now)s"
+            " FROM picked WHERE t.id = picked.id AND t.tenant_id = %(tenant)s"
+            " RETURNING t.id, t.attempts, t.title, t.format, t.data, t.lease_until,"
+            " t.created_at, t.seq"
+        )
+
+    async def claim(
+        self,
+        tenant_id: str,
+        *,
+        worker_id: str,
+        limit: int,
+        lease_s: float,
+        max_attempts: int,
+        now: datetime,
+    ) -> list[Claim]:
+        """Claim up to ``limit`` claimable documents of one tenant, oldest first."""
+        if limit < 1:
+            return []
+        params = {
+            "tenant": tenant_id,
+            "worker": worker_id,
+            "limit": limit,
+            "lease": timedelta(seconds=lease_s),
+            "max": max_attempts,
+            "now": now,
+        }
+        async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(self.claim_statement(), params)
+            rows = await cur.fetchall()
+        rows.sort(key=lambda r: (r["created_at"], r["seq"]))
+        return [
+            Claim(
+                document_id=row["id"],
+                tenant_id=tenant_id,
+                worker_id=worker_id,
+                attempt=int(row["attempts"]),
+                title=row["title"],
+                format=DocumentFormat(row["format"]),
+                data=bytes(row["data"]),
+                lease_until=row["lease_until"],
+            )
+            for row in rows
+        ]
+
+    @staticmethod
+    def _owner(claim: Claim) -> dict[str, Any]:
+        return {
+            "id": claim.document_id,
+            "tenant": claim.tenant_id,
+            "worker": claim.worker_id,
+            "attempt": claim.attempt,
+        }
+
+    async def heartbeat(self, claim: Claim, *, lease_s: float, now: datetime) -> bool:
+        """Extend the lease while the claim still owns the document."""
+        params = {**self._owner(claim), "lease": timedelta(seconds=lease_s), "now": now}
+        row = await self._one(
+            self._q("UPDATE {d} SET lease_until = %(now)s + %(lease)s WHERE {owned} RETURNING id"),
+            params,
+        )
+        return row is not None
+
+    async def complete(self, claim: Claim, content: IndexedContent, *, now: datetime) -> bool:
+        """Store text and segments and set the final state, only if the claim still owns it."""
+        params = {
+            **self._owner(claim),
+            "now": now,
+            "state": content.state.value,
+            "text": scrub(content.text),
+            "findings": _findings_json(content.findings),
+            "count": len(content.segments),
+            "retain": self._retain,
+        }
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(
+                self._q(
+                    "UPDATE {d} SET state = %(state)s, text = %(text)s,"
+                    " findings = %(findings)s::jsonb, segment_count = %(count)s,"
+                    " revision = revision + 1, failure = NULL, remedy = NULL,"
+                    " locked_by = NULL, lease_until = NULL, updated_at = %(now)s,"
+                    " data = CASE WHEN %(retain)s THEN data END,"
+                    " bytes_retained = %(retain)s AND data IS NOT NULL"
+                    " WHERE {owned} RETURNING title"
+                ),
+                params,
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return False
+            title = str(row[0])
+            await conn.execute(
+                self._q("DELETE FROM {s} WHERE document_id = %(id)s AND tenant_id = %(tenant)s"),
+                params,
+            )
+            if content.segments:
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        self._q(
+                            "INSERT INTO {s} (document_id, tenant_id, ordinal, label, title,"
+                            " body, indexed) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                        ),
+                        [
+                            (
+                                claim.document_id,
+                                claim.tenant_id,
+                                s.ordinal,
+                                scrub(s.label),
+                                title,
+                                scrub(s.body),
+                                scrub(s.indexed),
+                            )
+                            for s in content.segments
+                        ],
+                    )
+        return True
+
+    async def fail(
+        self,
+        claim: Claim,
+        refusal: DocumentRefusal,
+        *,
+        retry: bool,
+        now: datetime,
+        findings: tuple[Finding, ...] = (),
+    ) -> bool:
+        """Fail the claim's document (or return it to Pending), fenced; bytes are kept."""
+        params = {
+            **self._owner(claim),
+            "now": now,
+            "state": (DocumentState.PENDING if retry else DocumentState.FAILED).value,
+            "failure": refusal.value,
+            "remedy": REMEDIES[refusal],
+            "findings": _findings_json(findings),
+        }
+        row = await self._one(
+            self._q(
+                "UPDATE {d} SET state = %(state)s, failure = %(failure)s, remedy = %(remedy)s,"
+                " findings = %(findings)s::jsonb, locked_by = NULL, lease_until = NULL,"
+                " updated_at = %(now)s WHERE {owned} RETURNING id"
+            ),
+            params,
+        )
+        return row is not None
+
+    async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
+        """Fail documents whose lease expired at the attempt ceiling; return how many."""
+        refusal = DocumentRefusal.MALFORMED_DOCUMENT
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q(
+                    "UPDATE {d} SET state = 'failed', failure = %(failure)s, remedy = %(remedy)s,"
+                    " locked_by = NULL, lease_until = NULL, updated_at = %(now)s"
+                    " WHERE state = 'processing' AND lease_until <= %(now)s"
+                    " AND attempts >= %(max)s"
+                ),
+                {
+                    "failure": refusal.value,
+                    "remedy": REMEDIES[refusal],
+                    "now": now,
+                    "max": max_attempts,
+                },
+            )
+            return max(cursor.rowcount, 0)
+
+    async def get(self, tenant_id: str, document_id: str) -> StoredDocument | None:
+        """One document's metadata (soft-deleted ones included, flagged)."""
+        row = await self._one(
+            self._q("SELECT {cols} FROM {d} WHERE id = %(id)s AND tenant_id = %(tenant)s"),
+            {"id": document_id, "tenant": tenant_id},
+        )
+        return _document(row) if row else None
+
+    async def list(
+        self, tenant_id: str, *, states: Collection[DocumentState] | None = None
+    ) -> list[StoredDocument]:
+        """Non-deleted documents of the tenant in every state (or the given ones), newest first."""
+        wanted = [s.value for s in (states if states is not None else DocumentState)]
+        async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                self._q(
+                    "SELECT {cols} FROM {d} WHERE tenant_id = %(tenant)s"
+                    " AND deleted_at IS NULL AND state = ANY(%(states)s)"
+                    " ORDER BY created_at DESC, seq DESC"
+                ),
+                {"tenant": tenant_id, "states": wanted},
+            )
+            return [_document(row) for row in await cur.fetchall()]
+
+    async def counts(self, tenant_id: str) -> Mapping[DocumentState, int]:
+        """Store-wide counts per state (non-deleted), every state present."""
+        counts = dict.fromkeys(DocumentState, 0)
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q(
+                    "SELECT state, count(*) FROM {d} WHERE tenant_id = %(tenant)s"
+                    " AND deleted_at IS NULL GROUP BY state"
+                ),
+                {"tenant": tenant_id},
+            )
+            for state, count in await cursor.fetchall():
+                counts[DocumentState(state)] = int(count)
+        return counts
+
+    async def release(
+        self, tenant_id: str, document_id: str, *, operator: str, now: datetime
+    ) -> StoredDocument | None:
+        """Move a Quarantined document to Indexed, recording the operator; None otherwise."""
+        row = await self._one(
+            self._q(
+                "UPDATE {d} SET state = 'indexed', released_by = %(operator)s,"
+                " updated_at = %(now)s WHERE id = %(id)s AND tenant_id = %(tenant)s"
+                " AND deleted_at IS NULL AND state = 'quarantined'"
+                " RETURNING {cols}"
+            ),
+            {"id": document_id, "tenant": tenant_id, "operator": operator, "now": now},
+        )
+        return _document(row) if row else None
+
+    async def reindex(
+        self, tenant_id: str, document_id: str, *, now: datetime
+    ) -> StoredDocument | None:
+        """Return a document with retained bytes to Pending with attempts reset; None otherwise."""
+        row = await self._one(
+            self._q(
+                "UPDATE {d} SET state = 'pending', attempts = 0, locked_by = NULL,"
+                " lease_until = NULL, updated_at = %(now)s"
+                " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
+                " AND data IS NOT NULL AND state <> 'processing'"
+                " RETURNING {cols}"
+            ),
+            {"id": document_id, "tenant": tenant_id, "now": now},
+        )
+        return _document(row) if row else None
+
+    async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
+        """Mark the document deleted; it disappears from search, fetch and the list."""
+        row = await self._one(
+            self._q(
+                "UPDATE {d} SET deleted_at = %(now)s, updated_at = %(now)s"
+                " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
+                " RETURNING id"
+            ),
+            {"id": document_id, "tenant": tenant_id, "now": now},
+        )
+        return row is not None
+
+    async def original(self, tenant_id: str, document_id: str) -> bytes | None:
+        """The retained original bytes of a non-deleted document (authorization is the caller's)."""
+        row = await self._one(
+            self._q(
+                "SELECT data FROM {d} WHERE id = %(id)s AND tenant_id = %(tenant)s"
+                " AND deleted_at IS NULL"
+            ),
+            {"id": document_id, "tenant": tenant_id},
+        )
+        if row is None or row["data"] is None:
+            return None
+        return bytes(row["data"])
+
+    async def text(
+        self, tenant_id: str, document_id: str, *, scopes: Collection[str]
+    ) -> str | None:
+        """The text of an Indexed, non-deleted document within ``scopes``, from its segments."""
+        params = {"id": document_id, "tenant": tenant_id, "scopes": list(scopes)}
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q(
+                    "SELECT s.body FROM {d} AS d LEFT JOIN {s} AS s"
+                    " ON s.document_id = d.id AND s.tenant_id = d.tenant_id"
+                    " WHERE d.id = %(id)s AND d.tenant_id = %(tenant)s AND d.deleted_at IS NULL"
+                    " AND d.state = 'indexed' AND d.scope = ANY(%(scopes)s)"
+                    " ORDER BY s.ordinal"
+                ),
+                params,
+            )
+            rows = await cursor.fetchall()
+        if not rows:
+            return None
+        return "".join(str(row[0]) for row in rows if row[0] is not None)
+
+    async def segments(self, tenant_id: str, document_id: str) -> Sequence[tuple[int, str, str]]:
+        """(ordinal, label, body) of a document's stored segments, in order (for inspection)."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q(
+                    "SELECT ordinal, label, body FROM {s} WHERE document_id = %(id)s"
+                    " AND tenant_id = %(tenant)s ORDER BY ordinal"
+                ),
+                {"id": document_id, "tenant": tenant_id},
+            )
+            return [(int(o), str(lbl), str(b)) for o, lbl, b in await cursor.fetchall()]

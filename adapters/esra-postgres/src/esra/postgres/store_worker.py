@@ -1,0 +1,148 @@
+"""A document-store ingestion worker process: ``python -m esra.postgres.store_worker``.
+
+Runs ``esra.core.docstore.ingestion.IngestionWorker`` turns over a
+``PostgresDocumentRepository`` until stopped (SIGTERM / SIGINT finish the current turn first)
+or, with ``--until-idle``, until a turn finds no work. Any number of these may run against
+one store: claims use ``FOR UPDATE SKIP LOCKED``, and a worker that dies mid-document loses
+its lease, so another worker picks the document up once it expires.
+
+On exit it prints one JSON line: what it did and its peak resident memory (its own, and
+the largest of the PDF extraction subprocesses it waited for).
+
+This entry point takes a libpq DSN because it is run by the operator next to the store; an
+embedding host would build the repository from the store's allow-listed template instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import resource
+import signal
+import sys
+from collections.abc import Sequence
+
+import attrs
+
+from esra.core.clock import SystemClock
+from esra.core.docstore.ingestion import IngestionWorker
+from esra.core.docstore.model import StoreSettings
+from esra.postgres.store_repository import PostgresDocumentRepository
+from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
+
+__all__ = ["WorkerSummary", "main", "run_worker"]
+
+_log = logging.getLogger("esra.postgres.store_worker")
+
+
+@attrs.define
+class WorkerSummary:
+    """Totals over a worker's turns."""
+
+    worker_id: str
+    turns: int = 0
+    claimed: int = 0
+    indexed: int = 0
+    quarantined: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+    unreachable: int = 0
+    peak_rss_kb: int = 0
+    peak_child_rss_kb: int = 0
+
+
+async def run_worker(
+    dsn: str,
+    *,
+    worker_id: str,
+    schema: str = DEFAULT_STORE_SCHEMA,
+    settings: StoreSettings | None = None,
+    until_idle: bool = False,
+    poll_s: float = 1.0,
+    stop: asyncio.Event | None = None,
+) -> WorkerSummary:
+    """Run ingestion turns until ``stop`` is set (or, ``until_idle``, a turn finds nothing)."""
+    stop = stop or asyncio.Event()
+    chosen = settings or StoreSettings()
+    summary = WorkerSummary(worker_id=worker_id)
+    repository = await PostgresDocumentRepository.open(
+        dsn, schema=schema, retain_bytes=chosen.retain_bytes, max_size=2
+    )
+    try:
+        worker = IngestionWorker(
+            repository,
+            worker_id=worker_id,
+            clock=SystemClock(),
+            settings_for=lambda _tenant: chosen,
+        )
+        while not stop.is_set():
+            turns = await worker.run_turn()
+            summary.turns += 1
+            for turn in turns:
+                summary.claimed += turn.claimed
+                summary.indexed += turn.indexed
+                summary.quarantined += turn.quarantined
+                summary.failed += turn.failed
+                summary.retried += turn.retried
+                summary.lost += turn.lost
+                summary.unreachable += int(turn.unreachable)
+            if not any(turn.claimed for turn in turns):
+                if until_idle:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=poll_s)
+    finally:
+        await repository.close()
+    summary.peak_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    summary.peak_child_rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return summary
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m esra.postgres.store_worker")
+    parser.add_argument("--dsn", required=True, help="libpq connection string of the store")
+    parser.add_argument("--worker-id", required=True, help="unique per worker process")
+    parser.add_argument("--schema", default=DEFAULT_STORE_SCHEMA)
+    parser.add_argument("--lease-s", type=float, default=StoreSettings().lease_s)
+    parser.add_argument("--max-attempts", type=int, default=StoreSettings().max_attempts)
+    parser.add_argument("--batch", type=int, default=StoreSettings().batch_per_tenant)
+    parser.add_argument("--poll-s", type=float, default=1.0)
+    parser.add_argument("--until-idle", action="store_true", help="exit when no work is left")
+    return parser
+
+
+async def _main(args: argparse.Namespace) -> WorkerSummary:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    settings = StoreSettings(
+        lease_s=args.lease_s, max_attempts=args.max_attempts, batch_per_tenant=args.batch
+    )
+    return await run_worker(
+        args.dsn,
+        worker_id=args.worker_id,
+        schema=args.schema,
+        settings=settings,
+        until_idle=args.until_idle,
+        poll_s=args.poll_s,
+        stop=stop,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, run the worker, print its summary as one JSON line."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    summary = asyncio.run(_main(args))
+    sys.stdout.write(json.dumps(attrs.asdict(summary)) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
