@@ -1,6 +1,12 @@
-"""esra-sqlite: the embedded default — an SQLite FTS5 search provider, no server needed."""
+"""esra-sqlite: the embedded default — an SQLite FTS5 search provider and document store."""
 
 from esra.sqlite.connection import ConnectionPool, PoolTimeoutError, open_readonly
+from esra.sqlite.docstore import SqliteDocumentRepository
+from esra.sqlite.docstore_schema import (
+    STORE_SCHEMA_VERSION,
+    apply_store_schema,
+    store_schema_version,
+)
 from esra.sqlite.errors import ExecutionState, classify
 from esra.sqlite.fulltext import Fts5FullText, fts5_match_expression, fts5_string
 from esra.sqlite.index import (
@@ -15,12 +21,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TOKENIZE",
+    "STORE_SCHEMA_VERSION",
     "ConnectionPool",
     "ExecutionState",
     "Fts5FullText",
     "PoolTimeoutError",
+    "SqliteDocumentRepository",
     "SqliteFts5Provider",
     "__version__",
+    "apply_store_schema",
     "classify",
     "create_fts5_index",
     "fts5_index_columns",
@@ -28,4 +37,5 @@ __all__ = [
     "fts5_match_expression",
     "fts5_string",
     "open_readonly",
+    "store_schema_version",
 ]

@@ -1,0 +1,554 @@
+"""SqliteDocumentRepository: the internal document store on one SQLite file, no server.
+
+The embedded default of the ``DocumentRepository`` port. It owns its database file and opens
+it writable (unlike ``SqliteFts5Provider``, which only ever reads customer databases): WAL
+journal, so the provider's read-only connections search while ingestion writes; a busy
+timeout, so concurrent writers wait rather than fail.
+
+Queue rules, each enforced in SQL:
+
+- a claim is one ``BEGIN IMMEDIATE`` transaction running ``UPDATE … WHERE seq IN (SELECT …
+  ORDER BY created_at, seq LIMIT :n) RETURNING …``: it takes the write lock first, so two
+  workers (threads or processes) can never claim the same row, and it increments
+  ``attempts`` as it hands the bytes over;
+- heartbeat, complete and fail are ``UPDATE``s fenced to ``(tenant, worker, attempt)`` in
+  the Processing state; a stale owner's statement matches no row and changes nothing;
+- completion replaces the document's segments in the same transaction (the FTS5 index
+  follows through triggers), and drops the original bytes only when the store does not
+  retain them — a failure never drops them.
+
+Every statement's values are bound parameters. Timestamps are stored as UTC ISO-8601 text
+with microseconds, which sorts and compares in time order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from esra.core.codes import DocumentRefusal
+from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.model import (
+    Claim,
+    DocumentState,
+    IndexedContent,
+    StoredDocument,
+)
+from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
+from esra.core.docstore.scanner import Finding
+from esra.core.docstore.upload import AcceptedUpload
+from esra.sqlite.docstore_schema import apply_store_schema
+
+__all__ = ["SqliteDocumentRepository"]
+
+_T = TypeVar("_T")
+_BUSY_TIMEOUT_MS = 10_000
+_EXHAUSTED = DocumentRefusal.MALFORMED_DOCUMENT
+
+# Metadata columns, in StoredDocument order; the bytes are never read with them.
+_COLUMNS = (
+    "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
+    "updated_at, revision, segment_count, failure, remedy, findings, "
+    "original IS NOT NULL AS bytes_retained, deleted, released_by"
+)
+_OWNED = (
+    "id = :id AND tenant_id = :tenant AND state = 'processing' "
+    "AND worker_id = :worker AND attempts = :attempt"
+)
+_CLAIMABLE = (
+    "tenant_id = :tenant AND deleted = 0 AND attempts < :max_attempts "
+    "AND original IS NOT NULL "
+    "AND (state = 'pending' OR (state = 'processing' AND lease_until <= :now))"
+)
+
+
+def _ts(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _dt(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _findings_json(findings: tuple[Finding, ...]) -> str:
+    return json.dumps(
+        [{"rule": f.rule, "start": f.start, "end": f.end, "excerpt": f.excerpt} for f in findings]
+    )
+
+
+def _findings(text: str) -> tuple[Finding, ...]:
+    return tuple(
+        Finding(
+            rule=str(f["rule"]), start=int(f["start"]), end=int(f["end"]), excerpt=str(f["excerpt"])
+        )
+        for f in json.loads(text)
+    )
+
+
+def _document(row: sqlite3.Row) -> StoredDocument:
+    return StoredDocument(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        title=row["title"],
+        format=DocumentFormat(row["format"]),
+        sha256=row["sha256"],
+        size=int(row["size"]),
+        scope=row["scope"],
+        state=DocumentState(row["state"]),
+        attempts=int(row["attempts"]),
+        created_at=_dt(row["created_at"]),
+        updated_at=_dt(row["updated_at"]),
+        revision=int(row["revision"]),
+        segment_count=int(row["segment_count"]),
+        failure=DocumentRefusal(row["failure"]) if row["failure"] else None,
+        remedy=row["remedy"],
+        findings=_findings(row["findings"]),
+        bytes_retained=bool(row["bytes_retained"]),
+        deleted=bool(row["deleted"]),
+        released_by=row["released_by"],
+    )
+
+
+class SqliteDocumentRepository:
+    """The ``DocumentRepository`` port over one SQLite file.
+
+    Args:
+        database: path of the store's own database file (created if absent).
+        retain_bytes: keep original bytes once a document is Indexed or Quarantined; when
+            False they are dropped then (a Failed document always keeps them).
+
+    Call ``initialize()`` once (it applies the schema idempotently) before use, and
+    ``close()`` when done. All statements run on one dedicated thread over one connection;
+    other processes may open the same file, and ``BEGIN IMMEDIATE`` serializes writers.
+    """
+
+    def __init__(self, database: str | os.PathLike[str], *, retain_bytes: bool = True) -> None:
+        self._path = Path(database)
+        self._retain = retain_bytes
+        self._connection: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="esra-docstore")
+
+    @property
+    def path(self) -> Path:
+        """The database file (what a store source's provider opens read-only)."""
+        return self._path
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        if self._connection is None:
+            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            connection.row_factory = sqlite3.Row
+            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA foreign_keys = ON")
+            self._connection = connection
+        return self._connection
+
+    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        def body() -> _T:
+            return work(self._open())
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, body)
+
+    async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction (rolled back if it raises)."""
+
+        def transaction(connection: sqlite3.Connection) -> _T:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(connection)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+            return result
+
+        return await self._run(transaction)
+
+    async def initialize(self) -> int:
+        """Apply the store schema (idempotent); return the schema version now recorded."""
+        return await self._run(apply_store_schema)
+
+    async def close(self) -> None:
+        """Close the connection once queued work has finished, and stop the thread."""
+
+        def close_connection(_connection: sqlite3.Connection) -> None:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+        if self._connection is not None:
+            await self._run(close_connection)
+        self._executor.shutdown(wait=True)
+
+    @staticmethod
+    def _get(
+        connection: sqlite3.Connection, tenant_id: str, document_id: str
+    ) -> StoredDocument | None:
+        row = connection.execute(
+            f"SELECT {_COLUMNS} FROM store_documents WHERE id = ? AND tenant_id = ?",  # noqa: S608 - constant column list
+            (document_id, tenant_id),
+        ).fetchone()
+        return _document(row) if row is not None else None
+
+    # -- the port --------------------------------------------------------------------------
+
+    async def add(
+        self, tenant_id: str, upload: AcceptedUpload, *, scope: str, now: datetime
+    ) -> StoredDocument:
+        """Persist a Pending document with its bytes; refuse a duplicate hash in the tenant.
+
+        Raises:
+            DocumentRefusedError: ``DUPLICATE_DOCUMENT``, ``detail`` naming the existing title.
+        """
+        document_id = uuid.uuid4().hex
+
+        def insert(connection: sqlite3.Connection) -> StoredDocument:
+            existing = connection.execute(
+                "SELECT title FROM store_documents "
+                "WHERE tenant_id = ? AND sha256 = ? AND deleted = 0",
+                (tenant_id, upload.sha256),
+            ).fetchone()
+            if existing is not None:
+                raise DocumentRefusedError(
+                    DocumentRefusal.DUPLICATE_DOCUMENT, detail=existing["title"]
+                )
+            connection.execute(
+                "INSERT INTO store_documents (id, tenant_id, title, format, sha256, size, "
+                "scope, state, attempts, created_at, updated_at, original) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+                (
+                    document_id,
+                    tenant_id,
+                    upload.display_name,
+                    upload.format.value,
+                    upload.sha256,
+                    len(upload.data),
+                    scope,
+                    _ts(now),
+                    _ts(now),
+                    upload.data,
+                ),
+            )
+            stored = self._get(connection, tenant_id, document_id)
+            assert stored is not None
+            return stored
+
+        return await self._write(insert)
+
+    async def tenants_with_work(self, *, now: datetime) -> list[str]:
+        """Tenants with a Pending document, or a Processing one whose lease expired."""
+
+        def query(connection: sqlite3.Connection) -> list[str]:
+            rows = connection.execute(
+                "SELECT DISTINCT tenant_id FROM store_documents WHERE deleted = 0 "
+                "AND (state = 'pending' OR (state = 'processing' AND lease_until <= ?)) "
+                "ORDER BY tenant_id",
+                (_ts(now),),
+            ).fetchall()
+            return [str(r["tenant_id"]) for r in rows]
+
+        return await self._run(query)
+
+    async def claim(
+        self,
+        tenant_id: str,
+        *,
+        worker_id: str,
+        limit: int,
+        lease_s: float,
+        max_attempts: int,
+        now: datetime,
+    ) -> list[Claim]:
+        """Claim up to ``limit`` claimable documents of one tenant, oldest first, atomically."""
+        lease_until = now + timedelta(seconds=lease_s)
+        params = {
+            "tenant": tenant_id,
+            "worker": worker_id,
+            "limit": max(0, limit),
+            "max_attempts": max_attempts,
+            "now": _ts(now),
+            "lease": _ts(lease_until),
+        }
+
+        def take(connection: sqlite3.Connection) -> list[Claim]:
+            rows = connection.execute(
+                "UPDATE store_documents SET state = 'processing', attempts = attempts + 1, "  # noqa: S608 - constant predicate
+                "worker_id = :worker, lease_until = :lease, updated_at = :now "
+                f"WHERE seq IN (SELECT seq FROM store_documents WHERE {_CLAIMABLE} "
+                "ORDER BY created_at, seq LIMIT :limit) "
+                "RETURNING seq, id, attempts, title, format, original, created_at",
+                params,
+            ).fetchall()
+            # RETURNING follows no order: restore the queue's.
+            rows.sort(key=lambda r: (r["created_at"], r["seq"]))
+            return [
+                Claim(
+                    document_id=r["id"],
+                    tenant_id=tenant_id,
+                    worker_id=worker_id,
+                    attempt=int(r["attempts"]),
+                    title=r["title"],
+                    format=DocumentFormat(r["format"]),
+                    data=bytes(r["original"]),
+                    lease_until=lease_until,
+                )
+                for r in rows
+            ]
+
+        return await self._write(take)
+
+    @staticmethod
+    def _owner(claim: Claim) -> dict[str, Any]:
+        return {
+            "id": claim.document_id,
+            "tenant": claim.tenant_id,
+            "worker": claim.worker_id,
+            "attempt": claim.attempt,
+        }
+
+    async def heartbeat(self, claim: Claim, *, lease_s: float, now: datetime) -> bool:
+        """Extend the lease while the claim still owns the document; return whether it does."""
+        params = {**self._owner(claim), "lease": _ts(now + timedelta(seconds=lease_s))}
+
+        def extend(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                f"UPDATE store_documents SET lease_until = :lease WHERE {_OWNED}",  # noqa: S608 - constant predicate
+                params,
+            )
+            return cursor.rowcount == 1
+
+        return await self._write(extend)
+
+    async def complete(self, claim: Claim, content: IndexedContent, *, now: datetime) -> bool:
+        """Store text segments and the final state, only if the claim still owns it."""
+        params = {
+            **self._owner(claim),
+            "state": content.state.value,
+            "findings": _findings_json(content.findings),
+            "segments": len(content.segments),
+            "retain": 1 if self._retain else 0,
+            "now": _ts(now),
+        }
+        segments = [
+            (claim.document_id, s.ordinal, s.label, s.body, s.indexed) for s in content.segments
+        ]
+
+        def store(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                "UPDATE store_documents SET state = :state, findings = :findings, "  # noqa: S608 - constant predicate
+                "segment_count = :segments, revision = revision + 1, failure = NULL, "
+                "remedy = NULL, worker_id = NULL, lease_until = NULL, updated_at = :now, "
+                "original = CASE WHEN :retain THEN original ELSE NULL END "
+                f"WHERE {_OWNED}",
+                params,
+            )
+            if cursor.rowcount != 1:
+                return False
+            connection.execute(
+                "DELETE FROM store_segments WHERE document_id = ?", (claim.document_id,)
+            )
+            connection.executemany(
+                "INSERT INTO store_segments (document_id, ordinal, label, body, indexed_text) "
+                "VALUES (?, ?, ?, ?, ?)",
+                segments,
+            )
+            return True
+
+        return await self._write(store)
+
+    async def fail(
+        self,
+        claim: Claim,
+        refusal: DocumentRefusal,
+        *,
+        retry: bool,
+        now: datetime,
+        findings: tuple[Finding, ...] = (),
+    ) -> bool:
+        """Fail the claim's document (or return it to Pending when ``retry``), fenced.
+
+        The original bytes are kept whatever the retention setting: re-extraction is a
+        failed document's only recovery.
+        """
+        params = {
+            **self._owner(claim),
+            "state": (DocumentState.PENDING if retry else DocumentState.FAILED).value,
+            "failure": refusal.value,
+            "remedy": REMEDIES[refusal],
+            "findings": _findings_json(findings),
+            "now": _ts(now),
+        }
+
+        def mark(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                "UPDATE store_documents SET state = :state, failure = :failure, "  # noqa: S608 - constant predicate
+                "remedy = :remedy, findings = :findings, worker_id = NULL, "
+                f"lease_until = NULL, updated_at = :now WHERE {_OWNED}",
+                params,
+            )
+            return cursor.rowcount == 1
+
+        return await self._write(mark)
+
+    async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
+        """Fail documents whose lease expired at the attempt ceiling; return how many."""
+        params = {
+            "max_attempts": max_attempts,
+            "failure": _EXHAUSTED.value,
+            "remedy": REMEDIES[_EXHAUSTED],
+            "now": _ts(now),
+        }
+
+        def sweep(connection: sqlite3.Connection) -> int:
+            cursor = connection.execute(
+                "UPDATE store_documents SET state = 'failed', failure = :failure, "
+                "remedy = :remedy, worker_id = NULL, lease_until = NULL, updated_at = :now "
+                "WHERE state = 'processing' AND lease_until <= :now "
+                "AND attempts >= :max_attempts",
+                params,
+            )
+            return cursor.rowcount
+
+        return await self._write(sweep)
+
+    async def get(self, tenant_id: str, document_id: str) -> StoredDocument | None:
+        """One document's metadata (soft-deleted ones included, flagged)."""
+        return await self._run(lambda c: self._get(c, tenant_id, document_id))
+
+    async def list(
+        self, tenant_id: str, *, states: Collection[DocumentState] | None = None
+    ) -> list[StoredDocument]:
+        """Non-deleted documents of the tenant in every state (or the given ones), newest first."""
+        wanted = None if states is None else [DocumentState(s).value for s in states]
+        if wanted is not None and not wanted:
+            return []
+
+        def query(connection: sqlite3.Connection) -> list[StoredDocument]:
+            sql = f"SELECT {_COLUMNS} FROM store_documents WHERE tenant_id = ? AND deleted = 0"  # noqa: S608 - constant column list
+            params: list[object] = [tenant_id]
+            if wanted is not None:
+                sql += f" AND state IN ({', '.join('?' for _ in wanted)})"
+                params.extend(wanted)
+            sql += " ORDER BY created_at DESC, seq DESC"
+            return [_document(r) for r in connection.execute(sql, params).fetchall()]
+
+        return await self._run(query)
+
+    async def counts(self, tenant_id: str) -> Mapping[DocumentState, int]:
+        """Store-wide counts per state (non-deleted), every state present."""
+
+        def query(connection: sqlite3.Connection) -> dict[DocumentState, int]:
+            counts = dict.fromkeys(DocumentState, 0)
+            rows = connection.execute(
+                "SELECT state, count(*) AS n FROM store_documents "
+                "WHERE tenant_id = ? AND deleted = 0 GROUP BY state",
+                (tenant_id,),
+            ).fetchall()
+            for row in rows:
+                counts[DocumentState(row["state"])] = int(row["n"])
+            return counts
+
+        return await self._run(query)
+
+    async def release(
+        self, tenant_id: str, document_id: str, *, operator: str, now: datetime
+    ) -> StoredDocument | None:
+        """Move a Quarantined document to Indexed, recording the operator; None otherwise."""
+
+        def move(connection: sqlite3.Connection) -> StoredDocument | None:
+            cursor = connection.execute(
+                "UPDATE store_documents SET state = 'indexed', released_by = ?, "
+                "released_at = ?, updated_at = ? "
+                "WHERE id = ? AND tenant_id = ? AND deleted = 0 AND state = 'quarantined'",
+                (operator, _ts(now), _ts(now), document_id, tenant_id),
+            )
+            return self._get(connection, tenant_id, document_id) if cursor.rowcount else None
+
+        return await self._write(move)
+
+    async def reindex(
+        self, tenant_id: str, document_id: str, *, now: datetime
+    ) -> StoredDocument | None:
+        """Return a document with retained bytes to Pending with attempts reset; None otherwise.
+
+        A document a worker holds (Processing) is not pulled from under it.
+        """
+
+        def requeue(connection: sqlite3.Connection) -> StoredDocument | None:
+            cursor = connection.execute(
+                "UPDATE store_documents SET state = 'pending', attempts = 0, updated_at = ? "
+                "WHERE id = ? AND tenant_id = ? AND deleted = 0 "
+                "AND original IS NOT NULL AND state <> 'processing'",
+                (_ts(now), document_id, tenant_id),
+            )
+            return self._get(connection, tenant_id, document_id) if cursor.rowcount else None
+
+        return await self._write(requeue)
+
+    async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
+        """Mark the document deleted; it disappears from search, fetch and the list."""
+
+        def mark(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                "UPDATE store_documents SET deleted = 1, deleted_at = ?, updated_at = ? "
+                "WHERE id = ? AND tenant_id = ? AND deleted = 0",
+                (_ts(now), _ts(now), document_id, tenant_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._write(mark)
+
+    async def original(self, tenant_id: str, document_id: str) -> bytes | None:
+        """The retained original bytes (authorization is the caller's: ESRA_DATA_MANAGE)."""
+
+        def query(connection: sqlite3.Connection) -> bytes | None:
+            row = connection.execute(
+                "SELECT original FROM store_documents "
+                "WHERE id = ? AND tenant_id = ? AND deleted = 0",
+                (document_id, tenant_id),
+            ).fetchone()
+            return (
+                bytes(row["original"]) if row is not None and row["original"] is not None else None
+            )
+
+        return await self._run(query)
+
+    async def text(
+        self, tenant_id: str, document_id: str, *, scopes: Collection[str]
+    ) -> str | None:
+        """The full text of an Indexed, non-deleted document within ``scopes``, for fetch.
+
+        Rebuilt from the segments in ordinal order: their bodies partition the text exactly.
+        """
+        wanted = sorted(set(scopes))
+        if not wanted:
+            return None
+
+        def query(connection: sqlite3.Connection) -> str | None:
+            placeholders = ", ".join("?" for _ in wanted)
+            visible = connection.execute(
+                "SELECT 1 FROM store_documents WHERE id = ? AND tenant_id = ? "  # noqa: S608 - placeholders only
+                f"AND state = 'indexed' AND deleted = 0 AND scope IN ({placeholders})",
+                (document_id, tenant_id, *wanted),
+            ).fetchone()
+            if visible is None:
+                return None
+            rows = connection.execute(
+                "SELECT body FROM store_segments WHERE document_id = ? ORDER BY ordinal",
+                (document_id,),
+            ).fetchall()
+            return "".join(r["body"] for r in rows)
+
+        return await self._run(query)

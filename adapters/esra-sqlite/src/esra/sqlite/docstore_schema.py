@@ -1,0 +1,190 @@
+"""The internal document store's schema on SQLite, applied idempotently and versioned.
+
+Everything lives in the store's own database file: documents (metadata, queue columns and
+the original bytes as a BLOB — never a filesystem path), their segments, an external-content
+FTS5 index over the segments' indexed text, and the view retrieval searches.
+
+``searchable_segments`` is what a store source's mapping names: it joins each segment to its
+document and admits only Indexed, non-deleted documents, so Pending, Processing, Quarantined,
+Failed and soft-deleted content is excluded by the relation itself, not by a filter a query
+could forget. Its ``rowid`` column is the segment's rowid, which is also the FTS5 rowid, so
+``esra.sqlite.SqliteFts5Provider`` joins ``searchable_segments`` to ``store_segments_fts`` on
+``rowid`` exactly as it does for any external-content index.
+
+The version applied is recorded in ``store_schema``; applying is safe to repeat and takes the
+write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+
+__all__ = [
+    "DOCUMENTS_TABLE",
+    "SEARCHABLE_VIEW",
+    "SEGMENTS_FTS",
+    "SEGMENTS_TABLE",
+    "STORE_SCHEMA_VERSION",
+    "apply_store_schema",
+    "store_schema_version",
+]
+
+STORE_SCHEMA_VERSION = 1
+DOCUMENTS_TABLE = "store_documents"
+SEGMENTS_TABLE = "store_segments"
+SEGMENTS_FTS = "store_segments_fts"
+SEARCHABLE_VIEW = "searchable_segments"
+
+_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS store_schema (
+    version INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL
+)
+"""
+
+# Migrations by the version they bring the schema to; each runs once, in order.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """
+        CREATE TABLE store_documents (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            tenant_id TEXT NOT NULL,
+            title TEXT NOT NULL,
+            format TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            scope TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (
+                state IN ('pending', 'processing', 'indexed', 'quarantined', 'failed')
+            ),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            revision INTEGER NOT NULL DEFAULT 0,
+            segment_count INTEGER NOT NULL DEFAULT 0,
+            failure TEXT,
+            remedy TEXT,
+            findings TEXT NOT NULL DEFAULT '[]',
+            original BLOB,
+            deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+            deleted_at TEXT,
+            released_by TEXT,
+            released_at TEXT,
+            worker_id TEXT,
+            lease_until TEXT
+        )
+        """,
+        # A content hash is unique among a tenant's live documents (deleting frees it).
+        """
+        CREATE UNIQUE INDEX store_documents_hash
+            ON store_documents (tenant_id, sha256) WHERE deleted = 0
+        """,
+        # The claim's scan: one tenant's claimable rows, oldest first.
+        """
+        CREATE INDEX store_documents_queue
+            ON store_documents (tenant_id, state, created_at, seq)
+        """,
+        """
+        CREATE TABLE store_segments (
+            id INTEGER PRIMARY KEY,
+            document_id TEXT NOT NULL
+                REFERENCES store_documents (id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL,
+            label TEXT NOT NULL,
+            body TEXT NOT NULL,
+            indexed_text TEXT NOT NULL,
+            UNIQUE (document_id, ordinal)
+        )
+        """,
+        """
+        CREATE VIRTUAL TABLE store_segments_fts USING fts5(
+            indexed_text,
+            content='store_segments',
+            content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        )
+        """,
+        """
+        CREATE TRIGGER store_segments_ai AFTER INSERT ON store_segments BEGIN
+            INSERT INTO store_segments_fts (rowid, indexed_text)
+                VALUES (new.id, new.indexed_text);
+        END
+        """,
+        """
+        CREATE TRIGGER store_segments_ad AFTER DELETE ON store_segments BEGIN
+            INSERT INTO store_segments_fts (store_segments_fts, rowid, indexed_text)
+                VALUES ('delete', old.id, old.indexed_text);
+        END
+        """,
+        """
+        CREATE TRIGGER store_segments_au AFTER UPDATE ON store_segments BEGIN
+            INSERT INTO store_segments_fts (store_segments_fts, rowid, indexed_text)
+                VALUES ('delete', old.id, old.indexed_text);
+            INSERT INTO store_segments_fts (rowid, indexed_text)
+                VALUES (new.id, new.indexed_text);
+        END
+        """,
+        """
+        CREATE VIEW searchable_segments AS
+        SELECT
+            s.id AS rowid,
+            s.id AS segment_id,
+            d.id AS document_id,
+            d.tenant_id AS tenant_id,
+            d.scope AS scope,
+            d.title AS title,
+            d.format AS format,
+            s.ordinal AS ordinal,
+            s.label AS section,
+            s.body AS body,
+            d.updated_at AS updated_at
+        FROM store_segments AS s
+        JOIN store_documents AS d ON d.id = s.document_id
+        WHERE d.state = 'indexed' AND d.deleted = 0
+        """,
+    ),
+}
+
+
+def store_schema_version(connection: sqlite3.Connection) -> int:
+    """Return the schema version recorded in the store (0 when none was ever applied)."""
+    exists = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_schema'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    row = connection.execute("SELECT max(version) FROM store_schema").fetchone()
+    return int(row[0] or 0)
+
+
+def apply_store_schema(connection: sqlite3.Connection) -> int:
+    """Bring the store's schema to ``STORE_SCHEMA_VERSION`` in one transaction; return the version.
+
+    Idempotent: migrations already recorded are skipped. The connection must be in
+    autocommit mode (``isolation_level=None``) and writable.
+
+    Raises:
+        RuntimeError: if the store was created by a newer ESRA (its version is higher).
+        sqlite3.Error: if the DDL fails (nothing is applied).
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute(_VERSION_TABLE)
+        current = store_schema_version(connection)
+        if current > STORE_SCHEMA_VERSION:
+            msg = f"the store's schema version {current} is newer than {STORE_SCHEMA_VERSION}"
+            raise RuntimeError(msg)
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
+        for version in sorted(v for v in _MIGRATIONS if v > current):
+            for statement in _MIGRATIONS[version]:
+                connection.execute(statement)
+            connection.execute(
+                "INSERT INTO store_schema (version, applied_at) VALUES (?, ?)", (version, now)
+            )
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+    return STORE_SCHEMA_VERSION
