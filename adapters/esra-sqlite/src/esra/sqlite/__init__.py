@@ -7,6 +7,7 @@ from esra.sqlite.docstore_schema import (
     apply_store_schema,
     store_schema_version,
 )
+from esra.sqlite.docstore_source import DEFAULT_SCOPE_CLAIM, STORE_PROVIDER_KIND, store_source
 from esra.sqlite.errors import ExecutionState, classify
 from esra.sqlite.fulltext import Fts5FullText, fts5_match_expression, fts5_string
 from esra.sqlite.index import (
@@ -20,7 +21,9 @@ from esra.sqlite.provider import SqliteFts5Provider
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_SCOPE_CLAIM",
     "DEFAULT_TOKENIZE",
+    "STORE_PROVIDER_KIND",
     "STORE_SCHEMA_VERSION",
     "ConnectionPool",
     "ExecutionState",
@@ -38,4 +41,5 @@ __all__ = [
     "fts5_string",
     "open_readonly",
     "store_schema_version",
+    "store_source",
 ]
