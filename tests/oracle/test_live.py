@@ -167,9 +167,9 @@ async def test_a_write_inside_the_read_only_transaction_fails(server: Server) ->
         return []
 
     try:
-        kwargs = await p.connection_kwargs()
+        await p.connection_kwargs()
         with pytest.raises(ProviderError) as raised:
-            await p._in_slot(write, kwargs, 10.0, "write-probe")
+            await p._runner.run(write, 10.0, "write-probe")
         assert raised.value.code is ProviderErrorCode.PERMISSION_DENIED
     finally:
         await p.close()

@@ -170,9 +170,9 @@ async def test_a_write_over_the_providers_connection_fails(server: Server) -> No
         return []
 
     try:
-        kwargs = await p.connection_kwargs()
+        await p.connection_kwargs()
         with pytest.raises(ProviderError) as raised:
-            await p._in_slot(write, kwargs, 10.0, "write-probe")
+            await p._runner.run(write, 10.0, "write-probe")
         assert raised.value.code is ProviderErrorCode.PERMISSION_DENIED
     finally:
         await p.close()

@@ -7,10 +7,10 @@ decides the code; the message is never parsed and goes to the log only.
 
 from __future__ import annotations
 
-import attrs
 import pymysql
 
 from esra.core.codes import ProviderErrorCode
+from esra.sql import ExecutionState
 
 __all__ = ["ERROR_CODES", "ExecutionState", "classify", "error_number"]
 
@@ -72,14 +72,6 @@ ERROR_CODES: dict[int, ProviderErrorCode] = {
     1114: _C.RESOURCE_EXHAUSTED,  # ER_RECORD_FILE_FULL
     1021: _C.RESOURCE_EXHAUSTED,  # ER_DISK_FULL
 }
-
-
-@attrs.define
-class ExecutionState:
-    """Why a statement may have been killed: its deadline passed, or it was cancelled."""
-
-    timed_out: bool = False
-    cancelled: bool = False
 
 
 def error_number(exc: BaseException) -> int | None:

@@ -39,12 +39,14 @@ from esra.mysql._quote import DIALECT
 from esra.mysql.errors import ExecutionState, classify, is_connection_lost
 from esra.mysql.fulltext import MatchAgainstFullText
 from esra.mysql.index import fulltext_index_columns
-from esra.mysql.pool import ConnectionPool, ConnectionSlot, PoolTimeoutError
 from esra.mysql.server import ServerInfo, detect_server, with_timeout
 from esra.sql import (
     CompiledStatementCache,
+    ConnectionSlot,
     ConnectionTarget,
     ConnectionTemplate,
+    PoolTimeoutError,
+    SlotPool,
     StatementBuilder,
     resolve_connection,
 )
@@ -177,7 +179,7 @@ class MySqlProvider:
             max_rows=max_rows,
         )
         self._target: ConnectionTarget | None = None
-        self._pool: ConnectionPool | None = None
+        self._pool: SlotPool[Any] | None = None
         self._server: ServerInfo | None = None
         self._builder: StatementBuilder | None = None
         self._closed = False
@@ -207,7 +209,7 @@ class MySqlProvider:
             self._lock, self._lock_loop = asyncio.Lock(), loop
         return self._lock
 
-    async def _ready(self) -> tuple[ConnectionPool, ServerInfo, StatementBuilder]:
+    async def _ready(self) -> tuple[SlotPool[Any], ServerInfo, StatementBuilder]:
         """Resolve the template, make the pool and learn the server, once.
 
         Raises:
@@ -219,7 +221,7 @@ class MySqlProvider:
                 raise ProviderError(ProviderErrorCode.UNKNOWN)
             if self._pool is None:
                 self._target = await self._resolve()
-                self._pool = ConnectionPool(self._connect, size=self._pool_size)
+                self._pool = SlotPool(self._connect, size=self._pool_size, thread_name="esra-mysql")
             if self._server is None or self._builder is None:
                 server = await self._on_slot(self._pool, self._detect, timeout_s=None)
                 self._builder = StatementBuilder(
@@ -275,35 +277,16 @@ class MySqlProvider:
             raise
         return connection
 
-    def _detect(self, slot: ConnectionSlot) -> ServerInfo:
+    def _detect(self, slot: ConnectionSlot[Any]) -> ServerInfo:
         try:
             return detect_server(slot.connection())
         except pymysql.err.MySQLError as exc:
             raise self._failure(exc, slot, "connect", ExecutionState(), True) from exc
 
-    async def _slot(self, pool: ConnectionPool, timeout_s: float) -> ConnectionSlot:
-        """Take a free slot, waiting (off the event loop) up to ``timeout_s``."""
-        slot = pool.try_acquire()
-        if slot is not None:
-            return slot
-        waiting = asyncio.get_running_loop().run_in_executor(None, pool.acquire, timeout_s)
-        try:
-            return await asyncio.shield(waiting)
-        except asyncio.CancelledError:
-            # The waiting thread may still get a slot after we gave up: hand it straight back.
-            waiting.add_done_callback(
-                lambda w: (
-                    pool.release(w.result())
-                    if not w.cancelled() and w.exception() is None
-                    else None
-                )
-            )
-            raise
-
-    async def _on_slot(self, pool: ConnectionPool, work: Any, timeout_s: float | None) -> Any:
+    async def _on_slot(self, pool: SlotPool[Any], work: Any, timeout_s: float | None) -> Any:
         """Run ``work(slot)`` on a slot's thread; the slot returns when the work ends."""
         try:
-            slot = await self._slot(pool, _HEALTH_TIMEOUT_S if timeout_s is None else timeout_s)
+            slot = await pool.acquire_async(_HEALTH_TIMEOUT_S if timeout_s is None else timeout_s)
         except PoolTimeoutError as exc:
             raise ProviderError(ProviderErrorCode.RESOURCE_EXHAUSTED) from exc
         future = slot.executor.submit(work, slot)
@@ -333,7 +316,7 @@ class MySqlProvider:
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
         params = {name: _encodable(value) for name, value in built.params.items()}
         try:
-            slot = await self._slot(pool, remaining)
+            slot = await pool.acquire_async(remaining)
         except PoolTimeoutError as exc:
             raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
         execution = _Execution()
@@ -357,7 +340,7 @@ class MySqlProvider:
 
     def _run(
         self,
-        slot: ConnectionSlot,
+        slot: ConnectionSlot[Any],
         job: _Job,
         execution: _Execution,
     ) -> list[Any]:
@@ -395,7 +378,7 @@ class MySqlProvider:
         return ProviderErrorCode.CANCELLED
 
     @staticmethod
-    def _end_transaction(slot: ConnectionSlot, connection: Any) -> None:
+    def _end_transaction(slot: ConnectionSlot[Any], connection: Any) -> None:
         try:
             connection.rollback()
         except Exception:  # a connection that cannot roll back is dropped
@@ -404,7 +387,7 @@ class MySqlProvider:
     @staticmethod
     def _failure(
         exc: BaseException,
-        slot: ConnectionSlot,
+        slot: ConnectionSlot[Any],
         query_id: str,
         state: ExecutionState,
         has_index: bool,
@@ -459,7 +442,7 @@ class MySqlProvider:
             return SourceHealth.HEALTHY
         return SourceHealth.DEGRADED if any(ready) else SourceHealth.UNAVAILABLE
 
-    def _health(self, slot: ConnectionSlot) -> list[bool]:
+    def _health(self, slot: ConnectionSlot[Any]) -> list[bool]:
         connection = slot.connection()
         try:
             with connection.cursor() as cursor:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping as MappingABC
 
-import attrs
 import oracledb
 
 from esra.core.codes import ProviderErrorCode
+from esra.sql import ExecutionState
 
 __all__ = [
     "DPY_ERROR_CODES",
@@ -85,14 +85,6 @@ DPY_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
 }
 
 _CODE = re.compile(r"\b(ORA|DRG|DPY)-(\d{4,5})\b")
-
-
-@attrs.define
-class ExecutionState:
-    """Why a statement may have stopped: its deadline passed, or it was cancelled."""
-
-    timed_out: bool = False
-    cancelled: bool = False
 
 
 def error_codes(exc: BaseException) -> dict[str, tuple[int, ...]]:

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -39,13 +39,14 @@ from esra.core.exceptions import ProviderError
 from esra.core.ports import HostAllowlist, ProviderCapabilities, SecretStore, TextIndexKind
 from esra.core.query import ResolvedFilter, ResultRow, Strategy
 from esra.core.validation import ValidatedQuery, ensure_validated
-from esra.oracle._pool import ConnectionSlot, PoolTimeoutError, SlotPool
-from esra.oracle.errors import ExecutionState, classify
+from esra.oracle.errors import classify
 from esra.oracle.fulltext import OracleTextFullText
 from esra.sql import (
     BuiltStatement,
     CompiledStatementCache,
     ConnectionTarget,
+    PinnedRunner,
+    SlotPool,
     StatementBuilder,
     filter_bind_name,
     resolve_connection,
@@ -65,14 +66,6 @@ SCHEMES = {"oracle": 1521}
 READ_ONLY_SQL = "SET TRANSACTION READ ONLY"
 _OPTIONS = frozenset({"protocol"})
 _HEALTH_TIMEOUT_S = 5.0
-_SESSION_ENDING = frozenset(
-    {
-        ProviderErrorCode.CONNECTION_REFUSED,
-        ProviderErrorCode.TIMEOUT,
-        ProviderErrorCode.CANCELLED,
-        ProviderErrorCode.AUTH_FAILED,
-    }
-)
 
 
 def oracle_dialect() -> sa.engine.Dialect:
@@ -159,7 +152,18 @@ class OracleTextProvider:
         self._connect_timeout_s = connect_timeout_s
         self._target: ConnectionTarget | None = None
         self._pool: SlotPool[oracledb.Connection] = SlotPool(
-            size=pool_size, closer=lambda c: c.close(), thread_name="esra-oracle"
+            self._open, size=pool_size, thread_name="esra-oracle"
+        )
+        # call_timeout fires first per round trip; the outer deadline (0.5 s later) bounds
+        # the sum of them, and then Connection.cancel() breaks the statement server-side.
+        self._runner = PinnedRunner(
+            self._pool,
+            engine="oracle",
+            log=_log,
+            driver_errors=(oracledb.Error,),
+            classify=classify,
+            grace_s=0.5,
+            interrupt=_cancel,
         )
         self._builder = StatementBuilder(oracle_dialect(), OracleTextFullText(), cache=cache)
         self._capabilities = ProviderCapabilities(
@@ -194,7 +198,9 @@ class OracleTextProvider:
                 allowlist=self._allowlist,
                 schemes=SCHEMES,
             )
-        target = self._target
+        return self._connect_kwargs(self._target)
+
+    def _connect_kwargs(self, target: ConnectionTarget) -> dict[str, Any]:
         protocol = (target.option("protocol") or "tcp").lower()
         unknown = {key for key, _ in target.options} - _OPTIONS
         if unknown or not target.database or protocol not in {"tcp", "tcps"}:
@@ -210,6 +216,17 @@ class OracleTextProvider:
             "protocol": protocol,
             "tcp_connect_timeout": self._connect_timeout_s,
         }
+
+    def _open(self) -> oracledb.Connection:
+        """Open one connection and set its current schema (on a slot's thread; the template
+        was resolved by ``connection_kwargs`` first)."""
+        if self._target is None:  # pragma: no cover - every caller resolves the template first
+            raise ProviderError(ProviderErrorCode.UNKNOWN)
+        connection = oracledb.connect(**self._connect_kwargs(self._target))
+        connection.outputtypehandler = _lobs_as_text
+        if self._schema_sql is not None:
+            connection.cursor().execute(self._schema_sql)
+        return connection
 
     async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
         """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
@@ -227,7 +244,7 @@ class OracleTextProvider:
             _log.warning("oracle statement could not be built for %s", query.query_id)
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
         params = bind_params(built, query)
-        kwargs = await self.connection_kwargs()
+        await self.connection_kwargs()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
 
@@ -242,76 +259,8 @@ class OracleTextProvider:
             finally:
                 connection.rollback()
 
-        raw = await self._in_slot(work, kwargs, timeout_s, query.query_id)
+        raw = await self._runner.run(work, timeout_s, query.query_id)
         return [_typed_row(built, row, query.mapping) for row in raw]
-
-    async def _in_slot(
-        self,
-        work: Callable[[oracledb.Connection], list[Any]],
-        kwargs: dict[str, Any],
-        timeout_s: float,
-        label: str,
-    ) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        try:
-            slot = await self._pool.acquire(timeout_s)
-        except PoolTimeoutError as exc:
-            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
-        state = ExecutionState()
-        remaining = max(deadline - loop.time(), 0.001)
-        running = loop.run_in_executor(slot.executor, self._run, slot, kwargs, work, state, label)
-        try:
-            # call_timeout fires first per round trip; this deadline bounds the sum of them.
-            return await asyncio.wait_for(asyncio.shield(running), remaining + 0.5)
-        except TimeoutError as exc:
-            state.timed_out = True
-            self._abandon(slot, running)
-            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
-        except asyncio.CancelledError:
-            state.cancelled = True
-            self._abandon(slot, running)
-            raise
-        finally:
-            self._pool.release(slot)
-
-    @staticmethod
-    def _abandon(slot: ConnectionSlot[oracledb.Connection], running: asyncio.Future[Any]) -> None:
-        """Break the running statement server-side and discard the slot behind it."""
-        slot.broken = True
-        running.add_done_callback(_consume)
-        connection = slot.connection
-        if connection is not None:
-            # Connection.cancel() is the driver's way to break a call from another thread.
-            with contextlib.suppress(oracledb.Error):
-                connection.cancel()
-
-    def _run(
-        self,
-        slot: ConnectionSlot[oracledb.Connection],
-        kwargs: dict[str, Any],
-        work: Callable[[oracledb.Connection], list[Any]],
-        state: ExecutionState,
-        label: str,
-    ) -> list[Any]:
-        """Slot-thread body: connect (and set the current schema) if needed, run ``work``."""
-        if state.cancelled:
-            raise ProviderError(ProviderErrorCode.CANCELLED)
-        try:
-            if slot.connection is None:
-                connection = oracledb.connect(**kwargs)
-                connection.outputtypehandler = _lobs_as_text
-                if self._schema_sql is not None:
-                    connection.cursor().execute(self._schema_sql)
-                slot.connection = connection
-            return work(slot.connection)
-        except oracledb.Error as exc:
-            code = classify(exc, state=state)
-            if code in _SESSION_ENDING:
-                slot.broken = True
-            # Driver text may name objects or echo values: log only, never in the error.
-            _log.warning("oracle query %s failed as %s: %r", label, code.value, exc)
-            raise ProviderError(code) from exc
 
     async def health(self) -> SourceHealth:
         """``HEALTHY`` if the database answers and every mapping's CONTEXT index is valid;
@@ -344,8 +293,8 @@ class OracleTextProvider:
             return ready
 
         try:
-            kwargs = await self.connection_kwargs()
-            ready = await self._in_slot(work, kwargs, _HEALTH_TIMEOUT_S, "health")
+            await self.connection_kwargs()
+            ready = await self._runner.run(work, _HEALTH_TIMEOUT_S, "health")
         except ProviderError as exc:
             _log.warning("oracle health check failed as %s", exc.code.value)
             return SourceHealth.UNAVAILABLE
@@ -379,10 +328,10 @@ def _dates(params: dict[str, object], prefix: str, filters: Sequence[ResolvedFil
                     params[filter_bind_name(prefix, i, j)] = date.fromisoformat(value)
 
 
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Retrieve an abandoned statement's outcome so it is never reported as unhandled."""
-    if not future.cancelled():
-        future.exception()
+def _cancel(connection: oracledb.Connection) -> None:
+    """Break the running call: ``Connection.cancel()`` is safe from another thread."""
+    with contextlib.suppress(oracledb.Error):
+        connection.cancel()
 
 
 def _typed_row(built: BuiltStatement, raw: Sequence[Any], mapping: Mapping) -> ResultRow:

@@ -1,4 +1,5 @@
-"""esra-sql: the SQLAlchemy Core statement builder every ESRA SQL provider shares."""
+"""esra-sql: what every ESRA SQL provider shares: the SQLAlchemy Core statement builder,
+connection templates, and synchronous drivers run on pinned threads."""
 
 from esra.sql.builder import (
     KEY_LABEL,
@@ -18,6 +19,15 @@ from esra.sql.fulltext import (
     TermShape,
     TextTarget,
 )
+from esra.sql.threads import (
+    SESSION_ENDING,
+    Classifier,
+    ConnectionSlot,
+    ExecutionState,
+    PinnedRunner,
+    PoolTimeoutError,
+    SlotPool,
+)
 
 __version__ = "0.1.0"
 
@@ -25,16 +35,23 @@ __all__ = [
     "KEY_LABEL",
     "LIMIT_BIND",
     "SCORE_LABEL",
+    "SESSION_ENDING",
     "BuiltStatement",
     "CacheInfo",
+    "Classifier",
     "ColumnBinding",
     "CompiledStatement",
     "CompiledStatementCache",
+    "ConnectionSlot",
     "ConnectionTarget",
     "ConnectionTemplate",
+    "ExecutionState",
     "FullTextClause",
     "FullTextDialect",
+    "PinnedRunner",
+    "PoolTimeoutError",
     "SearchTerms",
+    "SlotPool",
     "StatementBuilder",
     "TermShape",
     "TextTarget",

@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 import sqlite3
 
-import attrs
-
 from esra.core.codes import ProviderErrorCode
+from esra.sql import ExecutionState
 
 __all__ = ["ExecutionState", "classify"]
 
@@ -30,14 +29,6 @@ _BY_ERRORNAME: dict[str, ProviderErrorCode] = {
     "SQLITE_PERM": ProviderErrorCode.PERMISSION_DENIED,
     "SQLITE_CORRUPT": ProviderErrorCode.TEXT_INDEX_UNAVAILABLE,
 }
-
-
-@attrs.define
-class ExecutionState:
-    """Why a statement may have been interrupted: its deadline passed, or it was cancelled."""
-
-    timed_out: bool = False
-    cancelled: bool = False
 
 
 def classify(

@@ -160,7 +160,7 @@ class SqliteFts5Provider:
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
         execution = _Execution(time.monotonic() + timeout_s)
         try:
-            slot = await self._slot(timeout_s)
+            slot = await self._pool.acquire_async(timeout_s)
         except PoolTimeoutError as exc:
             raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
         try:
@@ -176,26 +176,9 @@ class SqliteFts5Provider:
             self._pool.release(slot)
         return [built.to_row(row) for row in raw]
 
-    async def _slot(self, timeout_s: float) -> ConnectionSlot:
-        """Take a free connection slot, waiting (off the event loop) up to ``timeout_s``."""
-        slot = self._pool.try_acquire()
-        if slot is not None:
-            return slot
-        waiting = asyncio.get_running_loop().run_in_executor(None, self._pool.acquire, timeout_s)
-        try:
-            return await asyncio.shield(waiting)
-        except asyncio.CancelledError:
-            # The waiting thread may still get a slot after we gave up: hand it straight back.
-            waiting.add_done_callback(self._release_abandoned)
-            raise
-
-    def _release_abandoned(self, waiting: asyncio.Future[ConnectionSlot]) -> None:
-        if not waiting.cancelled() and waiting.exception() is None:
-            self._pool.release(waiting.result())
-
     def _run(
         self,
-        slot: ConnectionSlot,
+        slot: ConnectionSlot[sqlite3.Connection],
         built: BuiltStatement,
         execution: _Execution,
         query: ValidatedQuery,
@@ -238,7 +221,7 @@ class SqliteFts5Provider:
         be opened or no mapping is searchable.
         """
         try:
-            slot = await self._slot(_HEALTH_TIMEOUT_S)
+            slot = await self._pool.acquire_async(_HEALTH_TIMEOUT_S)
         except PoolTimeoutError:
             _log.warning("sqlite health check found every connection busy")
             return SourceHealth.UNAVAILABLE
@@ -249,7 +232,7 @@ class SqliteFts5Provider:
         finally:
             self._pool.release(slot)
 
-    def _health(self, slot: ConnectionSlot) -> SourceHealth:
+    def _health(self, slot: ConnectionSlot[sqlite3.Connection]) -> SourceHealth:
         try:
             connection = slot.connection()
             connection.execute("SELECT 1").fetchall()

@@ -17,11 +17,11 @@ import re
 from collections.abc import Iterable
 from collections.abc import Mapping as MappingABC
 
-import attrs
 import pymssql
 from pymssql import _mssql
 
 from esra.core.codes import ProviderErrorCode
+from esra.sql import ExecutionState
 
 __all__ = [
     "DBLIB_ERROR_CODES",
@@ -84,14 +84,6 @@ DBLIB_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
 _GENERAL_SERVER_ERROR = 20018  # "Check messages from the SQL Server": args[0] is the server's
 _DBLIB = re.compile(rb"DB-Lib error message (\d+)")
 _SERVER = re.compile(rb"SQL Server message (\d+)")
-
-
-@attrs.define
-class ExecutionState:
-    """Why a statement may have stopped: its deadline passed, or it was cancelled."""
-
-    timed_out: bool = False
-    cancelled: bool = False
 
 
 def _args(exc: BaseException) -> tuple[object, ...]:

@@ -15,10 +15,9 @@ is fixed by the query's shape, and the injection tests check the substituted bat
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -39,11 +38,12 @@ from esra.sql import (
     BuiltStatement,
     CompiledStatementCache,
     ConnectionTarget,
+    PinnedRunner,
+    SlotPool,
     StatementBuilder,
     resolve_connection,
 )
-from esra.sqlserver._pool import ConnectionSlot, PoolTimeoutError, SlotPool
-from esra.sqlserver.errors import ExecutionState, classify
+from esra.sqlserver.errors import classify
 from esra.sqlserver.fulltext import SqlServerFullText
 from esra.sqlserver.session import ROLLBACK_SQL, Isolation, session_sql
 
@@ -129,7 +129,18 @@ class SqlServerProvider:
         self._login_timeout_s = max(1, int(login_timeout_s))
         self._target: ConnectionTarget | None = None
         self._pool: SlotPool[_Connection] = SlotPool(
-            size=pool_size, closer=lambda c: c.close(), thread_name="esra-sqlserver"
+            self._open, size=pool_size, thread_name="esra-sqlserver"
+        )
+        # pymssql cannot safely cancel from another thread (no ``interrupt``): the driver's
+        # query timeout (whole seconds) ends the statement, and the abandoned slot's
+        # connection is closed behind it; the outer deadline allows it a second to fire.
+        self._runner = PinnedRunner(
+            self._pool,
+            engine="sqlserver",
+            log=_log,
+            driver_errors=(pymssql.Error, _mssql.MSSQLException),
+            classify=classify,
+            grace_s=1.0,
         )
         self._builder = StatementBuilder(sqlserver_dialect(), SqlServerFullText(), cache=cache)
         self._capabilities = ProviderCapabilities(
@@ -164,7 +175,9 @@ class SqlServerProvider:
                 allowlist=self._allowlist,
                 schemes=SCHEMES,
             )
-        target = self._target
+        return self._connect_kwargs(self._target)
+
+    def _connect_kwargs(self, target: ConnectionTarget) -> dict[str, Any]:
         unknown = {key for key, _ in target.options} - _OPTIONS
         if unknown or not target.database:
             error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
@@ -189,6 +202,12 @@ class SqlServerProvider:
             kwargs["read_only"] = True
         return kwargs
 
+    def _open(self) -> _Connection:
+        """Open one connection (on a slot's thread; ``connection_kwargs`` resolved it first)."""
+        if self._target is None:  # pragma: no cover - every caller resolves the template first
+            raise ProviderError(ProviderErrorCode.UNKNOWN)
+        return pymssql.connect(**self._connect_kwargs(self._target))
+
     async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
         """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
 
@@ -204,7 +223,7 @@ class SqlServerProvider:
             _log.warning("sqlserver statement could not be built for %s", query.query_id)
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
         params = {name: bindable(value) for name, value in built.params.items()}
-        kwargs = await self.connection_kwargs()
+        await self.connection_kwargs()
         lock_ms = self._lock_timeout_ms
         if lock_ms is None:
             lock_ms = max(1, int(timeout_s * 1000))
@@ -221,66 +240,8 @@ class SqlServerProvider:
             finally:
                 cursor.execute(ROLLBACK_SQL)
 
-        raw = await self._in_slot(work, kwargs, timeout_s, query.query_id)
+        raw = await self._runner.run(work, timeout_s, query.query_id)
         return [_typed_row(built, row, query.mapping) for row in raw]
-
-    async def _in_slot(
-        self,
-        work: Callable[[_Connection], list[Any]],
-        kwargs: dict[str, Any],
-        timeout_s: float,
-        label: str,
-    ) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        try:
-            slot = await self._pool.acquire(timeout_s)
-        except PoolTimeoutError as exc:
-            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
-        state = ExecutionState()
-        remaining = max(deadline - loop.time(), 0.001)
-        running = loop.run_in_executor(slot.executor, self._run, slot, kwargs, work, state, label)
-        try:
-            # The driver's query timeout (whole seconds) fires first; this outer deadline
-            # only catches a connect or network read that hangs past it.
-            return await asyncio.wait_for(asyncio.shield(running), remaining + 1.0)
-        except TimeoutError as exc:
-            state.timed_out = True
-            slot.broken = True
-            running.add_done_callback(_consume)
-            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
-        except asyncio.CancelledError:
-            # pymssql cannot safely cancel from another thread; the query timeout ends the
-            # statement, and the broken slot's connection is closed behind it.
-            state.cancelled = True
-            slot.broken = True
-            running.add_done_callback(_consume)
-            raise
-        finally:
-            self._pool.release(slot)
-
-    @staticmethod
-    def _run(
-        slot: ConnectionSlot[_Connection],
-        kwargs: dict[str, Any],
-        work: Callable[[_Connection], list[Any]],
-        state: ExecutionState,
-        label: str,
-    ) -> list[Any]:
-        """Slot-thread body: connect if needed, run ``work``, classify driver failures."""
-        if state.cancelled:
-            raise ProviderError(ProviderErrorCode.CANCELLED)
-        try:
-            if slot.connection is None:
-                slot.connection = pymssql.connect(**kwargs)
-            return work(slot.connection)
-        except (pymssql.Error, _mssql.MSSQLException) as exc:
-            code = classify(exc, state=state)
-            if code in _SESSION_ENDING:
-                slot.broken = True
-            # Driver text may name objects or echo values: log only, never in the error.
-            _log.warning("sqlserver query %s failed as %s: %r", label, code.value, exc)
-            raise ProviderError(code) from exc
 
     async def health(self) -> SourceHealth:
         """``HEALTHY`` if the database answers and every mapping has an active full-text
@@ -302,8 +263,8 @@ class SqlServerProvider:
             return ready
 
         try:
-            kwargs = await self.connection_kwargs()
-            ready = await self._in_slot(work, kwargs, _HEALTH_TIMEOUT_S, "health")
+            await self.connection_kwargs()
+            ready = await self._runner.run(work, _HEALTH_TIMEOUT_S, "health")
         except ProviderError as exc:
             _log.warning("sqlserver health check failed as %s", exc.code.value)
             return SourceHealth.UNAVAILABLE
@@ -317,22 +278,6 @@ class SqlServerProvider:
     async def close(self) -> None:
         """Close pooled connections (busy ones close when their statement ends)."""
         self._pool.close()
-
-
-_SESSION_ENDING = frozenset(
-    {
-        ProviderErrorCode.CONNECTION_REFUSED,
-        ProviderErrorCode.TIMEOUT,
-        ProviderErrorCode.CANCELLED,
-        ProviderErrorCode.AUTH_FAILED,
-    }
-)
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Retrieve an abandoned statement's outcome so it is never reported as unhandled."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _quoted_name(mapping: Mapping) -> str:
