@@ -13,15 +13,19 @@ import asyncio
 
 import pytest
 
-from esra.core.config.mapping import FieldType, Operator
 from esra.core.exceptions import ProviderError
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
-from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
-from esra.core.validation import ValidatedQuery, _issue
+from esra.core.validation import ValidatedQuery
 from esra.mysql import MatchAgainstFullText, ServerFlavor, with_timeout
 from esra.mysql._quote import DIALECT
 from esra.sql import CompiledStatementCache, StatementBuilder
 from tests._external import load_sqli_payloads
+from tests._injection import (
+    IN_SCOPE,
+    SLOTS,
+    assert_every_slot_compiles_to_the_benign_text,
+    assert_value_rows_match_exactly,
+    payload_query,
+)
 from tests.mysql.conftest import Server, table_counts
 
 pytestmark = pytest.mark.external_data
@@ -33,30 +37,9 @@ def payloads() -> list[str]:
     return load_sqli_payloads()
 
 
-def _query(
-    *,
-    required: str = "solar",
-    optional: str = "inverter",
-    phrase: str = "solar panel",
-    excluded: str = "budget",
-    value: str = "energy",
-    claim: str = "acme",
-) -> ValidatedQuery:
-    return _issue(
-        query_id="src-contract#1",
-        source_id=CONTRACT_MAPPING.source_id,
-        mapping=CONTRACT_MAPPING,
-        strategy=Strategy.KEYWORD,
-        required_terms=(required,),
-        optional_terms=(optional,),
-        excluded_terms=(excluded,),
-        phrases=(phrase,),
-        filters=(ResolvedFilter("art_category", FieldType.TEXT, Operator.EQ, (value,)),),
-        record_filters=(ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, (claim,)),),
-        projection=(ProjectedField("title", "art_title"), ProjectedField("body", "Art Body")),
-        freshness=ProjectedField("published", "art_published"),
-        row_limit=50,
-    )
+def _query(*, excluded: str = "budget", **slots: str) -> ValidatedQuery:
+    """Every slot filled, the excluded term one of them."""
+    return payload_query(excluded=(excluded,), **slots)
 
 
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
@@ -65,16 +48,15 @@ def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[
     builder = StatementBuilder(DIALECT, MatchAgainstFullText(), cache=CompiledStatementCache(0))
     benign = builder.compile(_query()).sql
     bounded = {f: with_timeout(benign, f, 2.5).encode() for f in ServerFlavor}
-    slots = ("required", "optional", "phrase", "excluded", "value", "claim")
-    for payload in payloads:
-        together = builder.compile(_query(**dict.fromkeys(slots, payload))).sql
-        assert together.encode() == benign.encode(), payload
+
+    def bounded_alike(together: str) -> None:
         for flavor in ServerFlavor:
             assert with_timeout(together, flavor, 2.5).encode() == bounded[flavor]
-    for payload in payloads[::100]:
-        for slot in slots:
-            alone = builder.compile(_query(**{slot: payload}))
-            assert alone.sql.encode() == benign.encode(), (slot, payload)
+
+    slots = (*SLOTS, "excluded")
+    assert_every_slot_compiles_to_the_benign_text(
+        builder, _query, payloads, slots=slots, also=bounded_alike
+    )
 
 
 @pytest.mark.mysql
@@ -85,12 +67,6 @@ async def test_executing_every_payload_is_inert(
     """As a search term and as filter/claim values: no unclassified error, no row outside the
     benign predicate's scope, and every table's row count unchanged."""
     before = table_counts(server, contract_database)
-    in_scope = {
-        str(r["art_key"])
-        for r in CONTRACT_ROWS
-        if r["art_category"] == "energy" and r["art_org"] == "acme"
-    }
-    by_key = {str(r["art_key"]): r for r in CONTRACT_ROWS}
     provider = server.provider(contract_database, pool_size=4)
     failures: list[tuple[str, str]] = []
     try:
@@ -109,11 +85,9 @@ async def test_executing_every_payload_is_inert(
                     continue
                 assert not isinstance(outcome, BaseException), (payload, outcome)
                 if index == 2:
-                    for row in outcome:
-                        source = by_key[row.key]
-                        assert source["art_category"] == payload == source["art_org"], payload
+                    assert_value_rows_match_exactly(outcome, payload)
                 else:
-                    assert {r.key for r in outcome} <= in_scope, payload
+                    assert {r.key for r in outcome} <= IN_SCOPE, payload
     finally:
         await provider.close()
     assert failures == []

@@ -4,37 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
-from esra.core.testing.contract import CONTRACT_MAPPING
 from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
-from esra.core.validation import ValidatedQuery, _issue
 from esra.oracle import OracleTextFullText, OracleTextProvider, oracle_dialect
 from esra.sql import CompiledStatementCache, StatementBuilder
+from tests._injection import issue
+
+__all__ = ["TENANT", "issue", "provider", "uncached_builder"]
 
 TENANT = "t-contract"
-
-
-def issue(**overrides: Any) -> ValidatedQuery:
-    """A query issued directly (bypassing the validator on purpose: the builder and the
-    provider must be safe for a code path that forgets it). Benign values by default."""
-    values: dict[str, Any] = {
-        "query_id": "src-contract#1",
-        "source_id": CONTRACT_MAPPING.source_id,
-        "mapping": CONTRACT_MAPPING,
-        "strategy": Strategy.KEYWORD,
-        "required_terms": (),
-        "optional_terms": (),
-        "excluded_terms": (),
-        "phrases": (),
-        "filters": (),
-        "record_filters": (ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, ("acme",)),),
-        "projection": (ProjectedField("title", "art_title"), ProjectedField("body", "Art Body")),
-        "freshness": ProjectedField("published", "art_published"),
-        "row_limit": 50,
-    }
-    values.update(overrides)
-    return _issue(**values)
 
 
 def uncached_builder() -> StatementBuilder:

@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.query import ResolvedFilter
 from esra.core.validation import ValidatedQuery
 from esra.oracle import OracleTextFullText, oracle_dialect, oracle_text_term
 from esra.sql import StatementBuilder
 from tests._external import load_sqli_payloads
-from tests.oracle.conftest import issue, uncached_builder
+from tests._injection import assert_every_slot_compiles_to_the_benign_text, payload_query
+from tests.oracle.conftest import uncached_builder
 from tests.oracle.test_fulltext import _only_operators
 
 pytestmark = pytest.mark.external_data
-
-SLOTS = ("required", "optional", "phrase", "value", "claim")
 
 
 @pytest.fixture(scope="module")
@@ -32,34 +29,14 @@ def payloads() -> list[str]:
     return load_sqli_payloads()
 
 
-def _query(
-    *,
-    required: str = "solar",
-    optional: str = "inverter",
-    phrase: str = "solar panel",
-    value: str = "energy",
-    claim: str = "acme",
-) -> ValidatedQuery:
-    return issue(
-        required_terms=(required,),
-        optional_terms=(optional,),
-        excluded_terms=(required,),
-        phrases=(phrase,),
-        filters=(ResolvedFilter("art_category", FieldType.TEXT, Operator.EQ, (value,)),),
-        record_filters=(ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, (claim,)),),
-    )
+def _query(*, required: str = "solar", **slots: str) -> ValidatedQuery:
+    """Every slot filled; the required term is also excluded."""
+    return payload_query(required=required, excluded=(required,), **slots)
 
 
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
     """All five slots at once, then each slot alone over a spread: identical templates."""
-    builder = uncached_builder()
-    benign = builder.compile(_query()).sql.encode()
-    for payload in payloads:
-        together = builder.compile(_query(**dict.fromkeys(SLOTS, payload)))
-        assert together.sql.encode() == benign, payload
-    for payload in payloads[::100]:
-        for slot in SLOTS:
-            assert builder.compile(_query(**{slot: payload})).sql.encode() == benign, slot
+    assert_every_slot_compiles_to_the_benign_text(uncached_builder(), _query, payloads)
 
 
 def test_every_payload_is_escaped_in_the_text_expression(payloads: list[str]) -> None:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.exceptions import ProviderError
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
-from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
-from esra.core.validation import ValidatedQuery, _issue
+from esra.core.validation import ValidatedQuery
 from esra.postgres import TsvectorFullText
 from esra.sql import CompiledStatementCache, StatementBuilder
 from tests._external import load_sqli_payloads
+from tests._injection import (
+    assert_every_slot_compiles_to_the_benign_text,
+    execute_payloads,
+    payload_query,
+)
 from tests.postgres.conftest import make_provider, seed_contract, table_counts
 
 pytestmark = pytest.mark.external_data
@@ -29,29 +30,9 @@ def payloads() -> list[str]:
     return load_sqli_payloads()
 
 
-def _query(
-    *,
-    required: str = "solar",
-    optional: str = "inverter",
-    phrase: str = "solar panel",
-    value: str = "energy",
-    claim: str = "acme",
-) -> ValidatedQuery:
-    return _issue(
-        query_id="src-contract#1",
-        source_id=CONTRACT_MAPPING.source_id,
-        mapping=CONTRACT_MAPPING,
-        strategy=Strategy.KEYWORD,
-        required_terms=(required,),
-        optional_terms=(optional,),
-        excluded_terms=(required,),
-        phrases=(phrase,),
-        filters=(ResolvedFilter("art_category", FieldType.TEXT, Operator.EQ, (value,)),),
-        record_filters=(ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, (claim,)),),
-        projection=(ProjectedField("title", "art_title"), ProjectedField("body", "Art Body")),
-        freshness=ProjectedField("published", "art_published"),
-        row_limit=50,
-    )
+def _query(*, required: str = "solar", **slots: str) -> ValidatedQuery:
+    """Every slot filled; the required term is also excluded, so ``!!`` sees it too."""
+    return payload_query(required=required, excluded=(required,), **slots)
 
 
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
@@ -62,16 +43,8 @@ def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[
         TsvectorFullText(),
         cache=CompiledStatementCache(0),
     )
-    benign = builder.compile(_query()).sql.encode()
+    benign = assert_every_slot_compiles_to_the_benign_text(builder, _query, payloads)
     assert b"phraseto_tsquery(CAST(%(qcfg)s AS REGCONFIG)" in benign
-    slots = ("required", "optional", "phrase", "value", "claim")
-    for payload in payloads:
-        together = builder.compile(_query(**dict.fromkeys(slots, payload)))
-        assert together.sql.encode() == benign, payload
-    for payload in payloads[::100]:
-        for slot in slots:
-            alone = builder.compile(_query(**{slot: payload}))
-            assert alone.sql.encode() == benign, (slot, payload)
 
 
 @pytest.mark.postgres
@@ -88,54 +61,10 @@ async def test_executing_every_payload_is_inert(
     """
     seed_contract(pg_dsn, pg_schema)
     before = table_counts(pg_dsn, pg_schema)
-    in_scope = {
-        str(r["art_key"])
-        for r in CONTRACT_ROWS
-        if r["art_category"] == "energy" and r["art_org"] == "acme"
-    }
-    by_key = {str(r["art_key"]): r for r in CONTRACT_ROWS}
     provider = make_provider(pg_dsn, pg_schema, pool_size=2)
-    failures: list[tuple[str, str]] = []
     try:
-        for payload in payloads:
-            try:
-                term_rows = await provider.execute(_variant(optional=payload), timeout_s=10.0)
-                value_rows = await provider.execute(
-                    _variant(value=payload, claim=payload), timeout_s=10.0
-                )
-            except ProviderError as exc:
-                failures.append((exc.code.value, payload))
-                continue
-            assert {r.key for r in term_rows} <= in_scope, payload
-            for row in value_rows:
-                source = by_key[row.key]
-                assert source["art_category"] == payload == source["art_org"], payload
+        failures = await execute_payloads(provider, payloads, exclude_optional=True)
     finally:
         await provider.close()
     assert failures == []
     assert table_counts(pg_dsn, pg_schema) == before
-
-
-def _variant(**slots: str) -> ValidatedQuery:
-    """Optional terms (so payload terms alone decide the match) and an excluded payload."""
-    return _issue(
-        query_id="src-contract#1",
-        source_id=CONTRACT_MAPPING.source_id,
-        mapping=CONTRACT_MAPPING,
-        strategy=Strategy.KEYWORD,
-        required_terms=(),
-        optional_terms=(slots.get("optional", "solar"), "inverter"),
-        excluded_terms=(slots.get("optional", "budget"),) if "optional" in slots else (),
-        phrases=(),
-        filters=(
-            ResolvedFilter(
-                "art_category", FieldType.TEXT, Operator.EQ, (slots.get("value", "energy"),)
-            ),
-        ),
-        record_filters=(
-            ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, (slots.get("claim", "acme"),)),
-        ),
-        projection=(ProjectedField("title", "art_title"),),
-        freshness=None,
-        row_limit=50,
-    )

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.exceptions import ProviderError
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
-from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
-from esra.core.validation import ValidatedQuery, _issue
 from esra.sql import CompiledStatementCache, StatementBuilder
 from esra.sqlite import Fts5FullText, SqliteFts5Provider
 from tests._external import load_sqli_payloads
+from tests._injection import (
+    assert_every_slot_compiles_to_the_benign_text,
+    execute_payloads,
+    payload_query,
+)
 from tests.sqlite.conftest import seed_contract_database, table_counts
 
 pytestmark = pytest.mark.external_data
@@ -36,31 +36,6 @@ pytestmark = pytest.mark.external_data
 def payloads() -> list[str]:
     """Every non-empty payload line, decoded with surrogateescape."""
     return load_sqli_payloads()
-
-
-def _query(
-    *,
-    required: str = "solar",
-    optional: str = "inverter",
-    phrase: str = "solar panel",
-    value: str = "energy",
-    claim: str = "acme",
-) -> ValidatedQuery:
-    return _issue(
-        query_id="src-contract#1",
-        source_id=CONTRACT_MAPPING.source_id,
-        mapping=CONTRACT_MAPPING,
-        strategy=Strategy.KEYWORD,
-        required_terms=(required,),
-        optional_terms=(optional,),
-        excluded_terms=(),
-        phrases=(phrase,),
-        filters=(ResolvedFilter("art_category", FieldType.TEXT, Operator.EQ, (value,)),),
-        record_filters=(ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, (claim,)),),
-        projection=(ProjectedField("title", "art_title"), ProjectedField("body", "Art Body")),
-        freshness=ProjectedField("published", "art_published"),
-        row_limit=50,
-    )
 
 
 def test_payload_file_is_the_documented_one(payloads: list[str]) -> None:
@@ -77,17 +52,7 @@ def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[
     builder = StatementBuilder(
         sqlite_dialect.dialect(paramstyle="named"), Fts5FullText(), cache=CompiledStatementCache(0)
     )
-    benign = builder.compile(_query()).sql.encode()
-    slots = ("required", "optional", "phrase", "value", "claim")
-    for payload in payloads:
-        # All five slots at once: the text may depend on none of them.
-        together = builder.compile(_query(**dict.fromkeys(slots, payload)))
-        assert together.sql.encode() == benign, payload
-    # And each slot alone, over a spread of the list, to rule out slots masking each other.
-    for payload in payloads[::100]:
-        for slot in slots:
-            alone = builder.compile(_query(**{slot: payload}))
-            assert alone.sql.encode() == benign, (slot, payload)
+    assert_every_slot_compiles_to_the_benign_text(builder, payload_query, payloads)
 
 
 async def test_executing_every_payload_is_inert(tmp_path: Path, payloads: list[str]) -> None:
@@ -99,28 +64,9 @@ async def test_executing_every_payload_is_inert(tmp_path: Path, payloads: list[s
     """
     path = seed_contract_database(tmp_path / "inj.db")
     before = table_counts(path)
-    in_scope = {
-        str(r["art_key"])
-        for r in CONTRACT_ROWS
-        if r["art_category"] == "energy" and r["art_org"] == "acme"
-    }
-    by_key = {str(r["art_key"]): r for r in CONTRACT_ROWS}
     provider = SqliteFts5Provider(path, pool_size=2)
-    failures: list[tuple[str, str]] = []
     try:
-        for payload in payloads:
-            as_term = _issue_variant(optional=payload)
-            as_value = _issue_variant(value=payload, claim=payload)
-            try:
-                term_rows = await provider.execute(as_term, timeout_s=10.0)
-                value_rows = await provider.execute(as_value, timeout_s=10.0)
-            except ProviderError as exc:
-                failures.append((exc.code.value, payload))
-                continue
-            assert {r.key for r in term_rows} <= in_scope, payload
-            for row in value_rows:
-                source = by_key[row.key]
-                assert source["art_category"] == payload == source["art_org"], payload
+        failures = await execute_payloads(provider, payloads)
     finally:
         provider.close()
     assert failures == []
@@ -128,28 +74,3 @@ async def test_executing_every_payload_is_inert(tmp_path: Path, payloads: list[s
     with sqlite3.connect(path) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     connection.close()
-
-
-def _issue_variant(**slots: str) -> ValidatedQuery:
-    """A keyword query: optional terms only (so payload terms alone decide the match)."""
-    return _issue(
-        query_id="src-contract#1",
-        source_id=CONTRACT_MAPPING.source_id,
-        mapping=CONTRACT_MAPPING,
-        strategy=Strategy.KEYWORD,
-        required_terms=(),
-        optional_terms=(slots.get("optional", "solar"), "inverter"),
-        excluded_terms=(),
-        phrases=(),
-        filters=(
-            ResolvedFilter(
-                "art_category", FieldType.TEXT, Operator.EQ, (slots.get("value", "energy"),)
-            ),
-        ),
-        record_filters=(
-            ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, (slots.get("claim", "acme"),)),
-        ),
-        projection=(ProjectedField("title", "art_title"),),
-        freshness=None,
-        row_limit=50,
-    )

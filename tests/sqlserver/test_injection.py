@@ -18,17 +18,15 @@ from typing import Any
 import pytest
 from pymssql import _mssql
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.query import ResolvedFilter
 from esra.core.validation import ValidatedQuery
 from esra.sql import StatementBuilder
 from esra.sqlserver import SqlServerFullText, bindable, sqlserver_dialect
 from tests._external import load_sqli_payloads
-from tests.sqlserver.conftest import issue, uncached_builder
+from tests._injection import SLOTS, assert_every_slot_compiles_to_the_benign_text, payload_query
+from tests.sqlserver.conftest import uncached_builder
 
 pytestmark = pytest.mark.external_data
 
-SLOTS = ("required", "optional", "phrase", "value", "claim")
 # A T-SQL string literal: optional N prefix, quotes doubled inside, may span lines.
 _LITERAL = re.compile(rb"N?'(?:[^']|'')*'", re.DOTALL)
 
@@ -39,22 +37,9 @@ def payloads() -> list[str]:
     return load_sqli_payloads()
 
 
-def _query(
-    *,
-    required: str = "solar",
-    optional: str = "inverter",
-    phrase: str = "solar panel",
-    value: str = "energy",
-    claim: str = "acme",
-) -> ValidatedQuery:
-    return issue(
-        required_terms=(required,),
-        optional_terms=(optional,),
-        excluded_terms=(required,),
-        phrases=(phrase,),
-        filters=(ResolvedFilter("art_category", FieldType.TEXT, Operator.EQ, (value,)),),
-        record_filters=(ResolvedFilter("art_org", FieldType.TEXT, Operator.EQ, (claim,)),),
-    )
+def _query(*, required: str = "solar", **slots: str) -> ValidatedQuery:
+    """Every slot filled; the required term is also excluded."""
+    return payload_query(required=required, excluded=(required,), **slots)
 
 
 _CACHED = StatementBuilder(sqlserver_dialect(), SqlServerFullText())
@@ -74,14 +59,7 @@ def _wire(query: ValidatedQuery) -> bytes:
 
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
     """All five slots at once, then each slot alone over a spread: identical templates."""
-    builder = uncached_builder()
-    benign = builder.compile(_query()).sql.encode()
-    for payload in payloads:
-        together = builder.compile(_query(**dict.fromkeys(SLOTS, payload)))
-        assert together.sql.encode() == benign, payload
-    for payload in payloads[::100]:
-        for slot in SLOTS:
-            assert builder.compile(_query(**{slot: payload})).sql.encode() == benign, slot
+    assert_every_slot_compiles_to_the_benign_text(uncached_builder(), _query, payloads)
 
 
 def test_every_payload_stays_inside_one_literal_on_the_wire(payloads: list[str]) -> None:
