@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import resource
 import signal
 import sys
@@ -104,7 +105,12 @@ async def run_worker(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m esra.postgres.store_worker")
-    parser.add_argument("--dsn", required=True, help="libpq connection string of the store")
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("ESRA_STORE_DSN"),
+        help="libpq connection string of the store (default: $ESRA_STORE_DSN, which keeps a "
+        "password out of the process list)",
+    )
     parser.add_argument("--worker-id", required=True, help="unique per worker process")
     parser.add_argument("--schema", default=DEFAULT_STORE_SCHEMA)
     parser.add_argument("--lease-s", type=float, default=StoreSettings().lease_s)
@@ -136,7 +142,10 @@ async def _main(args: argparse.Namespace) -> WorkerSummary:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, run the worker, print its summary as one JSON line."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.dsn:
+        parser.error("--dsn or ESRA_STORE_DSN is required")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     summary = asyncio.run(_main(args))
     sys.stdout.write(json.dumps(attrs.asdict(summary)) + "\n")
