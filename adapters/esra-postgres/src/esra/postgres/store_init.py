@@ -27,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 import attrs
 import psycopg
@@ -69,11 +69,7 @@ _log = logging.getLogger("esra.postgres")
 DEFAULT_SCOPE_CLAIM = "document_scopes"
 # esra.core.codes.AuditEvent has no store event yet; this value is what the store records
 # under, typed as an AuditEvent until the closed set gains it (see the module's report).
-STORE_AUDIT_EVENT = "esra.store.state"
-
-
-class _StoreEvent(StrEnum):
-    STATE = STORE_AUDIT_EVENT
+STORE_AUDIT_EVENT = AuditEvent.STORE_INITIALISE
 
 
 class StoreState(StrEnum):
@@ -253,7 +249,7 @@ async def _audit(
         dimensions["schema_version"] = version
     await audit.record(
         AuditRecord(
-            event=cast(AuditEvent, _StoreEvent.STATE),
+            event=STORE_AUDIT_EVENT,
             tenant_id=tenant_id,
             correlation_id=correlation_id,
             at=clock.now(),

@@ -1,24 +1,24 @@
-"""Subprocess entry point: extract a PDF's pages with pypdf, under the parent's limits.
+"""Sandbox body: extract a PDF's pages with pypdf, in a child process under hard limits.
 
-Reads the PDF from standard input and writes one JSON object to standard output:
-``{"pages": [...]}`` or ``{"refusal": "PASSWORD_PROTECTED" | "MALFORMED_DOCUMENT",
-"detail": "..."}``. The parent sets memory and CPU limits before this runs and kills it at a
-wall-clock deadline; anything that dies here fails only this document.
+The parent forks one child per document from a forkserver that has pypdf imported already
+(so isolation costs a fork, not an interpreter start). The child applies its address-space
+and CPU limits first, extracts, and sends one dict back: ``{"pages": [...]}`` or
+``{"refusal": "PASSWORD_PROTECTED" | "MALFORMED_DOCUMENT", "detail": "..."}``. The parent
+kills it at a wall-clock deadline; anything that dies here fails only this document.
 """
 
 from __future__ import annotations
 
-import json
+import io
 import logging
-import sys
+import resource
+from multiprocessing.connection import Connection
+
+from pypdf import PdfReader
+from pypdf.errors import FileNotDecryptedError, PdfReadError
 
 
 def _extract(data: bytes) -> dict[str, object]:
-    import io  # noqa: PLC0415 - imported after the limits are in force
-
-    from pypdf import PdfReader  # noqa: PLC0415
-    from pypdf.errors import FileNotDecryptedError, PdfReadError  # noqa: PLC0415
-
     logging.disable(logging.CRITICAL)  # pypdf warns on stderr for every recoverable defect
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
@@ -37,14 +37,16 @@ def _extract(data: bytes) -> dict[str, object]:
     return {"pages": pages}
 
 
-def main() -> None:
-    """Read stdin, extract, write the JSON result to stdout."""
+def run_limited(data: bytes, memory_bytes: int, cpu_seconds: int, reply: Connection) -> None:
+    """Child entry point: apply the limits, extract, send the result, exit."""
     try:
-        result = _extract(sys.stdin.buffer.read())
-    except Exception as exc:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+        result = _extract(data)
+    except BaseException as exc:
+        # MemoryError under the address-space limit, or worse: this document fails, only it.
         result = {"refusal": "MALFORMED_DOCUMENT", "detail": type(exc).__name__}
-    sys.stdout.write(json.dumps(result))
-
-
-if __name__ == "__main__":
-    main()
+    try:
+        reply.send(result)
+    finally:
+        reply.close()
