@@ -8,12 +8,13 @@ can read and that is not a byte-identical duplicate. Printed, measured in one ru
 2. end to end with 1 and then 2 worker processes (``python -m esra.postgres.store_worker``,
    started and connected before the clock starts; batch 1 so files spread over workers):
    the clock runs from the first upload (``upload_files``: inspection, hashing, INSERT) until
-   every document has left Pending/Processing. Each PDF is extracted in the sandboxed
-   subprocess the store always uses (RLIMIT_AS, RLIMIT_CPU, wall-clock kill);
+   every document has left Pending/Processing. Each PDF is extracted in a sandboxed child
+   process the store always uses (RLIMIT_AS, RLIMIT_CPU, wall-clock kill), forked by a
+   sandbox server that has pypdf loaded;
    The store's extraction alone (``extract()``, serially, no database) is printed too, so
    the cost of the per-file sandbox is told apart from the queue's;
 3. ratios: end to end (1 worker) / raw (target ≥ 0.7), 2 workers / 1 worker (target ≥ 1.6);
-4. peak RSS per worker process (target ≤ 300 MB), and of the largest sandbox subprocess.
+4. peak RSS per worker process (target ≤ 300 MB), and of the largest sandbox child.
 
 The DSN comes from ``ESRA_TEST_POSTGRES_DSN`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``); each run uses the schema
@@ -87,7 +88,7 @@ def _raw(paths: list[Path]) -> tuple[list[tuple[str, bytes, int]], float]:
 
 
 def _sandboxed(files: list[tuple[str, bytes, int]]) -> float:
-    """The store's own extraction (a sandboxed subprocess per PDF), serially, no database."""
+    """The store's own extraction (a sandboxed child per PDF), serially, no database."""
     started = time.perf_counter()
     for name, data, _ in files:
         extract(AcceptedUpload(display_name=name, format=DocumentFormat.PDF, data=data, sha256=""))

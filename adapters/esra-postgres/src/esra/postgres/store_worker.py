@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import attrs
 
 from esra.core.clock import SystemClock
+from esra.core.docstore.extraction import sandbox_peak_rss_kb
 from esra.core.docstore.ingestion import IngestionWorker
 from esra.core.docstore.model import StoreSettings
 from esra.postgres.store_repository import PostgresDocumentRepository
@@ -99,7 +100,10 @@ async def run_worker(
     finally:
         await repository.close()
     summary.peak_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    summary.peak_child_rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # PDF children are forked by the core's sandbox server, which reports their peak.
+    summary.peak_child_rss_kb = max(
+        sandbox_peak_rss_kb(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    )
     return summary
 
 

@@ -1,24 +1,19 @@
-"""Sandbox body: extract a PDF's pages with pypdf, in a child process under hard limits.
+"""Sandbox body: a PDF's pages with pypdf, or a classified refusal. Runs only in a child.
 
-The parent forks one child per document from a forkserver that has pypdf imported already
-(so isolation costs a fork, not an interpreter start). The child applies its address-space
-and CPU limits first, extracts, and sends one dict back: ``{"pages": [...]}`` or
-``{"refusal": "PASSWORD_PROTECTED" | "MALFORMED_DOCUMENT", "detail": "..."}``. The parent
-kills it at a wall-clock deadline; anything that dies here fails only this document.
+``{"pages": [...]}`` or ``{"refusal": "PASSWORD_PROTECTED" | "MALFORMED_DOCUMENT",
+"detail": "..."}`` — see ``_pdf_forkserver`` for the process and its limits.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-import resource
-from multiprocessing.connection import Connection
 
 from pypdf import PdfReader
 from pypdf.errors import FileNotDecryptedError, PdfReadError
 
 
-def _extract(data: bytes) -> dict[str, object]:
+def extract_pages(data: bytes) -> dict[str, object]:
     logging.disable(logging.CRITICAL)  # pypdf warns on stderr for every recoverable defect
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
@@ -35,18 +30,3 @@ def _extract(data: bytes) -> dict[str, object]:
     except RecursionError:
         return {"refusal": "MALFORMED_DOCUMENT", "detail": "RecursionError"}
     return {"pages": pages}
-
-
-def run_limited(data: bytes, memory_bytes: int, cpu_seconds: int, reply: Connection) -> None:
-    """Child entry point: apply the limits, extract, send the result, exit."""
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-        result = _extract(data)
-    except BaseException as exc:
-        # MemoryError under the address-space limit, or worse: this document fails, only it.
-        result = {"refusal": "MALFORMED_DOCUMENT", "detail": type(exc).__name__}
-    try:
-        reply.send(result)
-    finally:
-        reply.close()

@@ -2,16 +2,18 @@
 
 PDF runs in a child process of its own with memory and CPU limits and a wall-clock kill
 (pypdf has shipped dozens of denial-of-service fixes; a hostile file must only ever fail
-itself), forked from a forkserver that already imported pypdf. DOCX is read
+itself), forked by a long-lived sandbox server that already imported pypdf. DOCX is read
 with python-docx only after ``inspect_upload`` has checked the package (zip limits, no
 DTDs). Text formats are decoded as UTF-8 (or UTF-16 with a byte-order mark).
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.context
+import json
+import os
 import re
+import subprocess
+import sys
 import threading
 
 import attrs
@@ -22,7 +24,13 @@ from esra.core.docstore.refusals import DocumentRefusedError
 from esra.core.docstore.segments import DEFAULT_MAX_CHARS, Segment, segment_text
 from esra.core.docstore.upload import AcceptedUpload
 
-__all__ = ["Extraction", "PdfLimits", "extract", "segment_extraction"]
+__all__ = [
+    "Extraction",
+    "PdfLimits",
+    "extract",
+    "sandbox_peak_rss_kb",
+    "segment_extraction",
+]
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _FENCE = re.compile(r"^(```|~~~)", re.MULTILINE)
@@ -136,55 +144,74 @@ def _docx(data: bytes) -> Extraction:
     return Extraction(text="\n".join(lines), boundaries=tuple(starts), labels=tuple(labels))
 
 
-_FORKSERVER_LOCK = threading.Lock()
-_forkserver: multiprocessing.context.ForkServerContext | None = None
+class _Sandbox:
+    """The client side of ``_pdf_forkserver``: one server per parent process, one request at
+    a time, restarted when it dies (or when this process was forked)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server: subprocess.Popen[bytes] | None = None
+        self._owner = 0
+        self.peak_rss_kb = 0
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PATH": os.defpath}
+        return subprocess.Popen(
+            [sys.executable, "-m", "esra.core.docstore._pdf_forkserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+
+    def extract(self, data: bytes, limits: PdfLimits) -> dict[str, object]:
+        header = {
+            "size": len(data),
+            "memory": limits.memory_bytes,
+            "cpu": limits.cpu_seconds,
+            "wall": limits.wall_seconds,
+        }
+        with self._lock:
+            if (
+                self._server is None
+                or self._server.poll() is not None
+                or self._owner != os.getpid()
+            ):
+                self._server, self._owner = self._start(), os.getpid()
+            server = self._server
+            assert server.stdin is not None
+            assert server.stdout is not None
+            try:
+                server.stdin.write(json.dumps(header).encode() + b"\n" + data)
+                server.stdin.flush()
+                line = server.stdout.readline()
+                answer = json.loads(line) if line else None
+            except (OSError, ValueError):
+                answer = None
+            if not isinstance(answer, dict):
+                # The server itself died: this document fails, the next request restarts it.
+                server.kill()
+                self._server = None
+                return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server died"}
+            peak = answer.get("sandbox_peak_kb")
+            if isinstance(peak, int):
+                self.peak_rss_kb = max(self.peak_rss_kb, peak)
+            return answer
 
 
-def _sandbox() -> multiprocessing.context.ForkServerContext:
-    """The forkserver every PDF child is forked from, started on first use with pypdf loaded.
+_SANDBOX = _Sandbox()
 
-    A fork from it costs a few milliseconds where a fresh interpreter importing pypdf cost
-    about 120 ms per document; each document still gets its own process and limits.
-    """
-    global _forkserver  # noqa: PLW0603 - one lazily started forkserver per process
-    with _FORKSERVER_LOCK:
-        if _forkserver is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["esra.core.docstore._pdf_worker"])
-            _forkserver = context
-        return _forkserver
+
+def sandbox_peak_rss_kb() -> int:
+    """The largest resident size any PDF sandbox child of this process reached, in KiB."""
+    return _SANDBOX.peak_rss_kb
 
 
 def _pdf(data: bytes, limits: PdfLimits) -> Extraction:
-    from esra.core.docstore import _pdf_worker  # noqa: PLC0415 - pypdf is an optional extra
-
-    context = _sandbox()
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(
-        target=_pdf_worker.run_limited,
-        args=(data, limits.memory_bytes, limits.cpu_seconds, send),
-        daemon=True,
-    )
-    child.start()
-    send.close()
-    try:
-        ready = receive.poll(limits.wall_seconds)
-        result = receive.recv() if ready else None
-    except (EOFError, OSError):
-        result = {}  # the child died (limit breached or crashed) before answering
-    finally:
-        receive.close()
-        if child.is_alive():
-            child.kill()
-        child.join(5)
-    if result is None:
-        raise DocumentRefusedError(
-            DocumentRefusal.MALFORMED_DOCUMENT, detail="extraction exceeded its time limit"
-        )
-    if "pages" not in result:
-        refusal = DocumentRefusal(result.get("refusal", "MALFORMED_DOCUMENT"))
-        detail = result.get("detail") or f"extractor exited with {child.exitcode}"
-        raise DocumentRefusedError(refusal, detail=str(detail))
+    result = _SANDBOX.extract(data, limits)
+    if "pages" not in result or not isinstance(result["pages"], list):
+        refusal = DocumentRefusal(str(result.get("refusal", "MALFORMED_DOCUMENT")))
+        raise DocumentRefusedError(refusal, detail=str(result.get("detail", "")))
     pages = [str(p) for p in result["pages"]]
     starts, labels, offset = [], [], 0
     for number, page in enumerate(pages, start=1):
