@@ -69,6 +69,10 @@ def _serve_one(header: dict[str, int], data: bytes) -> dict[str, object]:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
         os.close(read_fd)
+        # The child must never touch the request/answer channel: point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
         _child(data, int(header["memory"]), int(header["cpu"]), write_fd)
     os.close(write_fd)
     try:
