@@ -10,6 +10,7 @@ from esra.core.codes import ErrorCode, ProviderErrorCode
 
 __all__ = [
     "ConfigurationError",
+    "DocumentNotFoundError",
     "EsraError",
     "ExposureNotFoundError",
     "InvalidRequestError",
@@ -46,6 +47,18 @@ class ExposureNotFoundError(EsraError):
 
     code = ErrorCode.ESRA_EXPOSURE_NOT_FOUND
     public_message = "No such tool."
+
+
+class DocumentNotFoundError(EsraError):
+    """A document reference does not open for this caller: one error for every reason.
+
+    Tampered, truncated, expired, minted for another caller, tenant or exposure, or sealed
+    under a retired key — all look the same, and none is a permission error, which would
+    confirm that the record exists.
+    """
+
+    code = ErrorCode.ESRA_DOCUMENT_NOT_FOUND
+    public_message = "No such document."
 
 
 class InvalidRequestError(EsraError):

@@ -29,7 +29,11 @@ class ResponseWarning:
 
 @attrs.frozen
 class ResultItem:
-    """One returned result. ``result_id`` is opaque and valid for this invocation only."""
+    """One returned result. ``result_id`` is opaque and valid for this invocation only.
+
+    ``document_ref`` is set only when the exposure enables fetch: an encrypted, expiring
+    reference bound to this caller, tenant and exposure (see ``esra.core.fetch``).
+    """
 
     result_id: str
     source: str
@@ -37,6 +41,7 @@ class ResultItem:
     fragment: str
     score: float
     fields: Mapping[str, str] = attrs.field(factory=dict)
+    document_ref: str | None = None
 
 
 @attrs.frozen

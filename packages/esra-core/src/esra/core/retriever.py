@@ -19,6 +19,8 @@ from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.config.source import SourceHealth
 from esra.core.context import InvocationContext
 from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
+from esra.core.fetch.refs import DEFAULT_REF_TTL_S, DocumentRefMinter
+from esra.core.fetch.tokens import Keyring
 from esra.core.pipeline.aggregation import aggregate
 from esra.core.pipeline.execution import Executor
 from esra.core.pipeline.planning import plan_searches
@@ -52,6 +54,9 @@ class Retriever:
         clock: time source (defaults to the system clock).
         cache: optional cache for selection results.
         executor: optional pre-built executor (for custom bounds).
+        keyring: keys for results' ``document_ref``; without it no result carries one, even
+            on an exposure that enables fetch.
+        document_ref_ttl_s: how long a ``document_ref`` stays openable.
     """
 
     def __init__(
@@ -64,7 +69,12 @@ class Retriever:
         clock: Clock | None = None,
         cache: Cache | None = None,
         executor: Executor | None = None,
+        keyring: Keyring | None = None,
+        document_ref_ttl_s: float = DEFAULT_REF_TTL_S,
     ) -> None:
+        if not document_ref_ttl_s > 0:
+            msg = "document_ref_ttl_s must be positive"
+            raise ValueError(msg)
         self._config = config
         self._providers = dict(providers)
         self._model = model
@@ -73,6 +83,8 @@ class Retriever:
         self._cache = cache
         self._executor = executor or Executor(clock=self._clock)
         self._health: dict[str, tuple[float, SourceHealth]] = {}
+        self._keyring = keyring
+        self._ref_ttl_s = document_ref_ttl_s
 
     async def retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
         """Answer ``request`` for the caller in ``ctx``.
@@ -204,9 +216,15 @@ class Retriever:
             warnings=warnings,
             correlation_id=ctx.correlation_id,
             source_names=source_names,
+            refs=self._refs(ctx),
         )
         await self._audit_outcome(ctx, response, executed=len(validation.queries))
         return response
+
+    def _refs(self, ctx: InvocationContext) -> DocumentRefMinter | None:
+        if self._keyring is None:
+            return None
+        return DocumentRefMinter(self._keyring, self._clock, ctx, self._ref_ttl_s)
 
     @staticmethod
     def _bound_sources(snapshot: ConfigSnapshot, slug: str) -> tuple[str, ...]:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import attrs
 
 from esra.core.codes import WarningCode
+from esra.core.fetch.refs import DocumentRefMinter
+from esra.core.fetch.tokens import DocumentLocator
 from esra.core.fragments import content_text, make_fragment
 from esra.core.masking import masked_values
 from esra.core.pipeline.aggregation import Candidate
@@ -76,7 +78,7 @@ class _Draft:
         terms = self.ranked.candidate.matched_terms
         return attrs.evolve(self, fragment=make_fragment(self.content, terms, max_chars))
 
-    def item(self) -> ResultItem:
+    def item(self, document_ref: str | None = None) -> ResultItem:
         return ResultItem(
             result_id=self.ranked.result_id,
             source=self.source,
@@ -84,6 +86,7 @@ class _Draft:
             fragment=self.fragment,
             score=round(self.ranked.final, 6),
             fields=self.fields,
+            document_ref=document_ref,
         )
 
 
@@ -160,6 +163,16 @@ def sanitize_warnings(warnings: Sequence[ResponseWarning]) -> tuple[ResponseWarn
     return tuple(clean.values())
 
 
+def _document_ref(
+    ranked: RankedCandidate, scope: EffectiveScope, refs: DocumentRefMinter | None
+) -> str | None:
+    if refs is None or not scope.exposure.fetch_enabled:
+        return None
+    candidate = ranked.candidate
+    locator = DocumentLocator(candidate.source_id, candidate.mapping.id, candidate.key)
+    return refs.mint(scope.exposure.id, locator)
+
+
 def respond(
     ranked: Sequence[RankedCandidate],
     *,
@@ -167,10 +180,13 @@ def respond(
     warnings: Sequence[ResponseWarning],
     correlation_id: str,
     source_names: AbcMapping[str, str],
+    refs: DocumentRefMinter | None = None,
 ) -> RetrievalResponse:
     """Assemble the response: top-K, allowlist, masking, size cap, then sanitization.
 
     ``status`` is ``DEGRADED`` exactly when at least one warning survives sanitization.
+    When the exposure enables fetch and ``refs`` is given, each result carries a
+    ``document_ref`` naming its record, minted for this caller; otherwise none does.
     """
     exposure = scope.exposure
     top = ranked[: exposure.top_k]
@@ -187,7 +203,7 @@ def respond(
     final_warnings = sanitize_warnings(all_warnings)
     return RetrievalResponse(
         status=ResponseStatus.DEGRADED if final_warnings else ResponseStatus.COMPLETE,
-        results=tuple(d.item() for d in capped),
+        results=tuple(d.item(_document_ref(d.ranked, scope, refs)) for d in capped),
         warnings=final_warnings,
         correlation_id=correlation_id,
     )
