@@ -109,6 +109,13 @@ class AuditEvent(StrEnum):
     DOCUMENT_REINDEX = "esra.document.reindex"
     DOCUMENT_DELETE = "esra.document.delete"
     DOCUMENT_DOWNLOAD = "esra.document.download"
+    ADMIN_SECRET_WRITE = "esra.admin.secret.write"
+    ADMIN_SOURCE_MODEL = "esra.admin.source.model"
+    ADMIN_CAPABILITY_DEFINE = "esra.admin.capability.define"
+    ADMIN_POLICY_AUTHOR = "esra.admin.policy.author"
+    ADMIN_EXPOSURE_BIND = "esra.admin.exposure.bind"
+    ADMIN_EXPOSURE_PUBLISH = "esra.admin.exposure.publish"
+    ADMIN_WORKSPACE_VIEW = "esra.admin.workspace.view"
 
 
 class DocumentRefusal(StrEnum):

@@ -12,12 +12,12 @@ from collections.abc import Collection, Mapping
 
 import attrs
 
+from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role
 from esra.core.audit import AuditRecord
-from esra.core.codes import AuditEvent, ErrorCode
+from esra.core.codes import AuditEvent
 from esra.core.docstore.model import DocumentState, StoredDocument
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.scanner import Finding
-from esra.core.exceptions import EsraError
 from esra.core.ports import AuditSink, Clock
 
 __all__ = [
@@ -30,30 +30,29 @@ __all__ = [
     "StoreOverview",
 ]
 
-DATA_READ = "ESRA_DATA_READ"
-DATA_MANAGE = "ESRA_DATA_MANAGE"
-
-
-class NotPermittedError(EsraError):
-    """The operator lacks the role this action needs, or the action does not apply."""
-
-    code = ErrorCode.ESRA_INVALID_REQUEST
-    public_message = "This action is not permitted."
+DATA_READ = Role.ESRA_DATA_READ
+DATA_MANAGE = Role.ESRA_DATA_MANAGE
 
 
 @attrs.frozen
 class Operator:
-    """An authenticated administrator acting on one tenant's store."""
+    """An authenticated administrator acting on one tenant's store.
+
+    ``roles`` are held on ``tenant_id`` only; the check is ``esra.core.admin``'s role model
+    (manage implies read), and a role name outside it grants nothing.
+    """
 
     subject: str
     tenant_id: str
     roles: frozenset[str]
 
-    def require(self, role: str) -> None:
-        """Raise ``NotPermittedError`` unless the operator holds ``role`` (manage implies read)."""
-        if role in self.roles or (role == DATA_READ and DATA_MANAGE in self.roles):
-            return
-        raise NotPermittedError
+    def require(self, role: Role) -> None:
+        """Raise ``NotPermittedError`` unless the operator holds ``role`` on its tenant."""
+        grants = frozenset(Grant(Role(r), self.tenant_id) for r in self.roles if r in _ROLE_NAMES)
+        Administrator(self.subject, grants).require(role, self.tenant_id)
+
+
+_ROLE_NAMES = frozenset(r.value for r in Role)
 
 
 @attrs.frozen

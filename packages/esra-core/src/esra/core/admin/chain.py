@@ -1,0 +1,296 @@
+"""The triple-control chain: four services, four roles, one tenant workspace.
+
+``SECURITY_MANAGE`` writes the connection secret → ``ESRA_DATA_MANAGE`` models the source,
+mappings and capability → ``GOVERNANCE_MANAGE`` authors the tool's access policy →
+``ESRA_EXPOSURE_MANAGE`` binds audience and source subset and publishes. Each service checks
+its own role (and nothing else grants it), each step needs the previous one's product, and
+every attempt — allowed, denied or rejected — is audited under the tenant it targeted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+
+import attrs
+
+from esra.core.admin.policy import AccessPolicy
+from esra.core.admin.publication import ConfigPublisher, publishable_snapshot
+from esra.core.admin.roles import Administrator, NotPermittedError, Role
+from esra.core.admin.secrets import WritableSecretStore
+from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
+from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.codes import AuditEvent
+from esra.core.config.capability import Capability
+from esra.core.config.exposure import Exposure
+from esra.core.config.mapping import Mapping
+from esra.core.config.source import Source
+from esra.core.exceptions import ConfigurationError
+from esra.core.ports import AuditSink, Clock
+
+__all__ = [
+    "AccessPolicyService",
+    "ConnectionSecretService",
+    "DataModelService",
+    "ExposureService",
+]
+
+_Change = Callable[[AdminWorkspace], AdminWorkspace]
+
+
+class _AdminService:
+    """Role check, change, commit and audit — shared by the four services."""
+
+    def __init__(self, workspaces: WorkspaceRegistry, *, audit: AuditSink, clock: Clock) -> None:
+        self._workspaces = workspaces
+        self._audit = audit
+        self._clock = clock
+
+    async def _attempt(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        role: Role,
+        event: AuditEvent,
+        change: _Change,
+        *,
+        dimensions: dict[str, AuditDimension],
+        effect: Callable[[], Awaitable[None]] | None = None,
+    ) -> AdminWorkspace:
+        dims: dict[str, AuditDimension] = {"subject": admin.subject, "role": role.value}
+        dims.update(dimensions)
+        if not admin.may(role, tenant_id):
+            await self._record(event, tenant_id, "denied", "role", dims)
+            raise NotPermittedError
+        try:
+            updated = change(self._workspaces.current(tenant_id))
+        except ConfigurationError as exc:
+            await self._record(event, tenant_id, "rejected", str(exc), dims)
+            raise
+        if effect is not None:
+            await effect()
+        self._workspaces.commit(updated)
+        dims["version"] = updated.version
+        await self._record(event, tenant_id, "ok", None, dims)
+        return updated
+
+    async def _record(
+        self,
+        event: AuditEvent,
+        tenant_id: str,
+        outcome: str,
+        reason: str | None,
+        dimensions: dict[str, AuditDimension],
+    ) -> None:
+        await self._audit.record(
+            AuditRecord(
+                event=event,
+                tenant_id=tenant_id,
+                correlation_id=f"admin:{uuid.uuid4().hex}",
+                at=self._clock.now(),
+                outcome=outcome,
+                reason=reason,
+                dimensions=dict(dimensions),
+            )
+        )
+
+
+def _own_tenant(tenant_id: str, *objects: Source | Mapping | Capability | Exposure) -> None:
+    for obj in objects:
+        if obj.tenant_id != tenant_id:
+            msg = f"{type(obj).__name__} {obj.id!r} belongs to another tenant"
+            raise ConfigurationError(msg)
+
+
+class ConnectionSecretService(_AdminService):
+    """Step 1, ``SECURITY_MANAGE``: create or rotate a tenant's connection secret."""
+
+    def __init__(
+        self,
+        workspaces: WorkspaceRegistry,
+        secrets: WritableSecretStore,
+        *,
+        audit: AuditSink,
+        clock: Clock,
+    ) -> None:
+        super().__init__(workspaces, audit=audit, clock=clock)
+        self._secrets = secrets
+
+    async def put_secret(
+        self, admin: Administrator, tenant_id: str, reference: str, value: str
+    ) -> AdminWorkspace:
+        """Write ``value`` under ``reference``; the workspace records only the reference."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            if not reference:
+                raise ConfigurationError("a secret reference must not be empty")
+            rotations = dict(ws.secret_rotations)
+            rotations[reference] = rotations.get(reference, 0) + 1
+            return ws.next(secret_rotations=rotations)
+
+        async def effect() -> None:
+            await self._secrets.put(tenant_id, reference, value)
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.SECURITY_MANAGE,
+            AuditEvent.ADMIN_SECRET_WRITE,
+            change,
+            dimensions={"reference": reference},
+            effect=effect,
+        )
+
+
+class DataModelService(_AdminService):
+    """Step 2, ``ESRA_DATA_MANAGE``: sources, mappings, fields and capabilities."""
+
+    async def view(self, admin: Administrator, tenant_id: str) -> AdminWorkspace:
+        """Return the tenant's workspace; needs ``ESRA_DATA_READ`` (audited, denials too)."""
+        dims: dict[str, AuditDimension] = {
+            "subject": admin.subject,
+            "role": Role.ESRA_DATA_READ.value,
+        }
+        if not admin.may(Role.ESRA_DATA_READ, tenant_id):
+            await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims)
+            raise NotPermittedError
+        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims)
+        return self._workspaces.current(tenant_id)
+
+    async def model_source(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        source: Source,
+        mappings: Iterable[Mapping] = (),
+    ) -> AdminWorkspace:
+        """Add or replace ``source`` with exactly ``mappings``; its secret must exist."""
+        new_mappings = tuple(mappings)
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            _own_tenant(tenant_id, source, *new_mappings)
+            if source.connection_ref not in ws.secret_rotations:
+                raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
+            if any(m.source_id != source.id for m in new_mappings):
+                raise ConfigurationError("every mapping must belong to the modelled source")
+            snap = ws.snapshot
+            snapshot = attrs.evolve(
+                snap,
+                sources=(*(s for s in snap.sources if s.id != source.id), source),
+                mappings=(*(m for m in snap.mappings if m.source_id != source.id), *new_mappings),
+            )
+            return ws.next(snapshot=snapshot)
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_DATA_MANAGE,
+            AuditEvent.ADMIN_SOURCE_MODEL,
+            change,
+            dimensions={"source_id": source.id, "mappings": len(new_mappings)},
+        )
+
+    async def define_capability(
+        self, admin: Administrator, tenant_id: str, capability: Capability
+    ) -> AdminWorkspace:
+        """Add or replace ``capability``; every source it binds must be modelled."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            _own_tenant(tenant_id, capability)
+            snap = ws.snapshot
+            capabilities = (*(c for c in snap.capabilities if c.id != capability.id), capability)
+            return ws.next(snapshot=attrs.evolve(snap, capabilities=capabilities))
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_DATA_MANAGE,
+            AuditEvent.ADMIN_CAPABILITY_DEFINE,
+            change,
+            dimensions={"capability_id": capability.id},
+        )
+
+
+class AccessPolicyService(_AdminService):
+    """Step 3, ``GOVERNANCE_MANAGE``: the access policy of an exposure's tool."""
+
+    async def author_policy(
+        self, admin: Administrator, tenant_id: str, policy: AccessPolicy
+    ) -> AdminWorkspace:
+        """Add or replace the policy for ``policy.slug``; its capability must be modelled."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            if policy.tenant_id != tenant_id:
+                raise ConfigurationError(f"policy {policy.slug!r} belongs to another tenant")
+            if ws.snapshot.capability(policy.capability_id) is None:
+                raise ConfigurationError(f"policy {policy.slug!r} names an unknown capability")
+            return ws.next(policies={**ws.policies, policy.slug: policy})
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.GOVERNANCE_MANAGE,
+            AuditEvent.ADMIN_POLICY_AUTHOR,
+            change,
+            dimensions={"slug": policy.slug, "capability_id": policy.capability_id},
+        )
+
+
+class ExposureService(_AdminService):
+    """Step 4, ``ESRA_EXPOSURE_MANAGE``: bind audience and source subset, then publish."""
+
+    def __init__(
+        self,
+        workspaces: WorkspaceRegistry,
+        publisher: ConfigPublisher,
+        *,
+        audit: AuditSink,
+        clock: Clock,
+    ) -> None:
+        super().__init__(workspaces, audit=audit, clock=clock)
+        self._publisher = publisher
+
+    async def bind_exposure(
+        self, admin: Administrator, tenant_id: str, exposure: Exposure
+    ) -> AdminWorkspace:
+        """Add or replace ``exposure`` as a draft; its tool's access policy must exist."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            _own_tenant(tenant_id, exposure)
+            policy = ws.policies.get(exposure.slug)
+            if policy is None:
+                raise ConfigurationError(f"exposure {exposure.slug!r} has no access policy")
+            if policy.capability_id != exposure.capability_id:
+                raise ConfigurationError(
+                    f"exposure {exposure.slug!r} and its policy name different capabilities"
+                )
+            draft = attrs.evolve(exposure, published=False)
+            snap = ws.snapshot
+            exposures = (*(e for e in snap.exposures if e.id != exposure.id), draft)
+            return ws.next(snapshot=attrs.evolve(snap, exposures=exposures))
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_EXPOSURE_MANAGE,
+            AuditEvent.ADMIN_EXPOSURE_BIND,
+            change,
+            dimensions={"slug": exposure.slug, "audience": tuple(sorted(exposure.audience))},
+        )
+
+    async def publish(self, admin: Administrator, tenant_id: str, slug: str) -> AdminWorkspace:
+        """Re-validate the draft, mark ``slug`` published and hand the snapshot to the runtime."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            return ws.next(snapshot=publishable_snapshot(ws, slug), published=True)
+
+        updated = await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_EXPOSURE_MANAGE,
+            AuditEvent.ADMIN_EXPOSURE_PUBLISH,
+            change,
+            dimensions={"slug": slug},
+        )
+        self._publisher.publish(updated.snapshot)
+        return updated

@@ -1,0 +1,68 @@
+"""Publication: re-validate a tenant's draft and hand the snapshot to the runtime.
+
+Publication re-asserts what the domain already rejects (names unique within the tenant, no
+cross-tenant reference) and adds what only the chain knows: the exposure's access policy
+exists and agrees with it, and every connection secret a source names exists.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+from esra.core.admin.workspace import AdminWorkspace
+from esra.core.config.snapshot import ConfigSnapshot
+from esra.core.exceptions import ConfigurationError
+
+__all__ = ["ConfigPublisher", "publishable_snapshot"]
+
+
+class ConfigPublisher(Protocol):
+    """**Protocol:** receives published snapshots (``StaticConfigRepository`` is one)."""
+
+    def publish(self, snapshot: ConfigSnapshot) -> None:
+        """Make ``snapshot`` its tenant's current runtime configuration."""
+        ...
+
+
+def publishable_snapshot(workspace: AdminWorkspace, slug: str) -> ConfigSnapshot:
+    """Return the draft with exposure ``slug`` marked published, after re-validating.
+
+    Raises:
+        ConfigurationError: the draft may not be published.
+    """
+    snapshot = workspace.snapshot
+    tenant = workspace.tenant_id
+    if snapshot.tenant_id != tenant:
+        raise ConfigurationError("the draft belongs to another tenant")
+    exposure = snapshot.exposure_by_slug(slug)
+    if exposure is None:
+        raise ConfigurationError(f"no exposure {slug!r} to publish")
+    for policy in workspace.policies.values():
+        if policy.tenant_id != tenant:
+            raise ConfigurationError(f"policy {policy.slug!r} belongs to another tenant")
+    for candidate in snapshot.exposures:
+        if candidate.published or candidate.slug == slug:
+            _check_policy(workspace, candidate.slug, candidate.capability_id, candidate.audience)
+    for source in snapshot.sources:
+        if source.connection_ref not in workspace.secret_rotations:
+            raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
+    exposures = tuple(
+        attrs.evolve(e, published=True) if e.slug == slug else e for e in snapshot.exposures
+    )
+    # Constructing the snapshot again re-runs uniqueness and cross-tenant checks.
+    return attrs.evolve(snapshot, exposures=exposures)
+
+
+def _check_policy(
+    workspace: AdminWorkspace, slug: str, capability_id: str, audience: frozenset[str]
+) -> None:
+    policy = workspace.policies.get(slug)
+    if policy is None:
+        raise ConfigurationError(f"exposure {slug!r} has no access policy")
+    if policy.capability_id != capability_id:
+        raise ConfigurationError(f"exposure {slug!r} and its policy name different capabilities")
+    allowed = policy.allowed_client_apps
+    if allowed is not None and not audience <= allowed:
+        raise ConfigurationError(f"exposure {slug!r} reaches beyond its policy's client apps")

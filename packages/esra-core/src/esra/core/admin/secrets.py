@@ -1,0 +1,40 @@
+"""Writable secret storage: where ``SECURITY_MANAGE`` puts connection secrets.
+
+Configuration only ever holds the reference; the value lives here, keyed by tenant.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from esra.core.codes import ProviderErrorCode
+from esra.core.exceptions import ProviderError
+from esra.core.ports import SecretStore
+
+__all__ = ["InMemorySecretVault", "WritableSecretStore"]
+
+
+class WritableSecretStore(SecretStore, Protocol):
+    """**Protocol:** a ``SecretStore`` that can also create and rotate secrets."""
+
+    async def put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Create, or replace (rotate), the secret ``reference`` of ``tenant_id``."""
+        ...
+
+
+class InMemorySecretVault:
+    """Secrets in a dict keyed by (tenant, reference); for tests and embedding."""
+
+    def __init__(self) -> None:
+        self._secrets: dict[tuple[str, str], str] = {}
+
+    async def put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Store ``value`` under ``reference`` for ``tenant_id`` only."""
+        self._secrets[(tenant_id, reference)] = value
+
+    async def resolve(self, tenant_id: str, reference: str) -> str:
+        """Return the secret or raise ``ProviderError(SECRET_UNRESOLVED)``."""
+        try:
+            return self._secrets[(tenant_id, reference)]
+        except KeyError:
+            raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from None

@@ -1,0 +1,83 @@
+"""AdminWorkspace: one tenant's draft configuration, versioned, with what publication needs.
+
+The workspace holds the draft ``ConfigSnapshot`` plus the secret references that exist (never
+their values), the authored access policies and the last published version. Every change
+produces a new workspace one version later; the snapshot carries the same version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from esra.core.admin.policy import AccessPolicy
+from esra.core.config.snapshot import ConfigSnapshot
+
+__all__ = ["AdminWorkspace", "WorkspaceRegistry"]
+
+
+def _empty_snapshot(instance: AdminWorkspace) -> ConfigSnapshot:
+    return ConfigSnapshot(tenant_id=instance.tenant_id, version=str(instance.version))
+
+
+@attrs.frozen
+class AdminWorkspace:
+    """A tenant's configuration draft at ``version``.
+
+    ``secret_rotations`` maps each connection-secret reference to how many times it has been
+    written (1 when created). ``published_version`` is the version last published, if any.
+    """
+
+    tenant_id: str
+    version: int = 0
+    snapshot: ConfigSnapshot = attrs.field(default=attrs.Factory(_empty_snapshot, takes_self=True))
+    secret_rotations: Mapping[str, int] = attrs.field(factory=dict)
+    policies: Mapping[str, AccessPolicy] = attrs.field(factory=dict)
+    published_version: int | None = None
+
+    def next(
+        self,
+        *,
+        snapshot: ConfigSnapshot | None = None,
+        secret_rotations: Mapping[str, int] | None = None,
+        policies: Mapping[str, AccessPolicy] | None = None,
+        published: bool = False,
+    ) -> AdminWorkspace:
+        """Return the workspace one version later with the given parts replaced.
+
+        Raises:
+            ConfigurationError: the resulting snapshot is inconsistent.
+        """
+        version = self.version + 1
+        base = snapshot if snapshot is not None else self.snapshot
+        return AdminWorkspace(
+            tenant_id=self.tenant_id,
+            version=version,
+            # Re-constructing the snapshot re-runs every cross-reference check.
+            snapshot=attrs.evolve(base, version=str(version)),
+            secret_rotations=dict(
+                secret_rotations if secret_rotations is not None else self.secret_rotations
+            ),
+            policies=dict(policies if policies is not None else self.policies),
+            published_version=version if published else self.published_version,
+        )
+
+
+class WorkspaceRegistry:
+    """The current workspace of each tenant, in memory; a tenant starts empty at version 0."""
+
+    def __init__(self) -> None:
+        self._workspaces: dict[str, AdminWorkspace] = {}
+
+    def current(self, tenant_id: str) -> AdminWorkspace:
+        """Return the tenant's current workspace."""
+        return self._workspaces.get(tenant_id) or AdminWorkspace(tenant_id=tenant_id)
+
+    def commit(self, workspace: AdminWorkspace) -> None:
+        """Make ``workspace`` its tenant's current one; versions only move forward."""
+        current = self.current(workspace.tenant_id)
+        if workspace.version != current.version + 1:
+            msg = "a workspace change must be based on the current version"
+            raise ValueError(msg)
+        self._workspaces[workspace.tenant_id] = workspace
