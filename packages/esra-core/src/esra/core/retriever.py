@@ -57,6 +57,11 @@ class Retriever:
         keyring: keys for results' ``document_ref``; without it no result carries one, even
             on an exposure that enables fetch.
         document_ref_ttl_s: how long a ``document_ref`` stays openable.
+        tenant_id: the one tenant this instance serves. Providers are keyed by source id,
+            and source ids are unique only within a tenant, so an instance whose providers
+            hold one tenant's data should be bound to it: a context of any other tenant is
+            then refused as ``ESRA_EXPOSURE_NOT_FOUND`` before its snapshot is read, and can
+            never run that tenant's configuration against these providers.
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class Retriever:
         executor: Executor | None = None,
         keyring: Keyring | None = None,
         document_ref_ttl_s: float = DEFAULT_REF_TTL_S,
+        tenant_id: str | None = None,
     ) -> None:
         if not document_ref_ttl_s > 0:
             msg = "document_ref_ttl_s must be positive"
@@ -85,6 +91,7 @@ class Retriever:
         self._health: dict[str, tuple[float, SourceHealth]] = {}
         self._keyring = keyring
         self._ref_ttl_s = document_ref_ttl_s
+        self._tenant_id = tenant_id
 
     async def retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
         """Answer ``request`` for the caller in ``ctx``.
@@ -108,6 +115,10 @@ class Retriever:
             raise EsraError from exc
 
     async def _retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
+        if self._tenant_id is not None and ctx.tenant_id != self._tenant_id:
+            # Another tenant's caller must not see its configuration run against this
+            # tenant's providers; it sees the same error as an unknown tool.
+            raise ExposureNotFoundError
         snapshot = await self._config.snapshot(ctx.tenant_id)
         if snapshot is None:
             raise ExposureNotFoundError
