@@ -22,6 +22,7 @@ from esra.core.masking import masked_values
 from esra.core.pipeline.aggregation import Candidate
 from esra.core.ports import LanguageModel
 from esra.core.prompts import RerankItem, build_rerank_prompt, parse_rerank, strip_markers
+from esra.core.prompts.contracts import MAX_RERANK_SCORES
 from esra.core.query import RowValue
 from esra.core.response import ResponseWarning
 
@@ -171,7 +172,8 @@ async def rerank(
         issued.add(result_id)
         ordered.append((candidate, result_id))
     id_of = {id(c): rid for c, rid in ordered}
-    sent = round_robin([c for c, _ in ordered], max_candidates)
+    # Never more than the rerank contract accepts, so a complete answer always parses.
+    sent = round_robin([c for c, _ in ordered], min(max_candidates, MAX_RERANK_SCORES))
     if not sent:
         return _lexical(ordered, (), 0)
     items = [

@@ -161,13 +161,12 @@ async def _choose(
 async def _ask_model(
     ctx: InvocationContext, scope: EffectiveScope, request: str, model: LanguageModel
 ) -> tuple[str, ...] | None:
+    candidates = [s.source for s in scope.optional()]
     prompt = build_selection_prompt(
-        request,
-        [s.source for s in scope.optional()],
-        model_profile=scope.capability.model_profile,
+        request, candidates, model_profile=scope.capability.model_profile
     )
     try:
-        return parse_selection(await model.complete(prompt))
+        return parse_selection(await model.complete(prompt), candidates=len(candidates))
     except Exception:
         # Any model failure degrades to the forced sources; the cause goes to the log only
         # (asyncio.CancelledError is not an Exception and still propagates).

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import re
 from enum import StrEnum
+from typing import Any
 
 import attrs
 
-from esra.core.prompts.markers import begin_marker, end_marker
+from esra.core.prompts.markers import begin_marker, end_marker, strip_markers
 
-__all__ = ["Prompt", "PromptTask", "ReferenceItem", "SectionKind"]
+__all__ = [
+    "Prompt",
+    "PromptTask",
+    "ReferenceItem",
+    "SectionKind",
+    "datamark_text",
+    "validate_datamark",
+]
 
 REQUEST_TAG = "request"
 
@@ -38,6 +48,60 @@ class ReferenceItem:
     content: str
 
 
+_WHITESPACE = re.compile(r"\s+")
+# A datamark is a short run of visible symbols: never an ASCII letter or digit, whitespace, an
+# invisible character, a JSON or marker delimiter, or anything marker stripping would remove.
+_DATAMARK_FORBIDDEN = frozenset('<>{}[]"\\')
+
+
+def _datamark_char(char: str) -> bool:
+    return (
+        char.isprintable()
+        and not char.isspace()
+        and not (char.isascii() and char.isalnum())
+        and char not in _DATAMARK_FORBIDDEN
+    )
+
+
+def validate_datamark(_: object, __: object, value: str | None) -> None:
+    """Raise ``ValueError`` unless ``value`` is ``None`` or 1 to 4 visible symbols."""
+    if value is not None and not (
+        1 <= len(value) <= 4
+        and all(_datamark_char(c) for c in value)
+        and strip_markers(value) == value
+    ):
+        msg = "a datamark is 1 to 4 visible symbols, not letters, digits or delimiters"
+        raise ValueError(msg)
+
+
+def datamark_text(text: str, mark: str) -> str:
+    """Interleave ``mark`` between the words of ``text`` (Spotlighting's datamarking).
+
+    Every run of whitespace becomes ``mark``, and any ``mark`` already present is removed
+    first, so untrusted text cannot show an unmarked stretch by carrying the mark itself.
+    """
+    return _WHITESPACE.sub(mark, text.replace(mark, "").strip())
+
+
+def _datamark_value(value: Any, mark: str) -> Any:
+    if isinstance(value, str):
+        return datamark_text(value, mark)
+    if isinstance(value, dict):
+        return {k: _datamark_value(v, mark) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_datamark_value(v, mark) for v in value]
+    return value
+
+
+def _datamark_content(content: str, mark: str) -> str:
+    # Only string values are marked: keys are ESRA's own, and the JSON stays valid.
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        return datamark_text(content, mark)
+    return json.dumps(_datamark_value(value, mark), ensure_ascii=False, sort_keys=True)
+
+
 @attrs.frozen
 class Prompt:
     """A prompt the core assembled. Adapters transport ``render()``; they never build prompts.
@@ -45,6 +109,11 @@ class Prompt:
     ``request`` is the caller's text with markers stripped; ``reference`` items are JSON
     documents with markers stripped. Reference data is always last before the output contract,
     so the final instruction a model reads is ESRA's.
+
+    ``datamark`` (off by default) is Spotlighting's datamarking: when set, ``render()`` and
+    ``sections()`` interleave it between the words of every reference item's string values,
+    so untrusted text reads as visibly marked data. The system text, the request and the
+    output contract are never marked; ``reference`` itself stays unmarked JSON.
     """
 
     task: PromptTask
@@ -53,12 +122,13 @@ class Prompt:
     request: str
     reference: tuple[ReferenceItem, ...]
     output_contract: str
+    datamark: str | None = attrs.field(default=None, validator=validate_datamark)
 
     def sections(self) -> tuple[tuple[SectionKind, str], ...]:
         """Return the rendered sections in their fixed order."""
         request = "\n".join((begin_marker(REQUEST_TAG), self.request, end_marker(REQUEST_TAG)))
         reference = "\n".join(
-            "\n".join((begin_marker(item.tag), item.content, end_marker(item.tag)))
+            "\n".join((begin_marker(item.tag), self._content(item), end_marker(item.tag)))
             for item in self.reference
         )
         return (
@@ -67,6 +137,11 @@ class Prompt:
             (SectionKind.REFERENCE, reference),
             (SectionKind.OUTPUT_CONTRACT, self.output_contract),
         )
+
+    def _content(self, item: ReferenceItem) -> str:
+        if self.datamark is None:
+            return item.content
+        return _datamark_content(item.content, self.datamark)
 
     def render(self) -> str:
         """Return the whole prompt as text, section headings included."""
