@@ -55,6 +55,7 @@ async def run_demo(questions: Sequence[str], *, regions: tuple[str, ...], out: T
             providers=providers,
             model=LocalModel(),
             audit=LoggingAuditSink(),
+            tenant_id=snapshot.tenant_id,  # these providers hold this tenant's data only
         )
         try:
             for number, question in enumerate(questions, start=1):
