@@ -29,6 +29,7 @@ from pathlib import Path
 import attrs
 
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     CapabilityLimits,
@@ -142,6 +143,7 @@ def _snapshot(source_ids: Sequence[str]) -> ConfigSnapshot:
         mappings=tuple(_mapping(s.id) for s in sources),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
     )
 
 

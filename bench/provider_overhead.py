@@ -34,6 +34,7 @@ import psycopg
 from psycopg import sql
 
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     CapabilityLimits,
@@ -177,6 +178,7 @@ def _snapshot() -> ConfigSnapshot:
         mappings=(_mapping(),),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
     )
 
 

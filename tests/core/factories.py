@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     CapabilityLimits,
@@ -163,11 +164,13 @@ def make_snapshot(
     mappings: Iterable[Mapping] | None = None,
     capability: Capability | None = None,
     exposure: Exposure | None = None,
+    access_policy: AccessPolicy | None = None,
 ) -> ConfigSnapshot:
     """Build a consistent snapshot.
 
     Defaults: one mapping ``m-{source id}`` per source, a capability binding every source as
-    OPTIONAL, and a published exposure of it to ``CLIENT_APP``.
+    OPTIONAL, a published exposure of it to ``CLIENT_APP``, and the access policy admitting
+    exactly that audience.
     """
     source_list = tuple(sources)
     if mappings is None:
@@ -185,6 +188,7 @@ def make_snapshot(
         mappings=tuple(mappings),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(access_policy or AccessPolicy.matching(exposure),),
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pytest
 
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     ConfigSnapshot,
@@ -57,6 +58,7 @@ SECRETS = {
     "other_tenant": "other tenant source qz16",
     "score": "7.654321",
     "claim_field_column": "phys_region_column_qz17",
+    "template_literal": "template_literal_qz18",
 }
 
 
@@ -94,6 +96,9 @@ def _mapping(mapping_id: str, source_id: str, tenant: str = TENANT) -> Mapping:
             ),
         ),
         record_filters=(RecordFilter(field="region", claim="region"),),
+        record_filter_template=(
+            f"region = {{claim:region}} AND NOT title = '{SECRETS['template_literal']}'"
+        ),
     )
 
 
@@ -140,6 +145,7 @@ def _snapshots() -> list[ConfigSnapshot]:
         mappings=tuple(_mapping(f"m-{s.id}", s.id) for s in sources),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
     )
     theirs = ConfigSnapshot(
         tenant_id="tenant-other",

@@ -230,6 +230,28 @@ async def test_a_missing_claim_drops_the_source_and_is_audited() -> None:
     assert audit.events(AuditEvent.SOURCE_DROPPED)
 
 
+async def test_a_template_claim_the_caller_lacks_drops_the_source_and_is_audited() -> None:
+    """A record-filter template fails closed exactly like a structured record filter."""
+    region = make_field("region", restricted=True)
+    guarded = make_mapping(
+        "m-s-1",
+        source_id="s-1",
+        fields=(make_field("title"), make_field("body"), region),
+        record_filter_template="region = {claim:region} OR region IS NULL",
+    )
+    provider = InMemorySearchProvider(ROWS)
+    retriever, audit, _ = _retriever(
+        providers={"s-1": provider, "s-2": InMemorySearchProvider(ROWS)},
+        mappings=[guarded, make_mapping("m-s-2", source_id="s-2")],
+    )
+    response = await retriever.retrieve(make_context(), "leave")
+    assert provider.executed == []
+    assert WarningCode.ESRA_SOURCE_DROPPED_MISSING_CLAIM in {w.code for w in response.warnings}
+    (dropped,) = audit.events(AuditEvent.SOURCE_DROPPED)
+    assert dropped.dimensions["source_id"] == "s-1"
+    assert {r.source for r in response.results} == {"Source s-2"}
+
+
 async def test_masking_applies_to_returned_fields() -> None:
     """A masked field leaves the response masked."""
     email = make_field("email", searchable=False)

@@ -10,6 +10,7 @@ import pytest
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.ports import TextIndexKind
 from esra.core.query import ResolvedFilter
+from esra.core.record_predicate import PredicateAnd, PredicateComparison
 from esra.oracle import OracleTextProvider, bind_params, current_schema_sql
 from tests._sync_provider import SyncProviderChecks
 from tests.oracle.conftest import TENANT, issue, provider, uncached_builder
@@ -31,6 +32,19 @@ def test_date_filters_bind_as_dates() -> None:
     )
     built = uncached_builder().build(query)
     assert bind_params(built, query)["f0_0"] == date(2022, 6, 1)
+
+
+def test_date_values_of_a_record_predicate_bind_as_dates() -> None:
+    """A record-filter template's DATE values bind as datetime.date too; others unchanged."""
+    predicate = PredicateAnd(
+        (
+            PredicateComparison("art_org", FieldType.TEXT, Operator.EQ, ("acme",)),
+            PredicateComparison("art_published", FieldType.DATE, Operator.GTE, ("2023-01-01",)),
+        )
+    )
+    query = issue(record_predicate=predicate, lookup_key=None)
+    params = bind_params(uncached_builder().build(query), query)
+    assert (params["p0"], params["p1"]) == ("acme", date(2023, 1, 1))
 
 
 async def test_the_default_port_and_service_name() -> None:

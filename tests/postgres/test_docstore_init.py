@@ -20,6 +20,7 @@ from psycopg import sql
 from esra.core.audit import AuditRecord
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     ConfigSnapshot,
@@ -299,6 +300,7 @@ async def test_the_ready_store_is_searched_through_the_ordinary_pipeline(
         mappings=(outcome.mapping,),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
     )
     provider = PostgresProvider(
         tenant_id=TENANT,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import attrs
 
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     ConfigSnapshot,
@@ -239,6 +240,7 @@ def realdata_snapshot() -> ConfigSnapshot:
         mappings=_mappings(),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
     )
 
 

@@ -187,6 +187,33 @@ def test_every_target_dialect_compiles_with_named_binds(dialect: Dialect) -> Non
     assert {"t0", "f0_0", "f0_1", "r0_0", LIMIT_BIND} <= set(built.params)
 
 
+_DIALECTS = [
+    sqlite.dialect(paramstyle="named"),
+    postgresql.psycopg.dialect(),  # type: ignore[no-untyped-call]
+    mysql.pymysql.dialect(paramstyle="pyformat"),
+    mssql.pymssql.dialect(paramstyle="pyformat"),  # type: ignore[no-untyped-call]
+    oracle.oracledb.dialect(),  # type: ignore[no-untyped-call]
+]
+
+
+@pytest.mark.parametrize(
+    "dialect", _DIALECTS, ids=["sqlite", "postgresql", "mysql", "mssql", "oracle"]
+)
+@pytest.mark.parametrize("lookup_key", [None, "k' OR '1'='1"], ids=["search", "lookup"])
+def test_every_parameter_sent_is_named_in_the_statement(
+    dialect: Dialect, lookup_key: str | None
+) -> None:
+    """No stray parameters (an anonymous bind's internal key once rode along)."""
+    built = StatementBuilder(dialect, PlainFullText()).build(issue(lookup_key=lookup_key))
+    # pyformat's %(name)s, or named's :name (not a PostgreSQL ::cast).
+    rendered = set(re.findall(r"%\((\w+)\)s|(?<![:\w]):(\w+)", built.sql))
+    named = {a or b for a, b in rendered}
+    assert set(built.params) == named
+    if lookup_key is not None:
+        assert lookup_key not in built.sql
+        assert built.params["lk"] == lookup_key
+
+
 _TEXT = st.text(min_size=0, max_size=40)
 
 

@@ -38,6 +38,7 @@ from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
 from esra.core.ports import HostAllowlist, ProviderCapabilities, SecretStore, TextIndexKind
 from esra.core.query import ResolvedFilter, ResultRow, Strategy
+from esra.core.record_predicate import predicate_values
 from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.oracle.errors import classify
 from esra.oracle.fulltext import OracleTextFullText
@@ -49,6 +50,7 @@ from esra.sql import (
     SlotPool,
     StatementBuilder,
     filter_bind_name,
+    predicate_bind_name,
     resolve_connection,
 )
 
@@ -311,10 +313,15 @@ class OracleTextProvider:
 
 
 def bind_params(built: BuiltStatement, query: ValidatedQuery) -> dict[str, object]:
-    """The execution's binds: DATE filter values as ``datetime.date`` (no NLS dependence)."""
+    """The execution's binds: DATE filter and record-predicate values as ``datetime.date``."""
     params = {name: bindable(value) for name, value in built.params.items()}
     for prefix, filters in (("f", query.filters), ("r", query.record_filters)):
         _dates(params, prefix, filters)
+    if query.record_predicate is not None:
+        for i, (field_type, value) in enumerate(predicate_values(query.record_predicate)):
+            if field_type is FieldType.DATE and isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    params[predicate_bind_name(i)] = date.fromisoformat(value)
     return params
 
 

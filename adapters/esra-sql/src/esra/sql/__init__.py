@@ -9,6 +9,7 @@ from esra.sql.builder import (
     ColumnBinding,
     StatementBuilder,
     filter_bind_name,
+    predicate_bind_name,
 )
 from esra.sql.cache import CacheInfo, CompiledStatement, CompiledStatementCache
 from esra.sql.connection import ConnectionTarget, ConnectionTemplate, resolve_connection
@@ -57,5 +58,6 @@ __all__ = [
     "TextTarget",
     "__version__",
     "filter_bind_name",
+    "predicate_bind_name",
     "resolve_connection",
 ]

@@ -4,8 +4,10 @@ The statement is constructed from the query's *shape* only — the mapping's con
 identifiers, the strategy, which filters on which columns with which operators, and how many
 values each carries — never from a term or a filter value. Values reach the database only
 through the parameter dictionary built per execution, under deterministic bind names
-(``f0_0`` for the first filter's first value, ``r0_0`` for record filters, ``lim`` for the
-row cap, ``t*``/``q*`` for the full-text dialect), so equal shapes give byte-identical text.
+(``f0_0`` for the first filter's first value, ``r0_0`` for record filters, ``p0``, ``p1``, ...
+for the record-filter template's values depth-first, ``lim`` for the row cap, ``t*``/``q*``
+for the full-text dialect), so equal shapes give byte-identical text. A template's literals
+are bound too: no value of any origin is ever rendered into the text.
 Identifiers come from configuration through ``sqlalchemy.table()``/``column()``, and the
 SQLAlchemy dialect quotes them; nothing is ever compiled with ``literal_binds``.
 """
@@ -13,10 +15,10 @@ SQLAlchemy dialect quotes them; nothing is ever compiled with ``literal_binds``.
 from __future__ import annotations
 
 import operator as op
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 import sqlalchemy as sa
@@ -25,6 +27,16 @@ from sqlalchemy.sql.expression import ColumnElement, Select
 
 from esra.core.config.mapping import Mapping, Operator
 from esra.core.query import ResolvedFilter, ResultRow, RowValue, Strategy
+from esra.core.record_predicate import (
+    PredicateAnd,
+    PredicateComparison,
+    PredicateIsNull,
+    PredicateNot,
+    PredicateOr,
+    RecordPredicate,
+    predicate_columns,
+    predicate_values,
+)
 from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.sql.cache import CompiledStatement, CompiledStatementCache
 from esra.sql.fulltext import FullTextDialect, SearchTerms, TextTarget
@@ -32,16 +44,19 @@ from esra.sql.fulltext import FullTextDialect, SearchTerms, TextTarget
 __all__ = [
     "KEY_LABEL",
     "LIMIT_BIND",
+    "LOOKUP_BIND",
     "SCORE_LABEL",
     "BuiltStatement",
     "ColumnBinding",
     "StatementBuilder",
     "filter_bind_name",
+    "predicate_bind_name",
 ]
 
 KEY_LABEL = "esra_k"
 SCORE_LABEL = "esra_s"
 LIMIT_BIND = "lim"
+LOOKUP_BIND = "lk"
 BASE_ALIAS = "b"
 
 # Positional paramstyles would tie the parameter order to the compiler's traversal; named
@@ -56,6 +71,15 @@ _COMPARISONS: dict[Operator, Callable[[Any, Any], Any]] = {
     Operator.GT: op.gt,
     Operator.GTE: op.ge,
 }
+
+
+def predicate_bind_name(index: int) -> str:
+    """Return the bind name of value ``index`` of the record predicate (``p0``, ``p1``, ...).
+
+    ``index`` counts the predicate's values depth-first, left to right: the order of
+    ``esra.core.record_predicate.predicate_values``.
+    """
+    return f"p{index}"
 
 
 def filter_bind_name(prefix: str, index: int, position: int) -> str:
@@ -154,9 +178,13 @@ class StatementBuilder:
         key: Hashable = (self._dialect_key, query.shape)
         compiled = self._cache.get_or_compile(key, lambda: self.compile(query))
         params: dict[str, object] = dict(compiled.constants)
-        params.update(self._fulltext.bind_values(_terms(query)))
+        if query.lookup_key is None:
+            params.update(self._fulltext.bind_values(_terms(query)))
+        else:
+            params[LOOKUP_BIND] = query.lookup_key
         params.update(_filter_params("f", query.filters))
         params.update(_filter_params("r", query.record_filters))
+        params.update(_predicate_params(query.record_predicate))
         params[LIMIT_BIND] = query.row_limit
         return BuiltStatement(sql=compiled.sql, params=params, columns=_bindings(query))
 
@@ -169,13 +197,19 @@ class StatementBuilder:
             # providers do not use; every value must be an ordinary named bind.
             msg = "the statement needs post-compile expansion"
             raise ValueError(msg)
+        # ``binds`` also lists an anonymous bind under its unrendered key; ``bind_names``
+        # gives the name the statement text actually uses, once per bind.
         constants = {
-            name: bind.value for name, bind in compiled.binds.items() if bind.value is not None
+            compiled.bind_names[bind]: bind.value
+            for bind in dict.fromkeys(compiled.binds.values())
+            if bind.value is not None
         }
         return CompiledStatement(sql=sql, constants=constants)
 
     def statement(self, query: ValidatedQuery) -> Select[Any]:
         """Return the SQLAlchemy ``Select`` for ``query``'s shape (no values attached)."""
+        if query.lookup_key is not None:
+            return self._lookup_statement(query)
         mapping = query.mapping
         base = _base_table(mapping, query, self._fulltext.base_columns)
         key = base.c[mapping.record_key]
@@ -195,6 +229,7 @@ class StatementBuilder:
             conditions.append(text.predicate)
         conditions.extend(_conditions(base.c, "f", query.filters))
         conditions.extend(_conditions(base.c, "r", query.record_filters))
+        conditions.extend(_predicate_conditions(base.c, query.record_predicate))
         order: list[ColumnElement[Any]] = [score_col.desc(), key_col.asc()]
         if query.strategy is Strategy.RECENT and query.freshness is not None:
             order.insert(0, base.c[query.freshness.column].desc())
@@ -203,6 +238,32 @@ class StatementBuilder:
             .select_from(text.from_clause)
             .where(*conditions)
             .order_by(*order)
+            .limit(sa.bindparam(LIMIT_BIND, type_=sa.Integer))
+        )
+
+    def _lookup_statement(self, query: ValidatedQuery) -> Select[Any]:
+        """Read one record by key for a document fetch: no full-text clause, no score.
+
+        The record filters are the same bound predicates a search carries, so a fetch can
+        only ever read what the caller's current claims would let a search return. Parts of
+        a multi-part record come back in their configured order.
+        """
+        mapping = query.mapping
+        part = [mapping.part_order_column] if mapping.part_order_column else []
+        base = _base_table(mapping, query, part)
+        key = base.c[mapping.record_key]
+        projected = [base.c[binding.column].label(binding.label) for binding in _bindings(query)]
+        conditions: list[ColumnElement[bool]] = [key == sa.bindparam(LOOKUP_BIND)]
+        # A lookup carries no filters of its own; any it did carry could only narrow it.
+        conditions.extend(_conditions(base.c, "f", query.filters))
+        conditions.extend(_conditions(base.c, "r", query.record_filters))
+        conditions.extend(_predicate_conditions(base.c, query.record_predicate))
+        order = [base.c[column].asc() for column in part]
+        return (
+            sa.select(key.label(KEY_LABEL), sa.literal(1.0).label(SCORE_LABEL), *projected)
+            .select_from(base)
+            .where(*conditions)
+            .order_by(*order, key.asc())
             .limit(sa.bindparam(LIMIT_BIND, type_=sa.Integer))
         )
 
@@ -246,6 +307,7 @@ def _base_table(mapping: Mapping, query: ValidatedQuery, extra: Iterable[str]) -
             *(f.column for f in mapping.fields),
             *(p.column for p in query.projection),
             *(f.column for f in (*query.filters, *query.record_filters)),
+            *(predicate_columns(query.record_predicate) if query.record_predicate else ()),
             *([query.freshness.column] if query.freshness else []),
             *extra,
         ]
@@ -260,6 +322,52 @@ def _filter_params(prefix: str, filters: Sequence[ResolvedFilter]) -> dict[str, 
         for i, flt in enumerate(filters)
         for j, value in enumerate(flt.values)
     }
+
+
+def _predicate_params(predicate: RecordPredicate | None) -> dict[str, object]:
+    if predicate is None:
+        return {}
+    return {
+        predicate_bind_name(i): value for i, (_, value) in enumerate(predicate_values(predicate))
+    }
+
+
+def _predicate_conditions(
+    columns: Any, predicate: RecordPredicate | None
+) -> list[ColumnElement[bool]]:
+    if predicate is None:
+        return []
+    names = (predicate_bind_name(i) for i in range(len(predicate_values(predicate))))
+    condition = _predicate_condition(columns, predicate, names)
+    if next(names, None) is not None:  # pragma: no cover — both walks are depth-first
+        msg = "the record predicate rendered fewer binds than it has values"
+        raise ValueError(msg)
+    return [condition]
+
+
+def _predicate_condition(
+    columns: Any, predicate: RecordPredicate, names: Iterator[str]
+) -> ColumnElement[bool]:
+    """Render ``predicate``; ``names`` yields bind names in ``predicate_values`` order."""
+    match predicate:
+        case PredicateComparison(column=column, operator=operator, values=values):
+            binds: list[sa.BindParameter[Any]] = [sa.bindparam(next(names)) for _ in values]
+            return _condition(columns[column], operator, binds)
+        case PredicateIsNull(column=column, negated=negated):
+            target: ColumnElement[Any] = columns[column]
+            return target.is_not(None) if negated else target.is_(None)
+        case PredicateAnd(operands=operands) | PredicateOr(operands=operands) if not operands:
+            # An empty AND/OR has no SQL spelling that every engine agrees on.
+            msg = "an AND/OR record predicate needs at least one operand"
+            raise ValueError(msg)
+        case PredicateAnd(operands=operands):
+            return sa.and_(*(_predicate_condition(columns, o, names) for o in operands))
+        case PredicateOr(operands=operands):
+            return sa.or_(*(_predicate_condition(columns, o, names) for o in operands))
+        case PredicateNot(operand=operand):
+            return sa.not_(_predicate_condition(columns, operand, names))
+        case _:  # pragma: no cover — RecordPredicate is closed
+            assert_never(predicate)
 
 
 def _conditions(

@@ -16,9 +16,11 @@ from datetime import date
 from esra.core.codes import RejectionReason
 from esra.core.config.capability import CapabilityLimits
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator
+from esra.core.config.record_filter_template import template_of
 from esra.core.context import ClaimValue
 from esra.core.ports import ProviderCapabilities
 from esra.core.query import PlannedFilter, ProjectedField, ResolvedFilter, Scalar, Strategy
+from esra.core.record_predicate import RecordPredicate, bind_template
 
 __all__ = [
     "MAX_IN_VALUES",
@@ -32,6 +34,7 @@ __all__ = [
     "resolve_filter",
     "resolve_limit",
     "resolve_record_filters",
+    "resolve_record_predicate",
 ]
 
 # Statement separators and comment introducers of every supported SQL dialect. Values only
@@ -298,6 +301,25 @@ def resolve_record_filters(
             )
         )
     return tuple(resolved)
+
+
+def resolve_record_predicate(
+    mapping: Mapping, claims: MappingABC[str, ClaimValue]
+) -> RecordPredicate | None:
+    """Bind the mapping's record-filter template to the caller's claims.
+
+    Returns ``None`` when the mapping has no template.
+
+    Raises:
+        MissingClaimError: a placeholder's claim is missing, empty or does not fit its field;
+            the source must be dropped (fail closed, never defaulted or omitted).
+        ConfigurationError: the template is invalid, which only a mapping built outside a
+            ``ConfigSnapshot`` can be.
+    """
+    template = template_of(mapping)
+    if template is None:
+        return None
+    return bind_template(template, mapping, claims)
 
 
 def _claim_value(value: object, field_type: FieldType) -> Scalar | None:

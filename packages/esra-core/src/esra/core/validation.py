@@ -29,9 +29,12 @@ from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
 from esra.core.ports import ProviderCapabilities
 from esra.core.query import PlannedQuery, ProjectedField, ResolvedFilter, Strategy
+from esra.core.record_predicate import MissingClaimError, RecordPredicate, predicate_shape
 from esra.core.response import ResponseWarning
 
 __all__ = [
+    "MAX_LOOKUP_PARTS",
+    "MAX_RECORD_KEY_CHARS",
     "TENANT_CLAIM",
     "Rejection",
     "ValidatedQuery",
@@ -39,6 +42,7 @@ __all__ = [
     "context_claims",
     "ensure_validated",
     "validate",
+    "validate_lookup",
 ]
 
 _SEAL = object()
@@ -57,6 +61,11 @@ class ValidatedQuery:
             always sent as bind parameters.
         filters: structured filters, resolved to columns, values as bind parameters.
         record_filters: record-level predicates with the caller's claim values.
+        record_predicate: the mapping's record-filter template bound to the caller's claims
+            (physical columns, typed values sent as bind parameters); ``None`` without one.
+            Providers AND it with ``record_filters``.
+        lookup_key: for a document fetch, the one record key to read (a bind parameter);
+            ``None`` for a search. A lookup carries no search content.
         projection: the returnable, unrestricted fields to read (title and content included).
         freshness: the freshness field, when the mapping has one.
         row_limit: the row cap the provider puts in the statement.
@@ -67,12 +76,14 @@ class ValidatedQuery:
         "excluded_terms",
         "filters",
         "freshness",
+        "lookup_key",
         "mapping",
         "optional_terms",
         "phrases",
         "projection",
         "query_id",
         "record_filters",
+        "record_predicate",
         "required_terms",
         "row_limit",
         "source_id",
@@ -89,6 +100,8 @@ class ValidatedQuery:
     phrases: tuple[str, ...]
     filters: tuple[ResolvedFilter, ...]
     record_filters: tuple[ResolvedFilter, ...]
+    record_predicate: RecordPredicate | None
+    lookup_key: str | None
     projection: tuple[ProjectedField, ...]
     freshness: ProjectedField | None
     row_limit: int
@@ -125,8 +138,10 @@ class ValidatedQuery:
             len(self.phrases),
             tuple((f.column, f.operator, len(f.values)) for f in self.filters),
             tuple((f.column, f.operator, len(f.values)) for f in self.record_filters),
+            predicate_shape(self.record_predicate) if self.record_predicate else None,
             tuple(p.column for p in self.projection),
             self.freshness.column if self.freshness else None,
+            self.lookup_key is not None,
         )
 
 
@@ -140,6 +155,10 @@ def ensure_validated(query: object) -> ValidatedQuery:
 
 def _issue(**values: Any) -> ValidatedQuery:
     """The one place a ``ValidatedQuery`` is made; called only by the rules below."""
+    # Most mappings have no record-filter template and most queries are searches, not
+    # fetch lookups; those absences are explicit Nones.
+    values.setdefault("record_predicate", None)
+    values.setdefault("lookup_key", None)
     return ValidatedQuery(_SEAL, **values)
 
 
@@ -186,7 +205,7 @@ def validate(
         for s in selection.sources
         if scope.by_id(s.source.id) is not None and s.source.tenant_id == ctx.tenant_id
     }
-    record_filters, dropped = _bind_record_filters(selected, ctx)
+    record_filters, predicates, dropped = _bind_record_filters(selected, ctx)
     issued: list[ValidatedQuery] = []
     rejections: list[Rejection] = []
     per_source: dict[str, int] = {}
@@ -215,6 +234,7 @@ def validate(
                 query_id=f"{source_id}#{count + 1}",
                 source_id=source_id,
                 record_filters=record_filters[mapping.id],
+                record_predicate=predicates[mapping.id],
                 **values,
             )
         )
@@ -227,6 +247,53 @@ def validate(
         rejections=tuple(rejections),
         dropped_sources=tuple(s for s in selected if s in dropped),
         warnings=tuple(warnings),
+    )
+
+
+# A fetch reads every part of a multi-part record (the store's segments) to report an exact
+# total; this bounds what one lookup may read.
+MAX_LOOKUP_PARTS = 10_000
+MAX_RECORD_KEY_CHARS = 512
+
+
+def validate_lookup(
+    ctx: InvocationContext, scoped: ScopedSource, *, mapping_id: str, record_key: str
+) -> ValidatedQuery | None:
+    """Issue the query that reads one record in full, for ``esra_{slug}_fetch``.
+
+    The rules of a search, minus search content: the mapping must belong to the scoped source
+    and the caller's tenant; the projection is every returnable, unrestricted field; and the
+    record filters are bound to the *current* caller's claims, so a caller who lacks one gets
+    ``None`` — exactly as if the record did not exist. The key travels as a bind parameter.
+    """
+    mapping = next((m for m in scoped.mappings if m.id == mapping_id), None)
+    if (
+        mapping is None
+        or mapping.source_id != scoped.source.id
+        or mapping.tenant_id != ctx.tenant_id
+        or scoped.source.tenant_id != ctx.tenant_id
+        or not 0 < len(record_key) <= MAX_RECORD_KEY_CHARS
+    ):
+        return None
+    record_filters, predicates, dropped = _bind_record_filters({scoped.source.id: scoped}, ctx)
+    if dropped:
+        return None
+    return _issue(
+        query_id=f"{scoped.source.id}#fetch",
+        source_id=scoped.source.id,
+        lookup_key=record_key,
+        mapping=mapping,
+        strategy=Strategy.KEYWORD,
+        required_terms=(),
+        optional_terms=(),
+        excluded_terms=(),
+        phrases=(),
+        filters=(),
+        record_filters=record_filters[mapping.id],
+        record_predicate=predicates[mapping.id],
+        projection=rules.project(mapping, ()),
+        freshness=None,
+        row_limit=MAX_LOOKUP_PARTS if mapping.part_order_column else 1,
     )
 
 
@@ -247,23 +314,31 @@ def context_claims(ctx: InvocationContext) -> dict[str, ClaimValue]:
 
 def _bind_record_filters(
     selected: MappingABC[str, ScopedSource], ctx: InvocationContext
-) -> tuple[dict[str, tuple[ResolvedFilter, ...]], set[str]]:
-    """Resolve every selected mapping's record filters; a source missing a claim is dropped.
+) -> tuple[dict[str, tuple[ResolvedFilter, ...]], dict[str, RecordPredicate | None], set[str]]:
+    """Resolve every selected mapping's record filters and record-filter template.
 
-    The whole source goes, not just the mapping: the spec drops the source, and a caller
-    without the claim must not have any of it searched.
+    Returns the structured filters and the bound template of each mapping by id, and the
+    sources dropped because a claim either one needs is missing, empty or unusable. The whole
+    source goes, not just the mapping: the spec drops the source, and a caller without the
+    claim must not have any of it searched.
     """
     bound: dict[str, tuple[ResolvedFilter, ...]] = {}
+    predicates: dict[str, RecordPredicate | None] = {}
     dropped: set[str] = set()
     claims = context_claims(ctx)
     for source_id, scoped in selected.items():
         for mapping in scoped.mappings:
             resolved = rules.resolve_record_filters(mapping, claims)
+            try:
+                predicate = rules.resolve_record_predicate(mapping, claims)
+            except MissingClaimError:
+                resolved = None
             if resolved is None:
                 dropped.add(source_id)
                 break
             bound[mapping.id] = resolved
-    return bound, dropped
+            predicates[mapping.id] = predicate
+    return bound, predicates, dropped
 
 
 def _check(

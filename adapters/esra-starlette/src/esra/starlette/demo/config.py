@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     ConfigSnapshot,
@@ -243,6 +244,7 @@ def demo_snapshot() -> ConfigSnapshot:
         mappings=_mappings(),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
     )
 
 

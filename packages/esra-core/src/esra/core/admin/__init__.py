@@ -6,11 +6,11 @@ from esra.core.admin.chain import (
     DataModelService,
     ExposureService,
 )
-from esra.core.admin.policy import AccessPolicy
 from esra.core.admin.publication import ConfigPublisher, publishable_snapshot
 from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role, implied_roles
 from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
 from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
+from esra.core.config.access_policy import AccessPolicy
 
 __all__ = [
     "AccessPolicy",

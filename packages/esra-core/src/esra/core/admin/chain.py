@@ -9,18 +9,19 @@ every attempt — allowed, denied or rejected — is audited under the tenant it
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
 
-from esra.core.admin.policy import AccessPolicy
 from esra.core.admin.publication import ConfigPublisher, publishable_snapshot
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
 from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.codes import AuditEvent
+from esra.core.config.access_policy import AccessPolicy
 from esra.core.config.capability import Capability
 from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
@@ -95,6 +96,25 @@ class _AdminService:
         )
 
 
+def _template_changes(before: Iterable[Mapping], after: Iterable[Mapping]) -> tuple[str, ...]:
+    """``{mapping_id}:{fingerprint}`` for each mapping whose record-filter template changes.
+
+    A fingerprint (not the text) ties the audit record to the versioned configuration without
+    copying a security predicate into every audit sink.
+    """
+    old = {m.id: m.record_filter_template for m in before}
+    new = {m.id: m.record_filter_template for m in after}
+    changes = []
+    for mapping_id in sorted(old.keys() | new.keys()):
+        template = new.get(mapping_id)
+        if old.get(mapping_id) != template:
+            # surrogatepass: an unparseable template is still fingerprinted, then rejected.
+            data = template.encode("utf-8", "surrogatepass") if template is not None else None
+            digest = hashlib.sha256(data).hexdigest()[:12] if data is not None else "none"
+            changes.append(f"{mapping_id}:{digest}")
+    return tuple(changes)
+
+
 def _own_tenant(tenant_id: str, *objects: Source | Mapping | Capability | Exposure) -> None:
     for obj in objects:
         if obj.tenant_id != tenant_id:
@@ -164,8 +184,14 @@ class DataModelService(_AdminService):
         source: Source,
         mappings: Iterable[Mapping] = (),
     ) -> AdminWorkspace:
-        """Add or replace ``source`` with exactly ``mappings``; its secret must exist."""
+        """Add or replace ``source`` with exactly ``mappings``; its secret must exist.
+
+        The audit record's ``record_filter_templates`` dimension lists every mapping whose
+        record-filter template this change adds, alters or removes, as
+        ``{mapping_id}:{fingerprint}`` (``none`` once removed), never the template text.
+        """
         new_mappings = tuple(mappings)
+        current = self._workspaces.current(tenant_id).snapshot.mappings_of(source.id)
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             _own_tenant(tenant_id, source, *new_mappings)
@@ -187,7 +213,11 @@ class DataModelService(_AdminService):
             Role.ESRA_DATA_MANAGE,
             AuditEvent.ADMIN_SOURCE_MODEL,
             change,
-            dimensions={"source_id": source.id, "mappings": len(new_mappings)},
+            dimensions={
+                "source_id": source.id,
+                "mappings": len(new_mappings),
+                "record_filter_templates": _template_changes(current, new_mappings),
+            },
         )
 
     async def define_capability(
@@ -224,7 +254,9 @@ class AccessPolicyService(_AdminService):
                 raise ConfigurationError(f"policy {policy.slug!r} belongs to another tenant")
             if ws.snapshot.capability(policy.capability_id) is None:
                 raise ConfigurationError(f"policy {policy.slug!r} names an unknown capability")
-            return ws.next(policies={**ws.policies, policy.slug: policy})
+            snap = ws.snapshot
+            policies = (*(p for p in snap.access_policies if p.slug != policy.slug), policy)
+            return ws.next(snapshot=attrs.evolve(snap, access_policies=policies))
 
         return await self._attempt(
             admin,
@@ -257,7 +289,7 @@ class ExposureService(_AdminService):
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             _own_tenant(tenant_id, exposure)
-            policy = ws.policies.get(exposure.slug)
+            policy = ws.snapshot.access_policy(exposure.slug)
             if policy is None:
                 raise ConfigurationError(f"exposure {exposure.slug!r} has no access policy")
             if policy.capability_id != exposure.capability_id:

@@ -2,7 +2,8 @@
 
 Publication re-asserts what the domain already rejects (names unique within the tenant, no
 cross-tenant reference) and adds what only the chain knows: the exposure's access policy
-exists and agrees with it, and every connection secret a source names exists.
+exists and agrees with it, and every connection secret a source names exists. Every
+record-filter template is parsed against its mapping once more.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Protocol
 import attrs
 
 from esra.core.admin.workspace import AdminWorkspace
+from esra.core.config.record_filter_template import parse_record_filter_template
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.exceptions import ConfigurationError
 
@@ -39,15 +41,20 @@ def publishable_snapshot(workspace: AdminWorkspace, slug: str) -> ConfigSnapshot
     exposure = snapshot.exposure_by_slug(slug)
     if exposure is None:
         raise ConfigurationError(f"no exposure {slug!r} to publish")
-    for policy in workspace.policies.values():
+    for policy in snapshot.access_policies:
         if policy.tenant_id != tenant:
             raise ConfigurationError(f"policy {policy.slug!r} belongs to another tenant")
     for candidate in snapshot.exposures:
         if candidate.published or candidate.slug == slug:
-            _check_policy(workspace, candidate.slug, candidate.capability_id, candidate.audience)
+            _check_policy(snapshot, candidate.slug, candidate.capability_id, candidate.audience)
     for source in snapshot.sources:
         if source.connection_ref not in workspace.secret_rotations:
             raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
+    for mapping in snapshot.mappings:
+        # Parsed again, by design, like the policy checks: whatever path built the draft, a
+        # template that is not valid against its mapping's fields is never published.
+        if mapping.record_filter_template is not None:
+            parse_record_filter_template(mapping.record_filter_template, mapping)
     exposures = tuple(
         attrs.evolve(e, published=True) if e.slug == slug else e for e in snapshot.exposures
     )
@@ -56,9 +63,11 @@ def publishable_snapshot(workspace: AdminWorkspace, slug: str) -> ConfigSnapshot
 
 
 def _check_policy(
-    workspace: AdminWorkspace, slug: str, capability_id: str, audience: frozenset[str]
+    snapshot: ConfigSnapshot, slug: str, capability_id: str, audience: frozenset[str]
 ) -> None:
-    policy = workspace.policies.get(slug)
+    # The snapshot's own construction checks this too; publication asserts it again, by
+    # design, so a future path that builds snapshots differently still cannot publish.
+    policy = snapshot.access_policy(slug)
     if policy is None:
         raise ConfigurationError(f"exposure {slug!r} has no access policy")
     if policy.capability_id != capability_id:

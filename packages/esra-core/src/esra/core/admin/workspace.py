@@ -1,7 +1,8 @@
 """AdminWorkspace: one tenant's draft configuration, versioned, with what publication needs.
 
-The workspace holds the draft ``ConfigSnapshot`` plus the secret references that exist (never
-their values), the authored access policies and the last published version. Every change
+The workspace holds the draft ``ConfigSnapshot`` (access policies included, so the runtime
+evaluates exactly what was published) plus the secret references that exist (never their
+values) and the last published version. Every change
 produces a new workspace one version later; the snapshot carries the same version.
 """
 
@@ -11,7 +12,6 @@ from collections.abc import Mapping
 
 import attrs
 
-from esra.core.admin.policy import AccessPolicy
 from esra.core.config.snapshot import ConfigSnapshot
 
 __all__ = ["AdminWorkspace", "WorkspaceRegistry"]
@@ -33,7 +33,6 @@ class AdminWorkspace:
     version: int = 0
     snapshot: ConfigSnapshot = attrs.field(default=attrs.Factory(_empty_snapshot, takes_self=True))
     secret_rotations: Mapping[str, int] = attrs.field(factory=dict)
-    policies: Mapping[str, AccessPolicy] = attrs.field(factory=dict)
     published_version: int | None = None
 
     def next(
@@ -41,7 +40,6 @@ class AdminWorkspace:
         *,
         snapshot: ConfigSnapshot | None = None,
         secret_rotations: Mapping[str, int] | None = None,
-        policies: Mapping[str, AccessPolicy] | None = None,
         published: bool = False,
     ) -> AdminWorkspace:
         """Return the workspace one version later with the given parts replaced.
@@ -59,7 +57,6 @@ class AdminWorkspace:
             secret_rotations=dict(
                 secret_rotations if secret_rotations is not None else self.secret_rotations
             ),
-            policies=dict(policies if policies is not None else self.policies),
             published_version=version if published else self.published_version,
         )
 

@@ -1,5 +1,6 @@
 """Tenant-scoped configuration: sources, mappings, capabilities, exposures, snapshots."""
 
+from esra.core.config.access_policy import AccessPolicy
 from esra.core.config.capability import (
     BindingMode,
     Capability,
@@ -20,6 +21,10 @@ from esra.core.config.mapping import (
     Operator,
     RecordFilter,
 )
+from esra.core.config.record_filter_template import (
+    RecordFilterTemplate,
+    parse_record_filter_template,
+)
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.config.source import (
     DEFAULT_MAX_QUERIES_PER_SOURCE,
@@ -35,6 +40,7 @@ __all__ = [
     "CONVERTER",
     "DEFAULT_MAX_QUERIES_PER_SOURCE",
     "MAX_QUERIES_PER_SOURCE_CEILING",
+    "AccessPolicy",
     "BindingMode",
     "Capability",
     "CapabilityLimits",
@@ -49,6 +55,7 @@ __all__ = [
     "MaskingRule",
     "Operator",
     "RecordFilter",
+    "RecordFilterTemplate",
     "RerankWeights",
     "ResponseMode",
     "RetentionClass",
@@ -59,4 +66,5 @@ __all__ = [
     "clamp_max_queries",
     "dump_snapshot",
     "load_snapshot",
+    "parse_record_filter_template",
 ]

@@ -61,11 +61,19 @@ class CapabilityLimits:
     source_concurrency: int = 4
     max_terms_per_query: int = 16
     max_term_chars: int = 200
+    # How long a complete response may be served again from the cache; 0 turns it off.
+    result_cache_ttl_s: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
 
 
 @attrs.frozen
 class Capability:
-    """A governed retrieval capability over a set of bound sources."""
+    """A governed retrieval capability over a set of bound sources.
+
+    ``response_modes`` holds ``ANSWER`` when invocations may compose a short cited answer from
+    the results of sources that permit it. ``datamark_untrusted`` (off by default) turns on
+    Spotlighting's datamarking of the reference data in every prompt the capability's
+    invocations send: selection, planning, rerank and answer.
+    """
 
     id: str
     tenant_id: str
@@ -75,3 +83,4 @@ class Capability:
     limits: CapabilityLimits = CapabilityLimits()
     rerank_weights: RerankWeights = RerankWeights()
     model_profile: str = "default"
+    datamark_untrusted: bool = False

@@ -96,8 +96,17 @@ class DefaultTemplate:
 class Mapping:
     """A searchable relation of a source, expressed as a business schema.
 
-    ``relation``, ``schema``, ``text_index`` and ``record_key`` are physical and never leave
-    the core; the model plans against ``business_name``, ``description`` and ``fields``.
+    ``relation``, ``schema``, ``text_index``, ``record_key`` and ``part_order_column`` are
+    physical and never leave the core; the model plans against ``business_name``,
+    ``description`` and ``fields``.
+
+    ``record_filter_template`` is a record-level predicate over business fields with
+    ``{claim:NAME}`` placeholders (``esra.core.config.record_filter_template``), combined with
+    ``record_filters`` by AND. Like them it is never sent to a model and fails closed.
+
+    ``part_order_column`` is set when several rows share a record key as ordered parts of one
+    record (the document store's segments): a search returns the best-matching part, and a
+    document fetch joins every part in this column's order.
     """
 
     id: str
@@ -114,8 +123,10 @@ class Mapping:
     text_index: str | None = None
     masking: tuple[MaskingRule, ...] = ()
     record_filters: tuple[RecordFilter, ...] = ()
+    record_filter_template: str | None = None
     freshness_field: str | None = None
     default_template: DefaultTemplate = DefaultTemplate()
+    part_order_column: str | None = None
 
     def field(self, name: str) -> FieldSpec | None:
         """Return the business field called ``name``, if the mapping has one."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import attrs
 
+from esra.core.config.access_policy import AccessPolicy
 from esra.core.config.capability import Capability
 from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
+from esra.core.config.record_filter_template import parse_record_filter_template
 from esra.core.config.source import Source
 from esra.core.exceptions import ConfigurationError
 
@@ -18,8 +22,9 @@ class ConfigSnapshot:
     """A tenant's sources, mappings, capabilities and exposures at one version.
 
     Construction checks every cross-reference, so a snapshot that exists is consistent:
-    nothing references another tenant's object, names are unique within the tenant, and
-    every field a mapping names exists on it.
+    nothing references another tenant's object, names are unique within the tenant, every
+    field a mapping names exists on it, and every published exposure has an access policy
+    that agrees with it (a published tool without one would have nothing to evaluate).
     """
 
     tenant_id: str
@@ -28,6 +33,7 @@ class ConfigSnapshot:
     mappings: tuple[Mapping, ...] = ()
     capabilities: tuple[Capability, ...] = ()
     exposures: tuple[Exposure, ...] = ()
+    access_policies: tuple[AccessPolicy, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         _check(self)
@@ -44,12 +50,16 @@ class ConfigSnapshot:
         """Return the exposure published under ``slug``."""
         return next((e for e in self.exposures if e.slug == slug), None)
 
+    def access_policy(self, slug: str) -> AccessPolicy | None:
+        """Return the access policy of the tool ``esra_{slug}``."""
+        return next((p for p in self.access_policies if p.slug == slug), None)
+
     def mappings_of(self, source_id: str) -> tuple[Mapping, ...]:
         """Return the mappings belonging to ``source_id``, in configuration order."""
         return tuple(m for m in self.mappings if m.source_id == source_id)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise ConfigurationError(message)
 
 
@@ -97,6 +107,27 @@ def _check(snapshot: ConfigSnapshot) -> None:
             _fail(f"exposure {exposure.id!r} references an unknown capability")
         if exposure.source_subset is not None and not exposure.source_subset <= source_ids:
             _fail(f"exposure {exposure.id!r} names an unknown source")
+    _check_policies(snapshot, capability_ids)
+
+
+def _check_policies(snapshot: ConfigSnapshot, capability_ids: set[str]) -> None:
+    for authored in snapshot.access_policies:
+        if authored.tenant_id != snapshot.tenant_id:
+            _fail(f"access policy {authored.slug!r} belongs to another tenant")
+        if authored.capability_id not in capability_ids:
+            _fail(f"access policy {authored.slug!r} names an unknown capability")
+    _check_unique("access policy slug", [p.slug for p in snapshot.access_policies])
+    for exposure in snapshot.exposures:
+        if not exposure.published:
+            continue
+        policy = snapshot.access_policy(exposure.slug)
+        if policy is None:
+            _fail(f"published exposure {exposure.slug!r} has no access policy")
+        if policy.capability_id != exposure.capability_id:
+            _fail(f"exposure {exposure.slug!r} and its access policy name different capabilities")
+        allowed = policy.allowed_client_apps
+        if allowed is not None and not exposure.audience <= allowed:
+            _fail(f"exposure {exposure.slug!r} reaches beyond its access policy's client apps")
 
 
 def _check_mapping_fields(mapping: Mapping) -> None:
@@ -120,3 +151,6 @@ def _check_mapping_fields(mapping: Mapping) -> None:
         spec = mapping.field(name)
         if spec is not None and (not spec.is_returnable or spec.is_restricted):
             _fail(f"mapping {mapping.id!r}: title and content fields must be returnable")
+    if mapping.record_filter_template is not None:
+        # Parsed, not just scanned: every field must exist and every literal fit its type.
+        parse_record_filter_template(mapping.record_filter_template, mapping)

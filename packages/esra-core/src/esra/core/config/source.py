@@ -57,6 +57,10 @@ class Source:
     """A searchable system. Everything a model may see of it is business metadata.
 
     ``connection_ref`` and ``provider_kind`` are never rendered into a prompt.
+
+    ``answer_permitted`` (off by default, so a source fails closed) lets the source's returned
+    results feed a composed answer (authorization layer 6). A source without it still
+    contributes results, but its text never reaches the answer model and it is never cited.
     """
 
     id: str
@@ -78,3 +82,4 @@ class Source:
         default=DEFAULT_MAX_QUERIES_PER_SOURCE, converter=clamp_max_queries
     )
     policy: SourcePolicy = SourcePolicy()
+    answer_permitted: bool = False

@@ -17,7 +17,7 @@ from esra.core.context import InvocationContext
 from esra.core.exceptions import ExposureNotFoundError, NoSourcesAvailableError
 from esra.core.ports import AuditSink, Clock
 
-__all__ = ["EffectiveScope", "ScopedSource", "resolve_scope"]
+__all__ = ["EffectiveScope", "ScopedSource", "admitted_exposure", "resolve_scope"]
 
 
 @attrs.frozen
@@ -74,11 +74,12 @@ async def resolve_scope(
 
     Raises:
         ExposureNotFoundError: the snapshot is another tenant's, or the exposure is unknown,
-            unpublished, or not published to the caller's client application (one error for
-            all, so a caller outside the policy learns nothing about the tool).
+            unpublished, not published to the caller's client application, or its access
+            policy does not admit the caller (one error for all, so a caller outside the
+            policy learns nothing about the tool).
         NoSourcesAvailableError: nothing remains after the intersection and health.
     """
-    exposure = _admitted_exposure(ctx, snapshot)
+    exposure = admitted_exposure(ctx, snapshot)
     capability = snapshot.capability(exposure.capability_id) if exposure else None
     if exposure is None or capability is None:
         await audit.record(
@@ -163,7 +164,12 @@ async def resolve_scope(
     )
 
 
-def _admitted_exposure(ctx: InvocationContext, snapshot: ConfigSnapshot) -> Exposure | None:
+def admitted_exposure(ctx: InvocationContext, snapshot: ConfigSnapshot) -> Exposure | None:
+    """Return the exposure ``ctx`` names if the caller may invoke it, else ``None``.
+
+    Hosts list tools with it and the fetch path re-checks with it, so every entry point
+    decides visibility the same way.
+    """
     # The tenant check is explicit even though the host should never pass another tenant's
     # snapshot: isolation is enforced at every layer, not assumed from the one above.
     if snapshot.tenant_id != ctx.tenant_id:
@@ -175,6 +181,11 @@ def _admitted_exposure(ctx: InvocationContext, snapshot: ConfigSnapshot) -> Expo
         or not exposure.published
         or ctx.client_app_id not in exposure.audience
     ):
+        return None
+    # Layer 1: the tool's access policy, evaluated like any tool's. A published exposure
+    # always has one (the snapshot refuses otherwise); its absence still fails closed.
+    policy = snapshot.access_policy(exposure.slug)
+    if policy is None or not policy.admits(ctx.client_app_id, ctx.caller.claims):
         return None
     return exposure
 

@@ -44,7 +44,7 @@ from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
 from esra.core.ports import SearchProvider
 from esra.core.query import PlannedFilter, PlannedQuery, ResultRow
-from esra.core.validation import ValidatedQuery, validate
+from esra.core.validation import ValidatedQuery, validate, validate_lookup
 
 __all__ = [
     "CONTRACT_COLUMNS",
@@ -54,6 +54,7 @@ __all__ = [
     "RESERVED_CHARACTERS",
     "ContractDataset",
     "SearchProviderContract",
+    "contract_lookup",
     "contract_query",
 ]
 
@@ -161,6 +162,21 @@ class ContractDataset:
 
 CONTRACT_DATASET = ContractDataset(CONTRACT_MAPPING, CONTRACT_COLUMNS, CONTRACT_ROWS)
 
+# The contract mapping guarded by a record-filter template instead of its record filter: every
+# node kind, a restricted field, a multi-valued claim, a coerced claim, a date literal and a
+# literal with an escaped quote.
+_TEMPLATE_MAPPING = attrs.evolve(
+    CONTRACT_MAPPING,
+    record_filters=(),
+    record_filter_template=(
+        "secret IS NOT NULL AND (\n"
+        "  (org = {claim:org} AND category IN {claim:categories})\n"
+        "  OR (year <= {claim:max_year} AND NOT category IN ('docs', 'it''s'))\n"
+        "  OR published >= '2023-01-01'\n"
+        ")"
+    ),
+)
+
 
 def contract_query(
     provider: SearchProvider,
@@ -220,6 +236,33 @@ def contract_query(
         msg = f"the validator rejected a contract plan: {reasons} {outcome.dropped_sources}"
         raise AssertionError(msg)
     return outcome.queries[0]
+
+
+def contract_lookup(
+    record_key: str,
+    *,
+    mapping: Mapping = CONTRACT_MAPPING,
+    claims: MappingABC[str, ClaimValue] | None = None,
+) -> ValidatedQuery:
+    """Have the real validator issue a document-fetch lookup of ``record_key``.
+
+    ``claims`` defaults to ``{"org": "acme"}``, which the mapping's record filter binds.
+    """
+    source = Source(
+        id=mapping.source_id, tenant_id=mapping.tenant_id, name="Contract source",
+        description="", provider_kind="contract", connection_ref="contract",
+    )  # fmt: skip
+    scoped = ScopedSource(source, BindingMode.MANDATORY, (mapping,), SourceHealth.HEALTHY)
+    ctx = InvocationContext(
+        tenant_id=mapping.tenant_id, client_app_id=_APP,
+        caller=CallerIdentity("contract-caller", dict(claims or {"org": "acme"})),
+        exposure_slug="contract", correlation_id="contract",
+    )  # fmt: skip
+    query = validate_lookup(ctx, scoped, mapping_id=mapping.id, record_key=record_key)
+    if query is None:
+        msg = "the validator refused a contract lookup"
+        raise AssertionError(msg)
+    return query
 
 
 def _keys(rows: Sequence[ResultRow]) -> list[str]:
@@ -341,6 +384,94 @@ class SearchProviderContract:
         """The caller's claim restricts rows in the query itself (a tuple claim means IN)."""
         rows = await self._run(provider, phrases=("solar panel",), claims=claims)
         assert set(_keys(rows)) == expected
+
+    @pytest.mark.parametrize(
+        ("claims", "expected"),
+        [
+            (
+                {"org": "globex", "categories": ("energy",), "max_year": 2020},
+                {"a04", "a05", "a01"},
+            ),
+            (
+                {"org": "acme", "categories": ("ops", "docs"), "max_year": "2017"},
+                {"a09", "a02", "a06", "a08", "a10", "a01"},
+            ),
+            (
+                {"org": "initech", "categories": "energy", "max_year": 2021},
+                {"a07", "a05", "a04", "a01"},
+            ),
+        ],
+    )
+    async def test_applies_a_record_filter_template(
+        self,
+        provider: SearchProvider,
+        claims: MappingABC[str, ClaimValue],
+        expected: set[str],
+    ) -> None:
+        """The template's predicate — claims and literals as binds — decides the rows."""
+        rows = await self._run(
+            provider, mapping=_TEMPLATE_MAPPING, strategy="recent", claims=claims
+        )
+        assert set(_keys(rows)) == expected
+
+    @pytest.mark.parametrize(
+        ("claims", "expected"),
+        [
+            ({"org": "globex", "categories": ("energy",), "max_year": 2020}, ["a04"]),
+            ({"org": "acme", "categories": ("ops",), "max_year": 2020}, []),
+        ],
+    )
+    async def test_a_lookup_applies_the_record_filter_template(
+        self,
+        provider: SearchProvider,
+        claims: MappingABC[str, ClaimValue],
+        expected: list[str],
+    ) -> None:
+        """A fetch reads a record only if the template admits it for the current claims."""
+        query = contract_lookup("a04", mapping=_TEMPLATE_MAPPING, claims=claims)
+        assert _keys(await provider.execute(query, timeout_s=_TIMEOUT_S)) == expected
+
+    async def test_a_lookup_reads_one_record_with_every_returnable_field(
+        self, provider: SearchProvider
+    ) -> None:
+        """Document fetch: the record by key, all returnable fields, nothing restricted."""
+        rows = list(await provider.execute(contract_lookup("a07"), timeout_s=_TIMEOUT_S))
+        assert _keys(rows) == ["a07"]
+        values = rows[0].values
+        assert set(values) == {"title", "body", "category", "year", "published"}
+        assert values["title"] == "Solar panel maintenance"
+        assert str(values["published"]).startswith("2021-05-01")
+
+    @pytest.mark.parametrize(
+        ("claims", "expected"),
+        [
+            ({"org": "acme"}, []),
+            ({"org": "globex"}, ["a04"]),
+            ({"org": ("acme", "globex")}, ["a04"]),
+        ],
+    )
+    async def test_a_lookup_applies_record_filters(
+        self,
+        provider: SearchProvider,
+        claims: MappingABC[str, ClaimValue],
+        expected: list[str],
+    ) -> None:
+        """A fetch reads a record only if the caller's current claims admit it."""
+        query = contract_lookup("a04", claims=claims)
+        assert _keys(await provider.execute(query, timeout_s=_TIMEOUT_S)) == expected
+
+    @pytest.mark.parametrize(
+        "key", ["a07' OR '1'='1", "a07; DROP TABLE contract_articles; --", "a0%", "a0_", "a07x"]
+    )
+    async def test_a_lookup_key_is_only_ever_data(self, provider: SearchProvider, key: str) -> None:
+        """A key that is not a record's key finds nothing, and breaks nothing.
+
+        (Letter case is left out: whether ``A07`` equals ``a07`` is the key column's
+        collation, which the source owns — MariaDB's default says it does.)
+        """
+        assert list(await provider.execute(contract_lookup(key), timeout_s=_TIMEOUT_S)) == []
+        rows = await provider.execute(contract_lookup("a07"), timeout_s=_TIMEOUT_S)
+        assert _keys(rows) == ["a07"]
 
     async def test_returns_only_the_projection(self, provider: SearchProvider) -> None:
         """Values are keyed by business names: the projection plus the freshness field only.

@@ -1,0 +1,55 @@
+"""AccessPolicy: who may invoke an exposure's tool, authored under ``GOVERNANCE_MANAGE``.
+
+It is the first of the seven authorization layers and is evaluated like any tool's policy: a
+caller it does not admit sees no trace that the tool exists. It lives in the configuration
+snapshot beside the exposure it governs, so the runtime evaluates exactly what was published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from esra.core.config.exposure import Exposure
+
+__all__ = ["AccessPolicy"]
+
+
+@attrs.frozen
+class AccessPolicy:
+    """The access policy of the tool ``esra_{slug}`` over ``capability_id``.
+
+    ``allowed_client_apps`` of ``None`` admits every client application of the tenant;
+    otherwise an exposure's audience must lie within it. Every claim in
+    ``required_claims`` must be present on the caller.
+    """
+
+    tenant_id: str
+    slug: str
+    capability_id: str
+    allowed_client_apps: frozenset[str] | None = None
+    required_claims: frozenset[str] = frozenset()
+
+    @classmethod
+    def matching(
+        cls, exposure: Exposure, *, required_claims: frozenset[str] = frozenset()
+    ) -> AccessPolicy:
+        """The policy admitting exactly ``exposure``'s audience, holding ``required_claims``.
+
+        For embedders who configure in code: the policy is still a separate, explicit object,
+        so a governance review can tighten it without touching the exposure.
+        """
+        return cls(
+            tenant_id=exposure.tenant_id,
+            slug=exposure.slug,
+            capability_id=exposure.capability_id,
+            allowed_client_apps=exposure.audience,
+            required_claims=required_claims,
+        )
+
+    def admits(self, client_app: str, claims: Mapping[str, object]) -> bool:
+        """Whether a caller from ``client_app`` holding ``claims`` may invoke the tool."""
+        if self.allowed_client_apps is not None and client_app not in self.allowed_client_apps:
+            return False
+        return self.required_claims <= claims.keys()
