@@ -21,6 +21,7 @@ import pytest
 
 from esra.core.codes import DocumentRefusal, WarningCode
 from esra.core.config import (
+    AccessPolicy,
     BindingMode,
     Capability,
     ConfigSnapshot,
@@ -30,7 +31,11 @@ from esra.core.config import (
 from esra.core.context import CallerIdentity, ClaimValue, InvocationContext
 from esra.core.docstore.ingestion import IngestionWorker, upload_files
 from esra.core.docstore.model import DocumentState
+from esra.core.exceptions import DocumentNotFoundError
+from esra.core.fetch import Keyring
+from esra.core.fetch.service import DocumentFetcher
 from esra.core.logging_audit import LoggingAuditSink
+from esra.core.quota import InProcessQuotaStore
 from esra.core.response import RetrievalResponse
 from esra.core.retriever import Retriever
 from esra.core.static_config import StaticConfigRepository
@@ -143,6 +148,7 @@ def _snapshot(tenant: str) -> ConfigSnapshot:
         mappings=(mapping,),
         capabilities=(capability,),
         exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
     )
 
 
@@ -304,3 +310,68 @@ async def test_a_caller_without_the_scope_claim_has_the_store_dropped(ask: Ask) 
     assert response.results == ()
     codes = [w.code for w in response.warnings]
     assert WarningCode.ESRA_SOURCE_DROPPED_MISSING_CLAIM in codes
+
+
+async def test_a_fetch_returns_the_whole_document_with_an_exact_total(store: Store) -> None:
+    """esra_{slug}_fetch on the store: every segment, in order, re-filtered by scope."""
+    _, mapping = store_source(ACME)
+    provider = SqliteFts5Provider(store.path, mappings=(mapping,))
+    snapshot = _snapshot(ACME)
+    exposure = attrs.evolve(snapshot.exposures[0], fetch_enabled=True, size_cap_chars=1_000_000)
+    config = StaticConfigRepository([attrs.evolve(snapshot, exposures=(exposure,))])
+    keyring = Keyring.generate("k1")
+    audit = LoggingAuditSink()
+    retriever = Retriever(
+        config=config,
+        providers={mapping.source_id: provider},
+        model=LocalModel(),
+        audit=audit,
+        keyring=keyring,
+    )
+    fetcher = DocumentFetcher(
+        config=config,
+        providers={mapping.source_id: provider},
+        audit=audit,
+        keyring=keyring,
+        quota=InProcessQuotaStore(),
+        executor=retriever.executor,
+    )
+
+    def caller(scopes: tuple[str, ...]) -> InvocationContext:
+        return InvocationContext(
+            tenant_id=ACME,
+            client_app_id=APP,
+            caller=CallerIdentity(subject="tester", claims={DEFAULT_SCOPE_CLAIM: scopes}),
+            exposure_slug=SLUG,
+            correlation_id="docstore-fetch",
+        )
+
+    try:
+        response = await retriever.retrieve(caller(("hr",)), "FMLA leave for a servicemember")
+        best = response.results[0]
+        assert best.fields["document_id"] == store.ids["fmla"]
+        assert best.document_ref is not None
+        document = await fetcher.fetch(caller(("hr",)), best.document_ref, max_chars=1_000_000)
+        # The scope claim is re-evaluated: a caller who lost "hr" no longer finds it.
+        with pytest.raises(DocumentNotFoundError):
+            await fetcher.fetch(caller(("engineering",)), best.document_ref)
+    finally:
+        await _close(provider)
+
+    connection = sqlite3.connect(store.path)
+    try:
+        bodies = [
+            body
+            for (body,) in connection.execute(
+                "SELECT body FROM store_segments WHERE document_id = ? ORDER BY ordinal",
+                (store.ids["fmla"],),
+            )
+        ]
+    finally:
+        connection.close()
+    assert len(bodies) > 1
+    assert document.text == "\n\n".join(b for b in bodies if b)
+    assert (document.total_chars, document.has_more) == (len(document.text), False)
+    assert document.title == "fmla.md"
+    assert "tenant" not in document.fields
+    assert "scope" not in document.fields

@@ -15,6 +15,7 @@ from esra.postgres.fulltext import (
 )
 from esra.postgres.index import create_text_index, text_index_columns, text_index_statements
 from esra.postgres.provider import PostgresProvider, search_path_value
+from esra.postgres.quota import DEFAULT_QUOTA_TABLE, PostgresQuotaStore
 from esra.postgres.store_init import (
     DEFAULT_SCOPE_CLAIM,
     STORE_AUDIT_EVENT,
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ALLOWED_OPTIONS",
     "CONFIG_BIND",
+    "DEFAULT_QUOTA_TABLE",
     "DEFAULT_SCOPE_CLAIM",
     "DEFAULT_STORE_SCHEMA",
     "DEFAULT_TEXT_SEARCH_CONFIG",
@@ -52,6 +54,7 @@ __all__ = [
     "ExecutionState",
     "PostgresDocumentRepository",
     "PostgresProvider",
+    "PostgresQuotaStore",
     "StoreFailure",
     "StoreInitJob",
     "StoreInitialisation",

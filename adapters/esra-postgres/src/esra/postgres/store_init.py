@@ -220,6 +220,8 @@ def store_mapping(
             RecordFilter(field="scope", claim=scope_claim),
         ),
         freshness_field="updated",
+        # One row per segment: a fetch joins them in document order, with an exact total.
+        part_order_column="ordinal",
     )
 
 

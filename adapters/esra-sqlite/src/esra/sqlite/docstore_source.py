@@ -151,5 +151,7 @@ def store_source(
             RecordFilter(field="scope", claim=scope_claim, operator=Operator.IN),
         ),
         freshness_field="updated",
+        # One row per segment: a fetch joins them in document order, with an exact total.
+        part_order_column="ordinal",
     )
     return source, mapping

@@ -61,6 +61,7 @@ class WarningCode(StrEnum):
     ESRA_SOURCE_DROPPED_MISSING_CLAIM = "ESRA_SOURCE_DROPPED_MISSING_CLAIM"
     ESRA_RESPONSE_TRUNCATED = "ESRA_RESPONSE_TRUNCATED"
     ESRA_INVOCATION_DEADLINE = "ESRA_INVOCATION_DEADLINE"
+    ESRA_ANSWER_WITHHELD = "ESRA_ANSWER_WITHHELD"
 
 
 class ErrorCode(StrEnum):
@@ -71,6 +72,8 @@ class ErrorCode(StrEnum):
     ESRA_INVALID_REQUEST = "ESRA_INVALID_REQUEST"
     ESRA_CONFIGURATION_INVALID = "ESRA_CONFIGURATION_INVALID"
     ESRA_DOCUMENT_NOT_FOUND = "ESRA_DOCUMENT_NOT_FOUND"
+    ESRA_FETCH_QUOTA_EXCEEDED = "ESRA_FETCH_QUOTA_EXCEEDED"
+    ESRA_SOURCE_UNAVAILABLE = "ESRA_SOURCE_UNAVAILABLE"
     ESRA_INTERNAL = "ESRA_INTERNAL"
 
 
@@ -102,7 +105,12 @@ class AuditEvent(StrEnum):
     PLAN_REJECTED = "esra.plan.rejected"
     SOURCE_DROPPED = "esra.source.dropped"
     QUERY_FAILED = "esra.query.failed"
+    ANSWER_COMPOSE = "esra.answer.compose"
+    # The host's record of one tool call (tenant, client app, tool, outcome), written after
+    # authorization and before the pipeline runs; denials are recorded too.
+    INVOKE = "esra.invoke"
     RETRIEVE = "esra.retrieve"
+    FETCH = "esra.fetch"
     STORE_INITIALISE = "esra.store.initialise"
     DOCUMENT_UPLOAD = "esra.document.upload"
     DOCUMENT_RELEASE = "esra.document.release"

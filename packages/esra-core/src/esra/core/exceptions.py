@@ -13,10 +13,12 @@ __all__ = [
     "DocumentNotFoundError",
     "EsraError",
     "ExposureNotFoundError",
+    "FetchQuotaExceededError",
     "InvalidRequestError",
     "ModelOutputError",
     "NoSourcesAvailableError",
     "ProviderError",
+    "SourceUnavailableError",
     "UnvalidatedQueryError",
 ]
 
@@ -59,6 +61,22 @@ class DocumentNotFoundError(EsraError):
 
     code = ErrorCode.ESRA_DOCUMENT_NOT_FOUND
     public_message = "No such document."
+
+
+class FetchQuotaExceededError(EsraError):
+    """The caller's hourly character quota for document fetch would be exceeded."""
+
+    code = ErrorCode.ESRA_FETCH_QUOTA_EXCEEDED
+    public_message = (
+        "The hourly document-fetch allowance is used up; ask for fewer characters or try later."
+    )
+
+
+class SourceUnavailableError(EsraError):
+    """The source holding a document could not be read just now; a later call may succeed."""
+
+    code = ErrorCode.ESRA_SOURCE_UNAVAILABLE
+    public_message = "The document's source is unavailable right now."
 
 
 class InvalidRequestError(EsraError):

@@ -10,14 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+from esra.core.context import ClaimValue
 
 __all__ = [
     "KEY_VERSION",
     "SELECTION_TTL_S",
+    "authorization_fingerprint",
     "candidate_fingerprint",
     "normalize_prompt",
     "prompt_fingerprint",
+    "result_cache_key",
     "selection_cache_key",
     "tenant_partition",
 ]
@@ -79,3 +83,65 @@ def selection_cache_key(
         ]
     )
     return f"{tenant_partition(tenant_id)}:selection:{_sha256(material)}"
+
+
+def _claim_material(value: ClaimValue) -> object:
+    # Typed so that "1" and 1, or "true" and True, never share a fingerprint.
+    if isinstance(value, tuple):
+        return ["tuple", sorted(str(v) for v in value)]
+    return [type(value).__name__, str(value)]
+
+
+def authorization_fingerprint(
+    *,
+    client_app_id: str,
+    claims: Mapping[str, ClaimValue],
+    authorized_source_ids: Iterable[str] | None,
+    effective_source_ids: Iterable[str],
+) -> str:
+    """Return the hex SHA-256 of everything that decides what a caller may see.
+
+    Every claim counts, not only those a record filter names today: a filter added later
+    must not find entries cached under an authorization that ignored it. The subject does
+    not count — two callers with the same authorization see the same results — which is
+    why cached results never carry caller-bound document references.
+    """
+    material = json.dumps(
+        [
+            client_app_id,
+            sorted((name, _claim_material(value)) for name, value in claims.items()),
+            None if authorized_source_ids is None else sorted(set(authorized_source_ids)),
+            sorted(set(effective_source_ids)),
+        ]
+    )
+    return _sha256(material)
+
+
+def result_cache_key(
+    *,
+    tenant_id: str,
+    client_app_id: str,
+    capability_id: str,
+    exposure_id: str,
+    config_version: str,
+    authorization: str,
+    request: str,
+) -> str:
+    """Return the cache key of a whole retrieval response.
+
+    Covers the tenant, client application, capability, exposure, configuration version, the
+    caller's ``authorization_fingerprint`` and the normalized prompt, so a change in
+    configuration or in the caller's authorization addresses a different entry.
+    """
+    material = json.dumps(
+        [
+            tenant_id,
+            client_app_id,
+            capability_id,
+            exposure_id,
+            config_version,
+            authorization,
+            prompt_fingerprint(request),
+        ]
+    )
+    return f"{tenant_partition(tenant_id)}:result:{_sha256(material)}"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +9,7 @@ from esra.core.audit import AuditRecord
 from esra.core.codes import AuditEvent, ProviderErrorCode
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.exceptions import ProviderError
+from esra.core.quota import InProcessQuotaStore
 from esra.core.static_config import StaticConfigRepository
 
 __all__ = [
@@ -108,23 +107,11 @@ class StaticHostAllowlist:
         return (tenant_id, host.lower(), port) in self._allowed
 
 
-class InMemoryQuotaStore:
-    """Hourly character budgets per (tenant, caller), bucketed by the clock's hour."""
+class InMemoryQuotaStore(InProcessQuotaStore):
+    """``InProcessQuotaStore`` on a ``FakeClock`` by default, so tests move the hour."""
 
     def __init__(self, clock: FakeClock | None = None) -> None:
-        self._clock = clock or FakeClock()
-        self._used: defaultdict[tuple[str, str, str], int] = defaultdict(int)
-        self._lock = asyncio.Lock()
-
-    async def consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
-        """Consume ``amount`` if the caller's budget for this hour still has room."""
-        hour = self._clock.now().strftime("%Y%m%d%H")
-        async with self._lock:
-            key = (tenant_id, caller, hour)
-            if self._used[key] + amount > limit:
-                return False
-            self._used[key] += amount
-            return True
+        super().__init__(clock or FakeClock())
 
 
 class InMemoryConfigRepository(StaticConfigRepository):

@@ -1,0 +1,74 @@
+"""PostgresQuotaStore on a live server: one budget per caller and hour, however many instances."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import psycopg_pool
+import pytest
+
+from esra.core.testing import FakeClock
+from esra.postgres import PostgresQuotaStore
+
+pytestmark = [pytest.mark.postgres, pytest.mark.integration]
+
+
+@pytest.fixture
+async def pool(pg_dsn: str) -> AsyncIterator[psycopg_pool.AsyncConnectionPool[Any]]:
+    opened: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
+        pg_dsn, kwargs={"autocommit": True}, min_size=1, max_size=8, open=False
+    )
+    await opened.open(wait=True)
+    yield opened
+    await opened.close()
+
+
+async def _store(pool: Any, schema: str, clock: FakeClock) -> PostgresQuotaStore:
+    store = PostgresQuotaStore(pool, schema=schema, clock=clock)
+    await store.create_table()
+    await store.create_table()  # idempotent
+    return store
+
+
+async def test_concurrent_instances_never_exceed_the_budget(pool: Any, pg_schema: str) -> None:
+    clock = FakeClock()
+    # Three "instances" over one table, twenty concurrent 100-character pages.
+    stores = [await _store(pool, pg_schema, clock) for _ in range(3)]
+    granted = await asyncio.gather(
+        *(stores[n % 3].consume("t-a", "alice", 100, 1_000) for n in range(20))
+    )
+    assert granted.count(True) == 10
+    assert not await stores[0].consume("t-a", "alice", 1, 1_000)
+
+
+async def test_budgets_are_per_tenant_and_caller_and_reset_each_hour(
+    pool: Any, pg_schema: str
+) -> None:
+    clock = FakeClock()
+    store = await _store(pool, pg_schema, clock)
+    assert await store.consume("t-a", "alice", 900, 1_000)
+    assert not await store.consume("t-a", "alice", 200, 1_000)
+    assert await store.consume("t-a", "alice", 100, 1_000)
+    assert await store.consume("t-b", "alice", 1_000, 1_000)
+    assert await store.consume("t-a", "bob", 1_000, 1_000)
+    assert not await store.consume("t-a", "carol", 1_001, 1_000)
+    assert not await store.consume("t-a", "carol", -5, 1_000)
+
+    clock.advance(3600)
+    assert await store.consume("t-a", "alice", 1_000, 1_000)
+    # The new hour's first consumption swept the spent rows.
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            psycopg.sql.SQL("SELECT count(DISTINCT hour) FROM {}").format(
+                psycopg.sql.Identifier(pg_schema, "fetch_quota")
+            )
+        )
+        assert await cursor.fetchone() == (1,)
+
+
+def test_a_hostile_table_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="identifiers"):
+        PostgresQuotaStore(None, table='quota"; DROP TABLE x; --')  # type: ignore[arg-type]
