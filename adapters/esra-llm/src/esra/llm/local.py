@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from esra.core.prompts import Prompt, PromptTask
+from esra.llm._answer import answer_question
 from esra.llm._planning import answer_plan
 from esra.llm._rerank import answer_rerank
 from esra.llm._selection import answer_selection
@@ -13,7 +14,7 @@ __all__ = ["LocalModel"]
 
 
 class LocalModel:
-    """Answer ESRA's three prompts offline, deterministically, from lexical evidence alone.
+    """Answer ESRA's four prompts offline, deterministically, from lexical evidence alone.
 
     It implements the ``LanguageModel`` port and takes the same path as a remote model: it
     reads only the prompt's task, request and reference items (JSON data it parses, never
@@ -38,4 +39,6 @@ class LocalModel:
             return answer_plan(prompt)
         if task is PromptTask.RERANK:
             return answer_rerank(prompt)
+        if task is PromptTask.ANSWER:
+            return answer_question(prompt)
         assert_never(task)

@@ -1,4 +1,7 @@
-"""What an invocation returns: ranked, allowlisted, masked, size-capped results and warnings."""
+"""What an invocation returns: results, warnings and, where allowed, a short cited answer.
+
+Results are ranked, allowlisted, masked and size-capped; the answer cites them by result id.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import attrs
 
 from esra.core.codes import WarningCode
 
-__all__ = ["ResponseStatus", "ResponseWarning", "ResultItem", "RetrievalResponse"]
+__all__ = ["Answer", "ResponseStatus", "ResponseWarning", "ResultItem", "RetrievalResponse"]
 
 
 class ResponseStatus(StrEnum):
@@ -45,10 +48,27 @@ class ResultItem:
 
 
 @attrs.frozen
+class Answer:
+    """A short answer composed from the returned results.
+
+    ``citations`` are ``result_id`` values of results in the same response, at least one, each
+    from a source that permits answers; any ``[result id]`` in ``text`` is one of them.
+    """
+
+    text: str
+    citations: tuple[str, ...]
+
+
+@attrs.frozen
 class RetrievalResponse:
-    """The response to one invocation."""
+    """The response to one invocation.
+
+    ``answer`` is set only when the capability allows the answer response mode, a returned
+    result comes from a source that permits answers, and the model's answer cites one of them.
+    """
 
     status: ResponseStatus
     results: tuple[ResultItem, ...]
     warnings: tuple[ResponseWarning, ...]
     correlation_id: str
+    answer: Answer | None = None

@@ -19,7 +19,7 @@ from esra.core.context import InvocationContext
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
 from esra.core.ports import LanguageModel, ProviderCapabilities
-from esra.core.prompts import build_planning_prompt, parse_plan
+from esra.core.prompts import build_planning_prompt, datamark_for, parse_plan
 from esra.core.query import PlannedQuery, Strategy
 from esra.core.response import ResponseWarning
 
@@ -112,6 +112,7 @@ async def _plan_source(
             stated,
             max_queries=source.max_queries_per_source,
             model_profile=scope.capability.model_profile,
+            datamark=datamark_for(scope.capability.datamark_untrusted),
         )
         try:
             return parse_plan(await model.complete(prompt), source_id=source.id), None

@@ -151,6 +151,7 @@ async def rerank(
     fragment_chars: int,
     source_names: AbcMapping[str, str],
     model_profile: str,
+    datamark: str | None = None,
 ) -> RerankOutcome:
     """Rerank ``candidates`` with the model and return them in ESRA's final order.
 
@@ -159,7 +160,7 @@ async def rerank(
     weighted``, and ranks below every scored candidate. A failing model, an unparseable answer
     or an answer with no known id falls back to the weighted order with
     ``ESRA_RERANK_FALLBACK``. ``max_candidates <= 0`` disables reranking (weighted order, no
-    model call, no warning).
+    model call, no warning). ``datamark`` turns on datamarking of the prompt's reference data.
     """
     if not candidates:
         return RerankOutcome(ranked=())
@@ -187,7 +188,7 @@ async def rerank(
     ]
     try:
         answer = await model.complete(
-            build_rerank_prompt(request, items, model_profile=model_profile)
+            build_rerank_prompt(request, items, model_profile=model_profile, datamark=datamark)
         )
         scores = parse_rerank(answer)
     except Exception as exc:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from esra.core.codes import WarningCode
+from esra.core.config.mapping import Mapping
 from esra.core.fetch.refs import DocumentRefMinter
 from esra.core.fetch.tokens import DocumentLocator
 from esra.core.fragments import content_text, make_fragment
@@ -28,8 +29,10 @@ from esra.core.response import ResponseStatus, ResponseWarning, ResultItem, Retr
 __all__ = [
     "FRAGMENT_FLOOR_CHARS",
     "MAX_WARNING_CHARS",
+    "allowlisted_row_values",
     "allowlisted_values",
     "respond",
+    "sanitize_text",
     "sanitize_warnings",
 ]
 
@@ -41,14 +44,21 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def allowlisted_values(candidate: Candidate) -> dict[str, RowValue]:
-    """Return the candidate's values for fields its mapping lets a response carry.
+    """Return the candidate's values for fields its mapping lets a response carry."""
+    return allowlisted_row_values(candidate.values, candidate.mapping)
+
+
+def allowlisted_row_values(
+    values: AbcMapping[str, RowValue], mapping: Mapping
+) -> dict[str, RowValue]:
+    """Return ``values`` for the fields ``mapping`` lets a response carry.
 
     A field the mapping does not know, or marks restricted or not returnable, is dropped even
     if a provider returned it.
     """
     kept: dict[str, RowValue] = {}
-    for name, value in candidate.values.items():
-        spec = candidate.mapping.field(name)
+    for name, value in values.items():
+        spec = mapping.field(name)
         if spec is not None and spec.is_returnable and not spec.is_restricted:
             kept[name] = value
     return kept
@@ -146,6 +156,11 @@ def _size_cap(drafts: list[_Draft], cap: int) -> tuple[list[_Draft], ResponseWar
     return capped, warning
 
 
+def sanitize_text(text: str, max_chars: int) -> str:
+    """Return ``text`` with control characters removed, whitespace collapsed, capped."""
+    return " ".join(_CONTROL.sub(" ", str(text)).split())[:max_chars]
+
+
 def sanitize_warnings(warnings: Sequence[ResponseWarning]) -> tuple[ResponseWarning, ...]:
     """Keep classified warnings only, with control characters removed and messages capped.
 
@@ -157,8 +172,7 @@ def sanitize_warnings(warnings: Sequence[ResponseWarning]) -> tuple[ResponseWarn
         code: object = warning.code
         if not isinstance(code, WarningCode):
             continue
-        message = " ".join(_CONTROL.sub(" ", str(warning.message)).split())
-        message = message[:MAX_WARNING_CHARS]
+        message = sanitize_text(warning.message, MAX_WARNING_CHARS)
         clean.setdefault((code, message), ResponseWarning(code, message))
     return tuple(clean.values())
 

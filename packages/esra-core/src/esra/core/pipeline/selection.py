@@ -15,7 +15,7 @@ from esra.core.context import InvocationContext
 from esra.core.pipeline.cache_keys import SELECTION_TTL_S, selection_cache_key
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.ports import AuditSink, Cache, Clock, LanguageModel
-from esra.core.prompts import build_selection_prompt, parse_selection
+from esra.core.prompts import build_selection_prompt, datamark_for, parse_selection
 from esra.core.response import ResponseWarning
 
 __all__ = ["Selection", "select_sources"]
@@ -163,7 +163,10 @@ async def _ask_model(
 ) -> tuple[str, ...] | None:
     candidates = [s.source for s in scope.optional()]
     prompt = build_selection_prompt(
-        request, candidates, model_profile=scope.capability.model_profile
+        request,
+        candidates,
+        model_profile=scope.capability.model_profile,
+        datamark=datamark_for(scope.capability.datamark_untrusted),
     )
     try:
         return parse_selection(await model.complete(prompt), candidates=len(candidates))

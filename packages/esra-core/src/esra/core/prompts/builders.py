@@ -1,4 +1,4 @@
-"""Builders for the three prompts. Only business metadata and bounded fragments go in.
+"""Builders for the four prompts. Only business metadata and bounded fragments go in.
 
 What never goes in: relation, schema and physical column names, hosts, connection or secret
 references, restricted fields, record-filter templates, claim values, provider scores, record
@@ -7,6 +7,7 @@ keys, and anything about sources the caller may not use.
 
 from __future__ import annotations
 
+from collections.abc import Mapping as AbcMapping
 from collections.abc import Sequence
 
 import attrs
@@ -14,12 +15,19 @@ import attrs
 from esra.core.config.mapping import Mapping
 from esra.core.config.source import Source
 from esra.core.ports import ProviderCapabilities
-from esra.core.prompts.contracts import PLAN_CONTRACT, RERANK_CONTRACT, SELECTION_CONTRACT
+from esra.core.prompts.contracts import (
+    ANSWER_CONTRACT,
+    PLAN_CONTRACT,
+    RERANK_CONTRACT,
+    SELECTION_CONTRACT,
+)
 from esra.core.prompts.markers import strip_markers, wrap_untrusted
 from esra.core.prompts.model import Prompt, PromptTask, ReferenceItem, validate_datamark
 
 __all__ = [
+    "AnswerItem",
     "RerankItem",
+    "build_answer_prompt",
     "build_planning_prompt",
     "build_rerank_prompt",
     "build_selection_prompt",
@@ -53,6 +61,14 @@ _RERANK_SYSTEM = (
 )
 
 
+_ANSWER_SYSTEM = (
+    "You answer a request briefly, using only the search results given as reference data. "
+    "State only what a result says, and cite every result you use by its id, inline as "
+    "[<result id>] and in the citations list. If the results do not answer the request, give "
+    "an empty answer rather than a guess. " + _UNTRUSTED_NOTICE
+)
+
+
 def _system(text: str, datamark: str | None) -> str:
     if datamark is None:
         return text
@@ -71,6 +87,21 @@ class RerankItem:
     source_name: str
     title: str
     fragments: tuple[str, ...]
+
+
+@attrs.frozen
+class AnswerItem:
+    """What an answer prompt may show of one returned result: exactly what the caller gets.
+
+    Built from the response's result after field allowlist, masking and size cap, so the
+    answer model never sees more than the caller does.
+    """
+
+    result_id: str
+    source_name: str
+    title: str
+    fragment: str
+    fields: AbcMapping[str, str] = attrs.field(factory=dict)
 
 
 def build_selection_prompt(
@@ -205,5 +236,41 @@ def build_rerank_prompt(
         request=strip_markers(request),
         reference=tuple(items),
         output_contract=RERANK_CONTRACT,
+        datamark=datamark,
+    )
+
+
+def build_answer_prompt(
+    request: str,
+    results: Sequence[AnswerItem],
+    *,
+    model_profile: str,
+    datamark: str | None = None,
+) -> Prompt:
+    """Build the answer prompt over returned results, each tagged with its opaque result id.
+
+    The caller passes only results of sources that permit answers. ``datamark`` turns on
+    datamarking of the reference data (see ``Prompt``).
+    """
+    items = []
+    for result in results:
+        tag, content = wrap_untrusted(
+            result.result_id,
+            {
+                "id": result.result_id,
+                "source": result.source_name,
+                "title": result.title,
+                "fragment": result.fragment,
+                "fields": dict(result.fields),
+            },
+        )
+        items.append(ReferenceItem(tag=tag, content=content))
+    return Prompt(
+        task=PromptTask.ANSWER,
+        model_profile=model_profile,
+        system=_system(_ANSWER_SYSTEM, datamark),
+        request=strip_markers(request),
+        reference=tuple(items),
+        output_contract=ANSWER_CONTRACT,
         datamark=datamark,
     )

@@ -12,11 +12,16 @@ import math
 import re
 from typing import Any
 
+import attrs
+
 from esra.core.exceptions import ModelOutputError
 from esra.core.query import FilterValue, PlannedFilter, PlannedQuery, Scalar
 
 __all__ = [
+    "ANSWER_CONTRACT",
     "MAX_ANSWER_CHARS",
+    "MAX_ANSWER_CITATIONS",
+    "MAX_ANSWER_TEXT_CHARS",
     "MAX_LIST_ITEMS",
     "MAX_PLAN_QUERIES",
     "MAX_RERANK_SCORES",
@@ -24,12 +29,15 @@ __all__ = [
     "PLAN_CONTRACT",
     "RERANK_CONTRACT",
     "SELECTION_CONTRACT",
+    "AnswerDraft",
+    "parse_answer",
     "parse_plan",
     "parse_rerank",
     "parse_selection",
 ]
 
 MAX_ANSWER_CHARS = 200_000
+"""Cap on a model's raw reply to any task, before it is parsed."""
 # Output whitelists: an answer carries only its contract's keys, and no array is longer than
 # its bound. Anything else is a ModelOutputError, so the stage falls back with its warning —
 # an injected instruction that makes a model pad, extend or reshape its answer fails closed.
@@ -40,8 +48,11 @@ MAX_RERANK_SCORES = 200
 MAX_LIST_ITEMS = 50
 """Cap on every list inside a planned query: each term list, phrases, fields, filters and a
 filter's value list."""
+MAX_ANSWER_TEXT_CHARS = 1_200
+"""Cap on a composed answer's text: an answer is a short summary, the results carry detail."""
+MAX_ANSWER_CITATIONS = 20
 
-_ANSWER_KEYS = frozenset({"sources"})
+_SELECTION_KEYS = frozenset({"sources"})
 _PLAN_KEYS = frozenset({"queries"})
 _QUERY_KEYS = frozenset(
     {
@@ -59,6 +70,7 @@ _QUERY_KEYS = frozenset(
 _FILTER_KEYS = frozenset({"field", "operator", "value"})
 _RERANK_KEYS = frozenset({"scores"})
 _SCORE_KEYS = frozenset({"id", "score"})
+_COMPOSED_KEYS = frozenset({"answer", "citations"})
 
 SELECTION_CONTRACT = (
     "Answer with one JSON object and nothing else: "
@@ -79,6 +91,15 @@ RERANK_CONTRACT = (
     "Answer with one JSON object and nothing else: "
     '{"scores": [{"id": "<result id>", "score": <0.0 to 1.0>}]} '
     "with one entry for every result."
+)
+
+ANSWER_CONTRACT = (
+    "Answer with one JSON object and nothing else: "
+    '{"answer": "<a short answer citing results inline as [<result id>]>", '
+    '"citations": ["<result id>", ...]} '
+    f"where the answer is at most {MAX_ANSWER_TEXT_CHARS} characters and the citations, at "
+    f"most {MAX_ANSWER_CITATIONS}, are ids of results given above. When the results do not "
+    'answer the request, answer {"answer": "", "citations": []}.'
 )
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -132,7 +153,7 @@ def parse_selection(text: str, *, candidates: int | None = None) -> tuple[str, .
     is not given); a longer list, or any key but ``sources``, is a ModelOutputError.
     """
     bound = MAX_SELECTION_IDS if candidates is None else 2 * max(candidates, 0)
-    ids = _string_list(_load_object(text, _ANSWER_KEYS).get("sources"), "sources", bound)
+    ids = _string_list(_load_object(text, _SELECTION_KEYS).get("sources"), "sources", bound)
     return tuple(dict.fromkeys(ids))
 
 
@@ -236,3 +257,30 @@ def parse_rerank(text: str) -> dict[str, float]:
             raise ModelOutputError(msg)
         scores.setdefault(result_id, min(1.0, max(0.0, float(score))))
     return scores
+
+
+@attrs.frozen
+class AnswerDraft:
+    """A composed answer exactly as the model gave it: citations unchecked, text unsanitized."""
+
+    text: str
+    citations: tuple[str, ...]
+
+
+def parse_answer(text: str) -> AnswerDraft:
+    """Return the text and the cited result ids of an answer-task reply, as given.
+
+    The reply holds ``answer`` (a string of at most ``MAX_ANSWER_TEXT_CHARS``) and
+    ``citations`` (at most ``MAX_ANSWER_CITATIONS`` strings) and nothing else; anything else
+    is a ModelOutputError. The caller checks the ids against the ones it offered.
+    """
+    raw = _load_object(text, _COMPOSED_KEYS)
+    answer = raw.get("answer")
+    if not isinstance(answer, str):
+        msg = "answer must be a string"
+        raise ModelOutputError(msg)
+    if len(answer) > MAX_ANSWER_TEXT_CHARS:
+        msg = f"answer is longer than {MAX_ANSWER_TEXT_CHARS} characters"
+        raise ModelOutputError(msg)
+    citations = _string_list(raw.get("citations"), "citations", MAX_ANSWER_CITATIONS)
+    return AnswerDraft(text=answer, citations=citations)

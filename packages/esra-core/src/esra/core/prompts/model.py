@@ -12,10 +12,12 @@ import attrs
 from esra.core.prompts.markers import begin_marker, end_marker, strip_markers
 
 __all__ = [
+    "DEFAULT_DATAMARK",
     "Prompt",
     "PromptTask",
     "ReferenceItem",
     "SectionKind",
+    "datamark_for",
     "datamark_text",
     "validate_datamark",
 ]
@@ -24,11 +26,12 @@ REQUEST_TAG = "request"
 
 
 class PromptTask(StrEnum):
-    """The three things ESRA ever asks a model."""
+    """The four things ESRA ever asks a model."""
 
     SELECT_SOURCES = "select_sources"
     PLAN_SEARCHES = "plan_searches"
     RERANK = "rerank"
+    ANSWER = "answer"
 
 
 class SectionKind(StrEnum):
@@ -72,6 +75,16 @@ def validate_datamark(_: object, __: object, value: str | None) -> None:
     ):
         msg = "a datamark is 1 to 4 visible symbols, not letters, digits or delimiters"
         raise ValueError(msg)
+
+
+# U+02C6 MODIFIER LETTER CIRCUMFLEX ACCENT, the mark of the Spotlighting paper: visible, rare in
+# enterprise text, and a single token for common tokenizers.
+DEFAULT_DATAMARK = "\u02c6"
+
+
+def datamark_for(datamark_untrusted: bool) -> str | None:
+    """Return the datamark a capability's ``datamark_untrusted`` setting asks for, or ``None``."""
+    return DEFAULT_DATAMARK if datamark_untrusted else None
 
 
 def datamark_text(text: str, mark: str) -> str:

@@ -35,6 +35,13 @@ def _plan_keywords(prompt: Prompt) -> str:
     return json.dumps({"queries": queries})
 
 
+def _answer_from_first(prompt: Prompt) -> str:
+    # Each item's tag is the result id (see build_answer_prompt): cite the first three by title.
+    cited = [(item.tag, str(json.loads(item.content)["title"])) for item in prompt.reference[:3]]
+    text = " ".join(f"{title} [{result_id}]." for result_id, title in cited)
+    return json.dumps({"answer": text, "citations": [result_id for result_id, _ in cited]})
+
+
 def _rerank_in_order(prompt: Prompt) -> str:
     count = len(prompt.reference)
     # Each item's tag is the result id (see build_rerank_prompt).
@@ -49,13 +56,16 @@ _DEFAULTS: dict[PromptTask, Responder] = {
     PromptTask.SELECT_SOURCES: _select_all,
     PromptTask.PLAN_SEARCHES: _plan_keywords,
     PromptTask.RERANK: _rerank_in_order,
+    PromptTask.ANSWER: _answer_from_first,
 }
 
 
 class FakeLanguageModel:
     """Answers each task with a responder; by default selects every candidate, plans one
-    keyword query per mapping from the request's words, and scores rerank items in the order
-    given. A responder may raise to simulate a failing model.
+    keyword query per mapping from the request's words, scores rerank items in the order
+    given, and answers with the titles of the first three answer items, citing their ids.
+    Pass ``{PromptTask.ANSWER: responder}`` to script answers (each reference item's tag is
+    the result id it may cite). A responder may raise to simulate a failing model.
 
     ``prompts`` keeps every prompt received, so tests can inspect exactly what a model saw.
     """
