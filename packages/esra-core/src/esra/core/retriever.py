@@ -1,6 +1,6 @@
 """Retriever: the retrieval pipeline composed end to end for one invocation.
 
-resolve scope → select → plan → validate → execute → aggregate → rerank → respond.
+resolve scope → select → plan → validate → execute → aggregate → rerank → respond → answer.
 Each stage lives in ``esra.core.pipeline``; this module only sequences them, audits what
 the pure stages decided, enforces the invocation deadline and turns anything unclassified
 into ``ESRA_INTERNAL``.
@@ -15,20 +15,25 @@ from collections.abc import Mapping
 from esra.core.audit import AuditRecord
 from esra.core.clock import SystemClock
 from esra.core.codes import AuditEvent, WarningCode
+from esra.core.config.exposure import RetentionClass
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.config.source import SourceHealth
 from esra.core.context import InvocationContext
 from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S, DocumentRefMinter
 from esra.core.fetch.tokens import Keyring
+from esra.core.model_usage import current_meter, metered
 from esra.core.pipeline.aggregation import aggregate
+from esra.core.pipeline.answer import compose_answer
 from esra.core.pipeline.execution import Executor
 from esra.core.pipeline.planning import plan_searches
 from esra.core.pipeline.rerank import rerank
 from esra.core.pipeline.respond import respond
+from esra.core.pipeline.result_cache import ResultCache
 from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.pipeline.selection import select_sources
 from esra.core.ports import AuditSink, Cache, Clock, ConfigRepository, LanguageModel, SearchProvider
+from esra.core.prompts import datamark_for
 from esra.core.response import ResponseWarning, RetrievalResponse
 from esra.core.validation import ValidationOutcome, validate
 
@@ -49,10 +54,12 @@ class Retriever:
     Args:
         config: where tenant snapshots come from.
         providers: the search provider of each source, keyed by source id.
-        model: the language model for selection, planning and reranking.
+        model: the language model for selection, planning, reranking and answers.
         audit: where audit records go.
         clock: time source (defaults to the system clock).
-        cache: optional cache for selection results.
+        cache: optional cache for selections and, where a capability's
+            ``limits.result_cache_ttl_s`` turns it on, whole responses (see
+            ``esra.core.pipeline.result_cache``).
         executor: optional pre-built executor (for custom bounds).
         keyring: keys for results' ``document_ref``; without it no result carries one, even
             on an exposure that enables fetch.
@@ -93,6 +100,11 @@ class Retriever:
         self._ref_ttl_s = document_ref_ttl_s
         self._tenant_id = tenant_id
 
+    @property
+    def executor(self) -> Executor:
+        """The executor searches run through; pass it to ``DocumentFetcher`` to share breakers."""
+        return self._executor
+
     async def retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
         """Answer ``request`` for the caller in ``ctx``.
 
@@ -107,7 +119,10 @@ class Retriever:
             msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
             raise InvalidRequestError(msg)
         try:
-            return await self._retrieve(ctx, text)
+            # Remote model clients report token usage into this invocation's meter; the
+            # totals go on its esra.retrieve record (see esra.core.model_usage).
+            with metered():
+                return await self._retrieve(ctx, text)
         except EsraError:
             raise
         except Exception as exc:
@@ -126,9 +141,15 @@ class Retriever:
         scope = await resolve_scope(
             ctx, snapshot, health=health, audit=self._audit, clock=self._clock
         )
+        results = self._result_cache(ctx, scope, request)
+        if results is not None:
+            cached = await results.load(self._refs(ctx))
+            if cached is not None:
+                await self._audit_cache_hit(ctx, cached)
+                return cached
         try:
             async with asyncio.timeout(scope.limits.invocation_timeout_s):
-                return await self._run_stages(ctx, scope, request)
+                response = await self._run_stages(ctx, scope, request)
         except TimeoutError:
             warning = ResponseWarning(
                 WarningCode.ESRA_INVOCATION_DEADLINE,
@@ -143,6 +164,34 @@ class Retriever:
             )
             await self._audit_outcome(ctx, response, executed=0)
             return response
+        if results is not None:
+            await results.store(response)
+        return response
+
+    def _result_cache(
+        self, ctx: InvocationContext, scope: EffectiveScope, request: str
+    ) -> ResultCache | None:
+        """The invocation's result cache, unless off, or forbidden by the retention class."""
+        if (
+            self._cache is None
+            or scope.limits.result_cache_ttl_s <= 0
+            or scope.exposure.retention is RetentionClass.NO_PROMPT_DERIVATIVES
+        ):
+            return None
+        return ResultCache(
+            self._cache, ctx, scope, request, clock=self._clock, keyring=self._keyring
+        )
+
+    async def _audit_cache_hit(self, ctx: InvocationContext, response: RetrievalResponse) -> None:
+        await self._record(
+            ctx,
+            AuditEvent.RETRIEVE,
+            outcome=response.status.value,
+            results=len(response.results),
+            queries=0,
+            warnings=tuple(sorted({w.code.value for w in response.warnings})),
+            cache="hit",
+        )
 
     async def _run_stages(
         self, ctx: InvocationContext, scope: EffectiveScope, request: str
@@ -206,6 +255,7 @@ class Retriever:
             fragment_chars=scope.exposure.fragment_chars,
             source_names=source_names,
             model_profile=scope.capability.model_profile,
+            datamark=datamark_for(scope.capability.datamark_untrusted),
         )
         if reranked.unknown_ids:
             await self._record(
@@ -228,6 +278,17 @@ class Retriever:
             correlation_id=ctx.correlation_id,
             source_names=source_names,
             refs=self._refs(ctx),
+        )
+        # Layer 6: after the size cap, so the answer model sees only what the caller gets.
+        response = await compose_answer(
+            ctx,
+            request,
+            response,
+            reranked.ranked,
+            scope=scope,
+            model=self._model,
+            audit=self._audit,
+            clock=self._clock,
         )
         await self._audit_outcome(ctx, response, executed=len(validation.queries))
         return response
@@ -301,6 +362,7 @@ class Retriever:
     async def _audit_outcome(
         self, ctx: InvocationContext, response: RetrievalResponse, *, executed: int
     ) -> None:
+        meter = current_meter()
         await self._record(
             ctx,
             AuditEvent.RETRIEVE,
@@ -308,6 +370,7 @@ class Retriever:
             results=len(response.results),
             queries=executed,
             warnings=tuple(sorted({w.code.value for w in response.warnings})),
+            **(meter.dimensions() if meter is not None else {}),
         )
 
     async def _record(
