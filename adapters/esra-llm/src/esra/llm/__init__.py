@@ -1,5 +1,7 @@
-"""ESRA model clients. ``LocalModel`` answers offline and deterministically."""
+"""ESRA model clients: OpenAI-compatible and Anthropic over HTTP, and the offline LocalModel."""
 
+from esra.llm.anthropic import AnthropicMessagesModel
 from esra.llm.local import LocalModel
+from esra.llm.openai import OpenAIChatModel
 
-__all__ = ["LocalModel"]
+__all__ = ["AnthropicMessagesModel", "LocalModel", "OpenAIChatModel"]

@@ -1,0 +1,318 @@
+"""The HTTP exchange the remote model clients share: one JSON POST, bounded and retried.
+
+Transient failures (a refused or reset connection, a timeout, a response cut short, HTTP 429
+and 5xx, Anthropic's 529 "overloaded" included) are retried with stamina: bounded attempts,
+exponential backoff with jitter, and a server's Retry-After honoured up to a cap. Any other
+status is final. Whatever fails, the caller gets one ``ModelOutputError`` whose message holds
+no response text, URL or credential, so the pipeline stage falls back with its warning; the
+cause stays on the exception chain for the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import httpx
+import stamina
+
+from esra.core.exceptions import ModelOutputError
+
+__all__ = [
+    "MAX_RESPONSE_BYTES",
+    "JsonPoster",
+    "RetryPolicy",
+    "Secret",
+    "TransientHTTPError",
+    "checked_headers",
+    "endpoint_url",
+    "retry_after_s",
+]
+
+_log = logging.getLogger("esra.llm")
+
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""Cap on a response body. The core accepts at most 200,000 characters of answer; anything
+far beyond that is a misbehaving server, and reading it whole would only cost memory."""
+
+# Backoff between attempts. The invocation deadline bounds the total anyway; these keep a
+# model stage's retries well inside the default 20 s invocation budget.
+_WAIT_INITIAL_S = 0.2
+_WAIT_MAX_S = 2.0
+_WAIT_JITTER_S = 0.2
+
+# RFC 9110 token characters for header names; visible ASCII and space for values. Checking
+# here means a bad value fails at construction with a message that does not quote it, never
+# deep inside the HTTP library with one that might.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
+_ERROR_TYPE = re.compile(r"[a-z_]{1,64}")
+
+# Failures of the exchange itself that another attempt may not meet. UnsupportedProtocol,
+# LocalProtocolError and the like are configuration faults and are not retried.
+_TRANSIENT_EXCEPTIONS = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    TimeoutError,
+)
+
+
+class Secret:
+    """A credential the host resolved: sent in a header, never shown by ``repr`` or ``str``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        if not value or value != value.strip() or not _HEADER_VALUE.fullmatch(value):
+            # The value is not quoted: it is a credential.
+            msg = "a credential must be printable ASCII without surrounding whitespace"
+            raise ValueError(msg)
+        self._value = value
+
+    def reveal(self) -> str:
+        """Return the credential, for the one header that carries it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+
+def checked_headers(headers: Mapping[str, str] | None) -> dict[str, Secret]:
+    """Return extra headers with their values kept as secrets (they often carry tokens).
+
+    Raises:
+        ValueError: a name is not an HTTP token or a value is not visible ASCII (unquoted).
+    """
+    checked: dict[str, Secret] = {}
+    for name, value in (headers or {}).items():
+        if not _HEADER_NAME.fullmatch(name):
+            msg = "an extra header name is not a valid HTTP token"
+            raise ValueError(msg)
+        checked[name] = Secret(value)
+    return checked
+
+
+def endpoint_url(base_url: str, path: str) -> str:
+    """Return ``base_url`` + ``path`` after checking the base is a plain http(s) URL.
+
+    Credentials, a query or a fragment in the base URL are refused: a key belongs in its
+    header (never in a URL that logs and reprs show), and a query would be lost anyway.
+    """
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        msg = "base_url is not a valid URL"
+        raise ValueError(msg) from exc
+    if url.scheme not in {"http", "https"} or not url.host:
+        msg = "base_url must be an http or https URL with a host"
+        raise ValueError(msg)
+    if url.userinfo or url.query or url.fragment:
+        msg = "base_url must not carry credentials, a query or a fragment"
+        raise ValueError(msg)
+    return base_url.rstrip("/") + path
+
+
+class TransientHTTPError(Exception):
+    """A response worth another attempt (429 or 5xx): its status and Retry-After only."""
+
+    def __init__(self, status: int, retry_after: float | None) -> None:
+        super().__init__(f"model endpoint answered HTTP {status}")
+        self.status = status
+        self.retry_after = retry_after
+
+
+def retry_after_s(headers: httpx.Headers, *, now: datetime | None = None) -> float | None:
+    """Return how long the server asked to wait before the next attempt, in seconds.
+
+    Reads ``retry-after-ms`` (which OpenAI's and Anthropic's own SDKs honour) first, then
+    ``Retry-After`` as seconds or an HTTP date. Anything unreadable, negative or infinite
+    counts as absent.
+    """
+    millis = _seconds(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    seconds = _seconds(raw)
+    if seconds is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(raw.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _seconds(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+@attrs.frozen
+class RetryPolicy:
+    """Which failures get another attempt, and how long a server may ask us to wait."""
+
+    attempts: int = attrs.field(validator=attrs.validators.ge(1))
+    retry_after_cap_s: float = attrs.field(validator=attrs.validators.ge(0.0))
+
+    def backoff(self, exc: Exception) -> bool | float:
+        """stamina's backoff hook: False to give up, True to back off, seconds to wait."""
+        if isinstance(exc, TransientHTTPError):
+            if exc.retry_after is not None:
+                return min(exc.retry_after, self.retry_after_cap_s)
+            return True
+        return isinstance(exc, _TRANSIENT_EXCEPTIONS)
+
+
+class JsonPoster:
+    """POSTs JSON and returns the parsed JSON of a 2xx answer, or raises ModelOutputError.
+
+    Each attempt, body included, is bounded by ``timeout_s`` (httpx's own timeouts are per
+    read, so a server dripping bytes could otherwise hold a stage). Redirects are not
+    followed: a credential header must never be replayed to another host. The owned client
+    ignores proxy environment variables; a host that needs a proxy, a private CA or mTLS
+    passes its own ``http_client``, which it also closes.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float,
+        max_retries: int,
+        retry_after_cap_s: float,
+        http_client: httpx.AsyncClient | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        if not (timeout_s > 0 and math.isfinite(timeout_s)):
+            msg = "timeout_s must be a positive number of seconds"
+            raise ValueError(msg)
+        if max_retries < 0:
+            msg = "max_retries must not be negative"
+            raise ValueError(msg)
+        self._policy = RetryPolicy(attempts=max_retries + 1, retry_after_cap_s=retry_after_cap_s)
+        self._timeout_s = timeout_s
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.AsyncClient(trust_env=False, follow_redirects=False)
+        self._max_bytes = max_response_bytes
+
+    async def post(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        payload: Mapping[str, Any],
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Return the parsed JSON body of a 2xx answer to ``payload`` POSTed at ``url``.
+
+        Raises:
+            ModelOutputError: the endpoint refused the request (a 4xx other than 429), stayed
+                unavailable through every attempt, or answered with something that is not
+                JSON or is too large.
+        """
+        try:
+            async for attempt in stamina.retry_context(
+                on=self._policy.backoff,
+                attempts=self._policy.attempts,
+                timeout=None,
+                wait_initial=_WAIT_INITIAL_S,
+                wait_max=_WAIT_MAX_S,
+                wait_jitter=_WAIT_JITTER_S,
+            ):
+                with attempt:
+                    return await self._attempt(url, headers, payload, params)
+        except ModelOutputError:
+            raise
+        except (TransientHTTPError, httpx.HTTPError, TimeoutError, OSError) as exc:
+            # Only the status or the exception's type: never its text, which may quote a URL.
+            cause = (
+                f"HTTP {exc.status}" if isinstance(exc, TransientHTTPError) else type(exc).__name__
+            )
+            msg = f"the model endpoint was unavailable ({cause})"
+            raise ModelOutputError(msg) from exc
+        # stamina re-raises the last error once attempts run out, so the loop never ends here.
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        payload: Mapping[str, Any],
+        params: Mapping[str, str] | None,
+    ) -> Any:
+        async with (
+            asyncio.timeout(self._timeout_s),
+            self._client.stream(
+                "POST",
+                url,
+                headers=headers,
+                params=params,
+                json=payload,
+                timeout=httpx.Timeout(self._timeout_s),
+            ) as response,
+        ):
+            status = response.status_code
+            if status == 429 or status >= 500:
+                raise TransientHTTPError(status, retry_after_s(response.headers))
+            body = await _read_capped(response, self._max_bytes)
+        if not 200 <= status < 300:
+            # Only the vendor's error type is logged: its message may quote the request.
+            _log.warning("model endpoint refused the request: HTTP %d (%s)", status, _kind(body))
+            msg = f"the model endpoint refused the request (HTTP {status})"
+            raise ModelOutputError(msg)
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            msg = "the model endpoint's answer is not JSON"
+            raise ModelOutputError(msg) from exc
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, unless the host passed its own."""
+        if self._owns_client:
+            await self._client.aclose()
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        msg = "the model endpoint's answer is too large"
+        raise ModelOutputError(msg)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            msg = "the model endpoint's answer is too large"
+            raise ModelOutputError(msg)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _kind(body: bytes) -> str:
+    """Return the error type an OpenAI or Anthropic error body names, if it looks like one."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return "no JSON error body"
+    error = value.get("error") if isinstance(value, dict) else None
+    kind = error.get("type") or error.get("code") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) and _ERROR_TYPE.fullmatch(kind) else "unnamed error"
