@@ -1,16 +1,53 @@
-"""The ``esra`` command line. ``esra demo [QUESTION ...]`` runs the embedded demo."""
+"""The ``esra`` command line: ``demo``, ``serve`` and ``dev-token``.
+
+Each command imports what it needs when it runs, so ``esra demo`` never loads the web stack.
+
+``esra demo [QUESTION ...]`` runs the embedded demo without a server. ``esra serve`` runs the
+MCP endpoint at ``/mcp`` — on the embedded default without ``--config``, on a TOML
+configuration with it. ``esra dev-token`` signs a token with the embedded default's
+development issuer, so a new user can call ``esra serve`` at once.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from esra.starlette.serve import HostServer
+
+__all__ = ["build_parser", "default_data_dir", "host_server", "main"]
+
+EXIT_USAGE = 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def default_data_dir() -> Path:
+    """Where the embedded default keeps its development key and document store.
+
+    ``$ESRA_HOME`` when set, else ``~/.esra``. Read when a command runs, never at import.
+    """
+    configured = os.environ.get("ESRA_HOME")
+    return Path(configured) if configured else Path.home() / ".esra"
+
+
+def _add_data_dir(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="the embedded default's data directory (default: $ESRA_HOME or ~/.esra)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``esra`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="esra", description="ESRA: governed enterprise search for AI clients."
     )
@@ -28,12 +65,174 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="the caller's region claim for support tickets (repeatable; default: emea)",
     )
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the MCP endpoint (/mcp) over HTTP",
+        description="Serve ESRA's MCP tools over streamable HTTP at /mcp. Without --config, "
+        "serves the embedded default: the Larkspur Cycles demo and an empty document store, "
+        "trusting tokens from `esra dev-token`.",
+    )
+    serve.add_argument("--config", type=Path, default=None, help="the host's TOML settings")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on")
+    serve.add_argument(
+        "--insecure-dev-anonymous",
+        action="store_true",
+        help="for the MCP conformance suite only: serve calls without a token as a fixed "
+        "development caller (embedded default on a loopback address only)",
+    )
+    _add_data_dir(serve)
+
+    token = commands.add_parser(
+        "dev-token",
+        help="sign a development token for the embedded default",
+        description="Print an access token signed by the embedded default's development "
+        "issuer. Only `esra serve` without --config trusts it.",
+    )
+    token.add_argument("--tenant", required=True, help="the tenant (embedded: larkspur)")
+    token.add_argument("--subject", required=True, help="the caller's subject (sub)")
+    token.add_argument(
+        "--claim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra claim; repeat a name for a list (e.g. --claim region=emea)",
+    )
+    token.add_argument("--client", default=None, help="the client application (azp)")
+    token.add_argument("--lifetime", type=int, default=3600, help="seconds until the token expires")
+    token.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="refused: a configured deployment's tokens come from its identity provider",
+    )
+    _add_data_dir(token)
     return parser
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"esra: {message}\n")
+    return EXIT_USAGE
+
+
+def _claims(pairs: Sequence[str]) -> dict[str, str | tuple[str, ...]]:
+    grouped: dict[str, list[str]] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            msg = f"--claim takes NAME=VALUE, not {pair!r}"
+            raise ValueError(msg)
+        grouped.setdefault(name.strip(), []).append(value)
+    return {k: v[0] if len(v) == 1 else tuple(v) for k, v in grouped.items()}
+
+
+def _dev_token(args: argparse.Namespace) -> int:
+    from esra.starlette.devtoken import DevIssuerError, load_or_create_dev_issuer  # noqa: PLC0415
+    from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT  # noqa: PLC0415
+
+    if args.config is not None:
+        return _fail(
+            "dev-token: the development issuer exists only in the embedded default "
+            "(esra serve without --config); a configured deployment trusts its own identity "
+            "providers, so ask one of them for a token"
+        )
+    if args.tenant != EMBEDDED_TENANT:
+        return _fail(f"dev-token: the embedded default serves tenant {EMBEDDED_TENANT!r} only")
+    data_dir = args.data_dir or default_data_dir()
+    try:
+        claims = _claims(args.claim)
+        issuer = load_or_create_dev_issuer(data_dir)
+        token = issuer.mint(
+            tenant=args.tenant,
+            subject=args.subject,
+            client_app=args.client or EMBEDDED_CLIENT_APP,
+            now=datetime.now(UTC),
+            claims=claims,
+            lifetime_s=args.lifetime,
+        )
+    except (ValueError, DevIssuerError) as exc:
+        return _fail(f"dev-token: {exc}")
+    sys.stdout.write(token + "\n")
+    return 0
+
+
+def host_server(args: argparse.Namespace) -> HostServer:
+    """The ``HostServer`` ``esra serve`` runs for parsed ``args``.
+
+    Raises:
+        SettingsError: ``--config`` names unusable settings.
+        ValueError: ``--insecure-dev-anonymous`` with ``--config`` or a non-loopback host.
+    """
+    from esra.starlette.anonymous import LOOPBACK_HOSTS, DevAnonymousCaller  # noqa: PLC0415
+    from esra.starlette.devtoken import load_or_create_dev_issuer  # noqa: PLC0415
+    from esra.starlette.embedded import (  # noqa: PLC0415
+        EMBEDDED_CLIENT_APP,
+        EMBEDDED_TENANT,
+        open_embedded,
+    )
+    from esra.starlette.host import open_configured  # noqa: PLC0415
+    from esra.starlette.serve import HostServer  # noqa: PLC0415
+    from esra.starlette.settings import load_settings  # noqa: PLC0415
+
+    anonymous = getattr(args, "insecure_dev_anonymous", False)
+    if anonymous and args.config is not None:
+        msg = "--insecure-dev-anonymous is for the embedded default only, never with --config"
+        raise ValueError(msg)
+    if anonymous and args.host not in LOOPBACK_HOSTS:
+        msg = "--insecure-dev-anonymous needs a loopback --host (127.0.0.1, localhost or ::1)"
+        raise ValueError(msg)
+    if args.config is not None:
+        settings = load_settings(args.config)
+        return HostServer(
+            lambda: open_configured(settings),
+            host=args.host,
+            port=args.port,
+            resource_url=settings.server.resource_url,
+        )
+    data_dir = args.data_dir or default_data_dir()
+    if not anonymous:
+        return HostServer(lambda: open_embedded(data_dir), host=args.host, port=args.port)
+    issuer = load_or_create_dev_issuer(data_dir)
+    return HostServer(
+        lambda: open_embedded(data_dir),
+        host=args.host,
+        port=args.port,
+        wrap=lambda app: DevAnonymousCaller(
+            app, issuer, tenant=EMBEDDED_TENANT, client_app=EMBEDDED_CLIENT_APP
+        ),
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from esra.starlette.embedded import EMBEDDED_TENANT  # noqa: PLC0415
+    from esra.starlette.settings import SettingsError  # noqa: PLC0415
+
+    try:
+        server = host_server(args)
+    except SettingsError as exc:
+        return _fail(f"serve: {args.config}: {exc}")
+    except ValueError as exc:
+        return _fail(f"serve: {exc}")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    sys.stderr.write(f"ESRA MCP endpoint: {server.resource_url}\n")
+    if args.insecure_dev_anonymous:
+        sys.stderr.write(
+            "INSECURE: calls without a token are served as the development caller "
+            "'dev-anonymous' (--insecure-dev-anonymous; for the conformance suite only)\n"
+        )
+    elif args.config is None:
+        sys.stderr.write(
+            "Embedded default. Get a token with:\n"
+            f"  esra dev-token --tenant {EMBEDDED_TENANT} --subject you --claim region=emea\n"
+        )
+    asyncio.run(server.serve())
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "demo":
         from esra.starlette.demo.run import EXAMPLE_QUESTIONS, run_demo  # noqa: PLC0415
 
@@ -41,7 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         questions = [question] if question else list(EXAMPLE_QUESTIONS)
         regions = tuple(args.region or ("emea",))
         return asyncio.run(run_demo(questions, regions=regions, out=sys.stdout))
-    return 2  # pragma: no cover - argparse rejects unknown commands first
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "dev-token":
+        return _dev_token(args)
+    return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands first
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,219 @@
+"""create_app: the example host's ASGI application, composed from every port in one place.
+
+Routes:
+
+- ``/mcp`` — the MCP endpoint (streamable HTTP, stateless, JSON responses). The ``mcp``
+  SDK's bearer middleware authenticates every request with :class:`JwtVerifier`; a missing,
+  invalid or expired token, an unknown issuer or a refused algorithm gets 401 with
+  ``WWW-Authenticate: Bearer error="invalid_token", …, resource_metadata="…"``.
+- ``/.well-known/oauth-protected-resource/mcp`` — RFC 9728 protected-resource metadata: the
+  resource URL, the trusted issuers as its authorization servers, bearer tokens in the header.
+- ``/healthz`` — liveness, unauthenticated, naming nothing about any tenant.
+
+Stateless because ESRA keeps no conversation state (each invocation is independent): no
+session outlives its request, so none can be reused with another caller's token, and any
+instance behind a load balancer can answer any request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from esra.core.fetch.refs import DEFAULT_REF_TTL_S
+from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS, DocumentFetcher
+from esra.core.fetch.tokens import Keyring
+from esra.core.ports import (
+    AuditSink,
+    Cache,
+    Clock,
+    ConfigRepository,
+    LanguageModel,
+    QuotaStore,
+    SearchProvider,
+)
+from esra.core.quota import InProcessQuotaStore
+from esra.core.retriever import Retriever
+from esra.starlette.auth import JwtVerifier
+from esra.starlette.issuers import TrustedIssuer
+from esra.starlette.tools import EsraTools, TenantServices
+
+__all__ = ["LOOPBACK_HOSTS", "MCP_PATH", "create_app", "metadata_path"]
+
+MCP_PATH = "/mcp"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+
+def metadata_path(resource_url: str) -> str:
+    """Where RFC 9728 (§3.1) puts the metadata of ``resource_url``: the well-known prefix
+    before the resource's path."""
+    path = urlsplit(resource_url).path.rstrip("/")
+    return _WELL_KNOWN + path
+
+
+def _transport_security(
+    bind_host: str, allowed_hosts: Sequence[str] | None, allowed_origins: Sequence[str]
+) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection: the configured hosts, else loopback when bound to loopback."""
+    if allowed_hosts:
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(allowed_hosts),
+            allowed_origins=list(allowed_origins),
+        )
+    if bind_host in LOOPBACK_HOSTS:
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=[
+                "http://127.0.0.1:*",
+                "http://localhost:*",
+                "http://[::1]:*",
+                *allowed_origins,
+            ],
+        )
+    # Bound to a non-loopback address without a host list (behind a proxy that checks Host).
+    return None
+
+
+def create_app(
+    *,
+    config: ConfigRepository,
+    providers: Mapping[str, Mapping[str, SearchProvider]],
+    model: LanguageModel,
+    audit: AuditSink,
+    issuers: Sequence[TrustedIssuer],
+    resource_url: str,
+    keyring: Keyring | None = None,
+    quota: QuotaStore | None = None,
+    cache: Cache | None = None,
+    clock: Clock | None = None,
+    hourly_fetch_chars: int = DEFAULT_HOURLY_FETCH_CHARS,
+    document_ref_ttl_s: float = DEFAULT_REF_TTL_S,
+    bind_host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
+    resource_name: str = "ESRA enterprise search",
+) -> Starlette:
+    """Compose the host: one ``Retriever`` (and ``DocumentFetcher``) per tenant, behind MCP.
+
+    Args:
+        config: every tenant's configuration.
+        providers: per tenant, the search provider of each source by source id. A tenant
+            absent here has no tools; each tenant's pipeline sees only its own providers.
+        model: the language model for selection, planning, reranking and answers.
+        audit: where every audit record goes (``esra.invoke`` and the pipeline's).
+        issuers: the trusted token issuers.
+        resource_url: this endpoint's public URL (the RFC 9728 ``resource``), e.g.
+            ``https://esra.example.com/mcp``.
+        keyring: keys for ``documentRef``; without it no result carries one and no fetch
+            tool is published.
+        quota: per-caller hourly fetch budget (in-process by default: one instance only).
+        cache: optional cache for selections and results.
+        clock: time source for the pipeline, audit and token expiry.
+        hourly_fetch_chars: each caller's fetch budget per hour.
+        document_ref_ttl_s: how long a ``documentRef`` stays openable.
+        bind_host: the address the server listens on; loopback turns on DNS-rebinding
+            protection for loopback Host headers.
+        allowed_hosts: Host header values (``host:port`` or ``host:*``) to accept; turns on
+            DNS-rebinding protection for these hosts whatever ``bind_host`` is.
+        allowed_origins: Origin header values to accept from browsers.
+        resource_name: the human-readable name in the protected-resource metadata.
+
+    Raises:
+        ValueError: two issuers share an ``iss``, or ``resource_url`` is not an http(s) URL.
+    """
+    parsed = urlsplit(resource_url)
+    if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+        msg = "resource_url must be an absolute http(s) URL"
+        raise ValueError(msg)
+    verifier = JwtVerifier(issuers, clock=clock)
+    quota = quota or InProcessQuotaStore(clock)
+    tenants: dict[str, TenantServices] = {}
+    for tenant_id, tenant_providers in providers.items():
+        retriever = Retriever(
+            config=config,
+            providers=tenant_providers,
+            model=model,
+            audit=audit,
+            clock=clock,
+            cache=cache,
+            keyring=keyring,
+            document_ref_ttl_s=document_ref_ttl_s,
+            tenant_id=tenant_id,
+        )
+        fetcher = None
+        if keyring is not None:
+            fetcher = DocumentFetcher(
+                config=config,
+                providers=tenant_providers,
+                audit=audit,
+                keyring=keyring,
+                quota=quota,
+                hourly_chars=hourly_fetch_chars,
+                clock=clock,
+                executor=retriever.executor,
+                tenant_id=tenant_id,
+            )
+        tenants[tenant_id] = TenantServices(retriever=retriever, fetcher=fetcher)
+
+    tools = EsraTools(config=config, tenants=tenants, audit=audit, clock=clock)
+    sessions = StreamableHTTPSessionManager(
+        app=tools.server(),
+        json_response=True,
+        stateless=True,
+        security_settings=_transport_security(bind_host, allowed_hosts, allowed_origins),
+    )
+    metadata = {
+        "resource": resource_url,
+        # Issuer identifiers exactly as configured (RFC 8414 compares them as strings).
+        "authorization_servers": [issuer.issuer for issuer in verifier.issuers],
+        "bearer_methods_supported": ["header"],
+        "resource_name": resource_name,
+    }
+    endpoint = RequireAuthMiddleware(
+        StreamableHTTPASGIApp(sessions),
+        required_scopes=[],
+        resource_metadata_url=AnyHttpUrl(
+            f"{parsed.scheme}://{parsed.netloc}{metadata_path(resource_url)}"
+        ),
+    )
+
+    async def protected_resource(_request: Request) -> Response:
+        return JSONResponse(metadata, headers={"Access-Control-Allow-Origin": "*"})
+
+    async def healthz(_request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # A mounted app's lifespan never runs, so the host runs the session manager itself.
+        async with sessions.run():
+            yield
+
+    return Starlette(
+        routes=[
+            Route(MCP_PATH, endpoint=endpoint),
+            Route(metadata_path(resource_url), protected_resource, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
+        middleware=[
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(AuthContextMiddleware),
+        ],
+        lifespan=lifespan,
+    )

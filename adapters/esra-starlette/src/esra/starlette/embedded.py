@@ -1,0 +1,104 @@
+"""The embedded default: what ``esra serve`` runs without ``--config``.
+
+The Larkspur Cycles demo enterprise (three SQLite sources, rebuilt in a temporary directory
+at each start) plus the tenant's internal document store (``document-store.db`` in the data
+directory, kept between runs and empty until documents are ingested), searched with the
+offline ``LocalModel``, behind one exposure that also publishes its fetch tool. Tokens come
+from the development issuer (``esra dev-token``), the only issuer trusted here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+
+from esra.core.config import BindingMode, ConfigSnapshot, Mapping, Source, SourceBinding
+from esra.core.fetch.tokens import Keyring
+from esra.core.static_config import StaticConfigRepository
+from esra.llm import LocalModel
+from esra.sqlite import SqliteDocumentRepository, SqliteFts5Provider, store_source
+from esra.starlette.demo.build import build_demo_databases, demo_providers
+from esra.starlette.demo.config import CLIENT_APP, SLUG, TENANT, demo_snapshot
+from esra.starlette.devtoken import load_or_create_dev_issuer
+from esra.starlette.host import HostParts
+
+__all__ = [
+    "EMBEDDED_CLIENT_APP",
+    "EMBEDDED_SLUG",
+    "EMBEDDED_TENANT",
+    "STORE_FILE",
+    "embedded_snapshot",
+    "open_embedded",
+]
+
+EMBEDDED_TENANT = TENANT
+EMBEDDED_CLIENT_APP = CLIENT_APP
+EMBEDDED_SLUG = SLUG
+STORE_FILE = "document-store.db"
+
+
+def _document_store() -> tuple[Source, Mapping]:
+    return store_source(
+        TENANT,
+        description="Files uploaded to Larkspur Cycles' internal document store: manuals, "
+        "memos and reports.",
+        domain_tags=("uploaded files", "manuals", "memos", "reports"),
+    )
+
+
+def embedded_snapshot() -> ConfigSnapshot:
+    """The demo tenant's configuration, plus its document store and the fetch tool."""
+    demo = demo_snapshot()
+    store, store_mapping = _document_store()
+    return attrs.evolve(
+        demo,
+        version=f"{demo.version}+embedded",
+        sources=(*demo.sources, store),
+        mappings=(*demo.mappings, store_mapping),
+        capabilities=tuple(
+            attrs.evolve(c, bindings=(*c.bindings, SourceBinding(store.id, BindingMode.OPTIONAL)))
+            for c in demo.capabilities
+        ),
+        exposures=tuple(attrs.evolve(e, fetch_enabled=True) for e in demo.exposures),
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_embedded(data_dir: Path) -> AsyncIterator[HostParts]:
+    """Build the embedded default's parts; remove the demo databases again on exit.
+
+    ``data_dir`` holds what outlives a run: the development key and the document store.
+    """
+    issuer = load_or_create_dev_issuer(data_dir)
+    snapshot = embedded_snapshot()
+    store_path = data_dir / STORE_FILE
+    repository = SqliteDocumentRepository(store_path)
+    try:
+        await repository.initialize()  # idempotent: creates the schema on first use only
+    finally:
+        await repository.close()
+    store, store_mapping = _document_store()
+    with tempfile.TemporaryDirectory(prefix="esra-embedded-") as tmp:
+        directory = Path(tmp)
+        demo = demo_snapshot()
+        build_demo_databases(directory, demo)
+        providers = {
+            **demo_providers(directory, demo),
+            store.id: SqliteFts5Provider(store_path, mappings=(store_mapping,)),
+        }
+        try:
+            yield HostParts(
+                config=StaticConfigRepository([snapshot]),
+                providers={snapshot.tenant_id: providers},
+                issuers=(issuer.trusted(frozenset({snapshot.tenant_id})),),
+                # Fresh each run: document references do not outlive the process.
+                keyring=Keyring.generate(),
+                model=LocalModel(),
+            )
+        finally:
+            for provider in providers.values():
+                provider.close()

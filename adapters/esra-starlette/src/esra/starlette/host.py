@@ -1,0 +1,109 @@
+"""The parts ``esra serve`` composes, from TOML settings, and how they become the ASGI app.
+
+``open_configured`` turns validated :class:`HostSettings` into running parts (one read-only
+SQLite provider per source, closed again on exit); ``esra.starlette.embedded`` builds the same
+parts for the embedded default. ``build_app`` hands either to :func:`create_app`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+
+import attrs
+from starlette.applications import Starlette
+
+from esra.core.fetch.tokens import Keyring
+from esra.core.logging_audit import LoggingAuditSink
+from esra.core.ports import AuditSink, ConfigRepository, LanguageModel
+from esra.core.static_config import StaticConfigRepository
+from esra.llm import LocalModel
+from esra.sqlite import SqliteFts5Provider
+from esra.starlette.app import MCP_PATH, create_app
+from esra.starlette.issuers import TrustedIssuer
+from esra.starlette.settings import HostSettings, ServerSettings, database_path
+
+__all__ = ["HostParts", "build_app", "default_resource_url", "open_configured"]
+
+
+@attrs.frozen
+class HostParts:
+    """Everything the host needs besides where it listens."""
+
+    config: ConfigRepository
+    providers: Mapping[str, Mapping[str, SqliteFts5Provider]]
+    issuers: tuple[TrustedIssuer, ...]
+    keyring: Keyring = attrs.field(repr=False)
+    model: LanguageModel
+    server: ServerSettings = attrs.field(factory=ServerSettings)
+
+
+def default_resource_url(host: str, port: int) -> str:
+    """The MCP endpoint's URL on the bound address (IPv6 literals bracketed)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{MCP_PATH}"
+
+
+def build_app(
+    parts: HostParts, *, host: str, port: int, audit: AuditSink | None = None
+) -> Starlette:
+    """The host's ASGI app over ``parts``, listening on ``host``:``port``.
+
+    Audit records go to the ``esra.audit`` logger unless ``audit`` is given.
+    """
+    server = parts.server
+    return create_app(
+        config=parts.config,
+        providers=parts.providers,
+        model=parts.model,
+        audit=audit or LoggingAuditSink(),
+        issuers=parts.issuers,
+        resource_url=server.resource_url or default_resource_url(host, port),
+        keyring=parts.keyring,
+        hourly_fetch_chars=server.hourly_fetch_chars,
+        document_ref_ttl_s=server.document_ref_ttl_s,
+        bind_host=host,
+        allowed_hosts=server.allowed_hosts,
+        allowed_origins=server.allowed_origins,
+        resource_name=server.resource_name,
+    )
+
+
+def _model(kind: str) -> LanguageModel:
+    # ``MODEL_KINDS`` lists what settings accept; the offline model is the only one so far.
+    if kind != "local":  # pragma: no cover - settings refuse any other kind first
+        msg = f"unsupported model kind {kind!r}"
+        raise ValueError(msg)
+    return LocalModel()
+
+
+@contextlib.asynccontextmanager
+async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
+    """Open one read-only provider per configured source; close them all on exit.
+
+    Without ``[fetch] keys_file`` the document-reference keys are generated afresh, so
+    references do not survive a restart.
+    """
+    providers: dict[str, dict[str, SqliteFts5Provider]] = {}
+    try:
+        for tenant in settings.tenants:
+            snapshot = tenant.snapshot
+            providers[tenant.id] = {
+                source.id: SqliteFts5Provider(
+                    database_path(tenant.databases, source),
+                    mappings=snapshot.mappings_of(source.id),
+                )
+                for source in snapshot.sources
+            }
+        yield HostParts(
+            config=StaticConfigRepository(t.snapshot for t in settings.tenants),
+            providers=providers,
+            issuers=settings.issuers,
+            keyring=settings.keyring or Keyring.generate(),
+            model=_model(settings.model),
+            server=settings.server,
+        )
+    finally:
+        for tenant_providers in providers.values():
+            for provider in tenant_providers.values():
+                provider.close()

@@ -1,0 +1,95 @@
+"""HostServer: the composed host under uvicorn, as ``esra serve`` runs it.
+
+It opens the host's parts (embedded default or TOML settings), serves until stopped, and
+closes the parts again. ``stop()`` may be called from any thread, so a test can run the
+server in a background thread and end it cleanly.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from esra.starlette.host import HostParts, build_app, default_resource_url
+
+__all__ = ["HostServer"]
+
+
+class HostServer:
+    """Serves the host built from ``open_parts`` on ``host``:``port`` until stopped.
+
+    Args:
+        open_parts: opens the parts (``open_embedded(...)`` or ``open_configured(...)``).
+        host: the address to listen on.
+        port: the TCP port to listen on.
+        log_level: uvicorn's log level.
+        resource_url: the endpoint's public URL, when configured (shown to the operator).
+        wrap: wraps the built app (``esra serve --insecure-dev-anonymous``); none by default.
+    """
+
+    def __init__(
+        self,
+        open_parts: Callable[[], AbstractAsyncContextManager[HostParts]],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        log_level: str = "info",
+        resource_url: str | None = None,
+        wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+    ) -> None:
+        self._open_parts = open_parts
+        self.host = host
+        self.port = port
+        self._log_level = log_level
+        self._wrap = wrap
+        self._server: uvicorn.Server | None = None
+        self._stop_requested = threading.Event()
+        self.started = threading.Event()
+        self.resource_url = resource_url or default_resource_url(host, port)
+
+    async def serve(self) -> None:
+        """Open the parts, serve until ``stop()``, then close the parts."""
+        async with self._open_parts() as parts:
+            app: ASGIApp = build_app(parts, host=self.host, port=self.port)
+            if self._wrap is not None:
+                app = self._wrap(app)
+            config = uvicorn.Config(
+                app,
+                host=self.host,
+                port=self.port,
+                log_level=self._log_level,
+                lifespan="on",
+                ws="none",  # MCP's streamable HTTP needs no WebSocket
+            )
+            server = _Server(config, self.started)
+            self._server = server
+            if self._stop_requested.is_set():
+                return
+            try:
+                await server.serve()
+            finally:
+                self._server = None
+
+    def stop(self) -> None:
+        """Ask the server to finish its requests and exit (safe from any thread)."""
+        self._stop_requested.set()
+        if self._server is not None:
+            self._server.should_exit = True
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, announcing through an event once it listens."""
+
+    def __init__(self, config: uvicorn.Config, started: threading.Event) -> None:
+        super().__init__(config)
+        self._started_event = started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._started_event.set()

@@ -1,0 +1,355 @@
+"""``esra serve --config esra.toml``: the host's TOML settings, validated with clear errors.
+
+Every problem is a :class:`SettingsError` whose message starts with the key it concerns
+(``issuers[0].algorithms: ...``); unknown keys are errors too, so a misspelt key never
+silently falls back to a default. Relative paths are read relative to the TOML file. Files
+the settings name (JWKS, tenant configuration documents, document-reference keys) are read
+and checked here, so a bad deployment fails at start-up, not on its first request.
+
+The layout (every key is documented in ``docs/host.md``)::
+
+    [server]    resource_url, allowed_hosts, allowed_origins, resource_name
+    [fetch]     hourly_chars, document_ref_ttl_s, keys_file
+    [model]     kind
+    [[issuers]] issuer, audience, jwks | jwks_file, algorithms, tenant_claim,
+                client_claims, leeway_s, tenants
+    [[tenants]] id, config, databases
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from esra.core.config import ConfigSnapshot, Source, load_snapshot
+from esra.core.exceptions import ConfigurationError
+from esra.core.fetch.refs import DEFAULT_REF_TTL_S
+from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS
+from esra.core.fetch.tokens import KEY_BYTES, Keyring
+from esra.sqlite import STORE_PROVIDER_KIND
+from esra.starlette.devtoken import DEV_ISSUER
+from esra.starlette.issuers import (
+    DEFAULT_CLIENT_CLAIMS,
+    DEFAULT_LEEWAY_S,
+    DEFAULT_TENANT_CLAIM,
+    IssuerError,
+    TrustedIssuer,
+)
+
+__all__ = [
+    "MODEL_KINDS",
+    "SQLITE_PROVIDER_KINDS",
+    "HostSettings",
+    "ServerSettings",
+    "SettingsError",
+    "TenantSettings",
+    "database_path",
+    "load_settings",
+    "parse_settings",
+]
+
+MODEL_KINDS = frozenset({"local"})
+# The engines ``esra serve`` opens from settings; embedders compose any other provider with
+# ``create_app(...)``.
+SQLITE_PROVIDER_KINDS = frozenset({"sqlite", STORE_PROVIDER_KIND})
+
+
+class SettingsError(ValueError):
+    """The settings are unusable; the message names the key and the problem."""
+
+
+@attrs.frozen
+class ServerSettings:
+    """How the endpoint presents itself; ``resource_url`` defaults to the bound address."""
+
+    resource_url: str | None = None
+    allowed_hosts: tuple[str, ...] | None = None
+    allowed_origins: tuple[str, ...] = ()
+    resource_name: str = "ESRA enterprise search"
+    hourly_fetch_chars: int = DEFAULT_HOURLY_FETCH_CHARS
+    document_ref_ttl_s: float = DEFAULT_REF_TTL_S
+
+
+@attrs.frozen
+class TenantSettings:
+    """One served tenant: its configuration and where its SQLite databases live."""
+
+    snapshot: ConfigSnapshot
+    databases: Path
+
+    @property
+    def id(self) -> str:
+        """The tenant id."""
+        return self.snapshot.tenant_id
+
+
+@attrs.frozen
+class HostSettings:
+    """Everything ``esra serve --config`` composes the host from."""
+
+    issuers: tuple[TrustedIssuer, ...]
+    tenants: tuple[TenantSettings, ...]
+    server: ServerSettings = attrs.field(factory=ServerSettings)
+    keyring: Keyring | None = attrs.field(default=None, repr=False)
+    model: str = "local"
+
+
+def database_path(databases: Path, source: Source) -> Path:
+    """The SQLite file of ``source``: its ``connection_ref`` inside ``databases``."""
+    return (databases / source.connection_ref).resolve()
+
+
+class _Table:
+    """A TOML table being read: typed getters that name the key, and unknown-key checks."""
+
+    def __init__(self, data: Mapping[str, Any], path: str) -> None:
+        self._data = data
+        self._path = path
+        self._read: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self._path}.{name}" if self._path else name
+
+    def fail(self, name: str, problem: str) -> SettingsError:
+        return SettingsError(f"{self.key(name)}: {problem}")
+
+    def has(self, name: str) -> bool:
+        return name in self._data
+
+    def raw(self, name: str) -> Any:
+        self._read.add(name)
+        return self._data.get(name)
+
+    def string(self, name: str, default: str | None = None) -> str | None:
+        value = self.raw(name)
+        if value is None:
+            return default
+        if not isinstance(value, str) or not value:
+            raise self.fail(name, "must be a non-empty string")
+        return value
+
+    def required_string(self, name: str) -> str:
+        value = self.string(name)
+        if value is None:
+            raise self.fail(name, "is required")
+        return value
+
+    def strings(self, name: str, *, single_allowed: bool = False) -> tuple[str, ...] | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if single_allowed and isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(name, "must be a list of non-empty strings")
+        return tuple(value)
+
+    def number(self, name: str, default: float, *, low: float, high: float) -> float:
+        value = self.raw(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(name, "must be a number")
+        if not low <= value <= high:
+            raise self.fail(name, f"must be between {low:g} and {high:g}")
+        return float(value)
+
+    def table(self, name: str) -> _Table:
+        value = self.raw(name)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.fail(name, "must be a table")
+        return _Table(value, self.key(name))
+
+    def tables(self, name: str) -> list[_Table]:
+        value = self.raw(name)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.fail(name, f"must be an array of tables ([[{name}]])")
+        return [_Table(item, f"{self.key(name)}[{i}]") for i, item in enumerate(value)]
+
+    def done(self) -> None:
+        unknown = sorted(set(self._data) - self._read)
+        if unknown:
+            raise self.fail(unknown[0], "unknown key")
+
+
+def _file(table: _Table, name: str, base: Path) -> Path | None:
+    value = table.string(name)
+    if value is None:
+        return None
+    path = (base / value).resolve()
+    if not path.is_file():
+        raise table.fail(name, f"no such file: {path}")
+    return path
+
+
+def _json_file(table: _Table, name: str, path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise table.fail(name, f"cannot read {path} as JSON ({exc})") from exc
+
+
+def _server(server: _Table, fetch: _Table) -> ServerSettings:
+    settings = ServerSettings(
+        resource_url=server.string("resource_url"),
+        allowed_hosts=server.strings("allowed_hosts"),
+        allowed_origins=server.strings("allowed_origins") or (),
+        resource_name=server.string("resource_name", "ESRA enterprise search") or "",
+        hourly_fetch_chars=int(
+            fetch.number("hourly_chars", DEFAULT_HOURLY_FETCH_CHARS, low=1, high=1e9)
+        ),
+        document_ref_ttl_s=fetch.number(
+            "document_ref_ttl_s", DEFAULT_REF_TTL_S, low=1, high=7 * 24 * 3600
+        ),
+    )
+    url = settings.resource_url
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise server.fail("resource_url", "must be an absolute http(s) URL")
+    server.done()
+    return settings
+
+
+def _keyring(fetch: _Table, base: Path) -> Keyring | None:
+    path = _file(fetch, "keys_file", base)
+    fetch.done()
+    if path is None:
+        return None
+    document = _json_file(fetch, "keys_file", path)
+    if not isinstance(document, dict) or set(document) != {"current", "keys"}:
+        raise fetch.fail("keys_file", 'must hold {"current": "<key id>", "keys": {...}}')
+    keys: dict[str, bytes] = {}
+    if not isinstance(document["keys"], dict):
+        raise fetch.fail("keys_file", '"keys" must map key ids to base64url keys')
+    for key_id, encoded in document["keys"].items():
+        try:
+            material = base64.urlsafe_b64decode(str(encoded) + "=" * (-len(str(encoded)) % 4))
+        except (binascii.Error, ValueError) as exc:
+            raise fetch.fail("keys_file", f"key {key_id!r} is not base64url") from exc
+        if len(material) != KEY_BYTES:
+            raise fetch.fail("keys_file", f"key {key_id!r} must be {KEY_BYTES} bytes")
+        keys[key_id] = material
+    try:
+        return Keyring(keys, current=str(document["current"]))
+    except ValueError as exc:
+        raise fetch.fail("keys_file", str(exc)) from exc
+
+
+def _issuer(table: _Table, base: Path) -> TrustedIssuer:
+    issuer = table.required_string("issuer")
+    if issuer == DEV_ISSUER:
+        raise table.fail("issuer", "the development issuer exists only in the embedded default")
+    audiences = table.strings("audience", single_allowed=True)
+    if audiences is None:
+        raise table.fail("audience", "is required (a string or a list of strings)")
+    if table.has("jwks") == table.has("jwks_file"):
+        raise table.fail("jwks", "give exactly one of jwks and jwks_file")
+    jwks_path = _file(table, "jwks_file", base)
+    jwks = _json_file(table, "jwks_file", jwks_path) if jwks_path else table.raw("jwks")
+    if not isinstance(jwks, dict):
+        raise table.fail("jwks_file" if jwks_path else "jwks", "must be a JWK Set object")
+    try:
+        trusted = TrustedIssuer.build(
+            issuer=issuer,
+            audiences=audiences,
+            jwks=jwks,
+            algorithms=table.strings("algorithms") or ("RS256",),
+            tenant_claim=table.string("tenant_claim", DEFAULT_TENANT_CLAIM) or "",
+            client_claims=table.strings("client_claims") or DEFAULT_CLIENT_CLAIMS,
+            leeway_s=table.number("leeway_s", DEFAULT_LEEWAY_S, low=0, high=300),
+            tenants=table.strings("tenants"),
+        )
+    except IssuerError as exc:
+        names = {"audiences": "audience", "jwks": "jwks_file" if jwks_path else "jwks"}
+        raise table.fail(names.get(exc.setting, exc.setting), exc.problem) from exc
+    table.done()
+    return trusted
+
+
+def _tenant(table: _Table, base: Path) -> TenantSettings:
+    tenant_id = table.required_string("id")
+    config_path = _file(table, "config", base)
+    if config_path is None:
+        raise table.fail("config", "is required (the tenant's configuration document, JSON)")
+    try:
+        snapshot = load_snapshot(_json_file(table, "config", config_path))
+    except ConfigurationError as exc:
+        raise table.fail("config", str(exc)) from exc
+    if snapshot.tenant_id != tenant_id:
+        raise table.fail("config", f"the document configures tenant {snapshot.tenant_id!r}")
+    databases = (base / (table.string("databases", ".") or ".")).resolve()
+    if not databases.is_dir():
+        raise table.fail("databases", f"no such directory: {databases}")
+    for source in snapshot.sources:
+        if source.provider_kind not in SQLITE_PROVIDER_KINDS:
+            kinds = ", ".join(sorted(SQLITE_PROVIDER_KINDS))
+            raise table.fail(
+                "config",
+                f"source {source.id!r} has provider kind {source.provider_kind!r}; esra serve "
+                f"opens {kinds} sources (compose other engines with create_app)",
+            )
+        path = database_path(databases, source)
+        if not path.is_relative_to(databases) or not path.is_file():
+            raise table.fail(
+                "databases", f"source {source.id!r}: no SQLite database {source.connection_ref!r}"
+            )
+    table.done()
+    return TenantSettings(snapshot=snapshot, databases=databases)
+
+
+def parse_settings(data: Mapping[str, Any], *, base: Path) -> HostSettings:
+    """Validate parsed TOML ``data``; relative paths are taken from ``base``.
+
+    Raises:
+        SettingsError: the first problem found, naming its key.
+    """
+    root = _Table(data, "")
+    fetch = root.table("fetch")
+    server = _server(root.table("server"), fetch)
+    keyring = _keyring(fetch, base)
+    model = root.table("model")
+    kind = model.string("kind", "local") or "local"
+    if kind not in MODEL_KINDS:
+        raise model.fail("kind", f"must be one of {', '.join(sorted(MODEL_KINDS))}")
+    model.done()
+    issuers = tuple(_issuer(t, base) for t in root.tables("issuers"))
+    if not issuers:
+        raise root.fail("issuers", "at least one [[issuers]] table is required")
+    seen = [i.issuer for i in issuers]
+    if len(seen) != len(set(seen)):
+        raise root.fail("issuers", "the same issuer is configured twice")
+    tenants = tuple(_tenant(t, base) for t in root.tables("tenants"))
+    if not tenants:
+        raise root.fail("tenants", "at least one [[tenants]] table is required")
+    ids = [t.id for t in tenants]
+    if len(ids) != len(set(ids)):
+        raise root.fail("tenants", "the same tenant id is configured twice")
+    root.done()
+    return HostSettings(
+        issuers=issuers, tenants=tenants, server=server, keyring=keyring, model=kind
+    )
+
+
+def load_settings(path: Path) -> HostSettings:
+    """Read and validate the TOML file at ``path``.
+
+    Raises:
+        SettingsError: the file cannot be read or a setting is unusable.
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}") from exc
+    return parse_settings(data, base=path.resolve().parent)

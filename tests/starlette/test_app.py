@@ -1,0 +1,107 @@
+"""create_app over HTTP: 401 with WWW-Authenticate, RFC 9728 metadata, health, Host checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from esra.core.static_config import StaticConfigRepository
+from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
+from esra.starlette.app import create_app, metadata_path
+from tests.starlette._tokens import AUDIENCE, ISSUER, NOW, OTHER_ISSUER, idp, unsigned
+from tests.starlette._world import http, open_world
+
+METADATA_URL = "https://esra.example.test/.well-known/oauth-protected-resource/mcp"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+REFUSED: dict[str, Callable[[], str | None]] = {
+    "no token": lambda: None,
+    "alg none": lambda: unsigned({"alg": "none"}, idp().claims()),
+    "HS256 keyed with the public key": lambda: idp().hs256_with_public_key(),
+    "expired": lambda: idp().token(exp=int(NOW.timestamp()) - 3600),
+    "unknown issuer": lambda: idp().token(iss="https://evil.example/"),
+    "wrong audience": lambda: idp().token(aud="https://elsewhere.example/mcp"),
+    "missing tenant": lambda: idp().token(esra_tenant=None),
+    "garbage": lambda: "garbage",
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+async def test_a_refused_bearer_gets_401_with_www_authenticate(case: str) -> None:
+    """Every refused or missing token: 401, invalid_token, pointing at the metadata."""
+    async with open_world() as world, http(world.app, REFUSED[case]()) as client:
+        response = await client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert 'error="invalid_token"' in challenge
+    assert f'resource_metadata="{METADATA_URL}"' in challenge
+    assert "Traceback" not in response.text
+
+
+async def test_a_valid_bearer_is_served() -> None:
+    """The same request with a valid token is answered (the control for the 401 cases)."""
+    async with open_world() as world, http(world.app, idp().token()) as client:
+        response = await client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+    assert response.status_code == 200
+    assert response.json()["result"]["serverInfo"]["name"] == "esra"
+
+
+async def test_protected_resource_metadata_is_served_per_rfc_9728() -> None:
+    """The metadata names the resource, every trusted issuer verbatim and header bearers."""
+    async with open_world() as world, http(world.app) as client:
+        response = await client.get(metadata_path(AUDIENCE))
+    assert response.status_code == 200
+    assert response.json() == {
+        "resource": AUDIENCE,
+        "authorization_servers": [ISSUER, OTHER_ISSUER],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "ESRA enterprise search",
+    }
+
+
+async def test_health_needs_no_token_and_names_nothing() -> None:
+    """/healthz answers without authentication and says only that the host is up."""
+    async with open_world() as world, http(world.app) as client:
+        response = await client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+async def test_a_foreign_host_header_is_refused_on_loopback() -> None:
+    """Bound to loopback, a request naming another Host is refused (DNS rebinding)."""
+    async with open_world() as world, http(world.app, idp().token()) as client:
+        response = await client.post(
+            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "attacker.example"}
+        )
+    assert response.status_code == 421
+
+
+def test_metadata_path_inserts_the_well_known_prefix() -> None:
+    """RFC 9728 §3.1: the well-known segment goes before the resource's path."""
+    assert metadata_path("https://h.example/mcp") == "/.well-known/oauth-protected-resource/mcp"
+    assert metadata_path("https://h.example/") == "/.well-known/oauth-protected-resource"
+
+
+def test_a_relative_resource_url_is_refused() -> None:
+    """The resource URL must be absolute: it is what clients are told to request tokens for."""
+    with pytest.raises(ValueError, match="absolute"):
+        create_app(
+            config=StaticConfigRepository(),
+            providers={},
+            model=FakeLanguageModel(),
+            audit=InMemoryAuditSink(),
+            issuers=[idp().trusted()],
+            resource_url="/mcp",
+        )

@@ -1,0 +1,229 @@
+"""``esra serve --config``: TOML settings are validated with errors naming the key, and a
+valid file composes a host that serves its tenants' tools."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from esra.core.config import dump_snapshot
+from esra.starlette.demo.build import build_demo_databases
+from esra.starlette.demo.config import demo_snapshot
+from esra.starlette.devtoken import DEV_ISSUER
+from esra.starlette.host import build_app, open_configured
+from esra.starlette.settings import SettingsError, load_settings
+from tests.starlette._tokens import AUDIENCE, ISSUER, idp
+from tests.starlette._world import mcp_client
+
+ISSUER_TABLE = f"""
+[[issuers]]
+issuer = "{ISSUER}"
+audience = "{AUDIENCE}"
+jwks_file = "jwks.json"
+algorithms = ["RS256", "EdDSA"]
+tenant_claim = "esra_tenant"
+client_claims = ["azp", "client_id"]
+leeway_s = 30
+tenants = ["larkspur"]
+"""
+TENANT_TABLE = """
+[[tenants]]
+id = "larkspur"
+config = "larkspur.json"
+databases = "data"
+"""
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Path:
+    """A directory holding the JWKS, the demo tenant's configuration and its databases."""
+    (tmp_path / "jwks.json").write_text(json.dumps(idp().jwks()))
+    (tmp_path / "larkspur.json").write_text(json.dumps(dump_snapshot(demo_snapshot())))
+    (tmp_path / "data").mkdir()
+    build_demo_databases(tmp_path / "data", demo_snapshot())
+    return tmp_path
+
+
+def _write(directory: Path, text: str) -> Path:
+    path = directory / "esra.toml"
+    path.write_text(text)
+    return path
+
+
+def _error(directory: Path, text: str) -> str:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_write(directory, text))
+    return str(refused.value)
+
+
+def test_a_complete_file_is_read(deployment: Path) -> None:
+    """Every key is read into the settings; relative paths resolve beside the file."""
+    keys = {"current": "k2", "keys": {"k1": _key(1), "k2": _key(2)}}
+    (deployment / "refkeys.json").write_text(json.dumps(keys))
+    text = f"""
+[server]
+resource_url = "https://esra.example.test/mcp"
+allowed_hosts = ["esra.example.test"]
+allowed_origins = ["https://portal.example.test"]
+resource_name = "Larkspur search"
+
+[fetch]
+hourly_chars = 5000
+document_ref_ttl_s = 120
+keys_file = "refkeys.json"
+
+[model]
+kind = "local"
+{ISSUER_TABLE}{TENANT_TABLE}"""
+    settings = load_settings(_write(deployment, text))
+    assert settings.server.resource_url == "https://esra.example.test/mcp"
+    assert settings.server.allowed_hosts == ("esra.example.test",)
+    assert settings.server.hourly_fetch_chars == 5000
+    assert settings.server.document_ref_ttl_s == 120
+    assert settings.keyring is not None
+    assert settings.keyring.current_key_id == "k2"
+    (issuer,) = settings.issuers
+    assert issuer.issuer == ISSUER
+    assert issuer.audiences == (AUDIENCE,)
+    assert issuer.algorithms == frozenset({"RS256", "EdDSA"})
+    assert issuer.leeway_s == 30
+    assert issuer.tenants == frozenset({"larkspur"})
+    (tenant,) = settings.tenants
+    assert tenant.id == "larkspur"
+    assert tenant.databases == deployment / "data"
+
+
+def _key(seed: int) -> str:
+    return base64.urlsafe_b64encode(bytes([seed]) * 32).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[server]\nresouce_url = 'x'\n", "server.resouce_url: unknown key"),
+        ("colour = 'blue'\n", "colour: unknown key"),
+        ("[server]\nresource_url = 'esra.example.test/mcp'\n", "server.resource_url: must be"),
+        ("[fetch]\nhourly_chars = 0\n", "fetch.hourly_chars: must be between"),
+        ("[fetch]\nkeys_file = 'missing.json'\n", "fetch.keys_file: no such file"),
+        ("[model]\nkind = 'gpt'\n", "model.kind: must be one of local"),
+        ("issuers = 'x'\n", "issuers: must be an array of tables"),
+    ],
+)
+def test_top_level_problems_name_their_key(deployment: Path, text: str, expected: str) -> None:
+    """Each problem's message starts with the key it concerns."""
+    issuers = "" if "issuers" in text else ISSUER_TABLE
+    assert _error(deployment, text + issuers + TENANT_TABLE).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (('algorithms = ["RS256", "EdDSA"]', 'algorithms = ["HS256"]'), "issuers[0].algorithms"),
+        (('algorithms = ["RS256", "EdDSA"]', 'algorithms = ["none"]'), "issuers[0].algorithms"),
+        (("leeway_s = 30", "leeway_s = 3600"), "issuers[0].leeway_s: must be between"),
+        (("leeway_s = 30", 'leeway_s = "30"'), "issuers[0].leeway_s: must be a number"),
+        ((f'audience = "{AUDIENCE}"', ""), "issuers[0].audience: is required"),
+        (('jwks_file = "jwks.json"', ""), "issuers[0].jwks: give exactly one"),
+        (('jwks_file = "jwks.json"', 'jwks_file = "nope.json"'), "issuers[0].jwks_file: no such"),
+        (('jwks_file = "jwks.json"', 'jwks_file = "larkspur.json"'), "issuers[0].jwks_file: "),
+        ((f'issuer = "{ISSUER}"', f'issuer = "{DEV_ISSUER}"'), "issuers[0].issuer: the develop"),
+        (('tenants = ["larkspur"]', 'tenants = "larkspur"'), "issuers[0].tenants: must be a list"),
+        (("leeway_s = 30", "leeway_s = 30\nscopes = []"), "issuers[0].scopes: unknown key"),
+    ],
+)
+def test_issuer_problems_name_their_key(
+    deployment: Path, change: tuple[str, str], expected: str
+) -> None:
+    """A bad issuer setting is refused at start-up, naming issuers[i].<key>."""
+    table = ISSUER_TABLE.replace(*change)
+    assert _error(deployment, table + TENANT_TABLE).startswith(expected)
+
+
+def test_issuers_and_tenants_are_required(deployment: Path) -> None:
+    """A file without issuers or without tenants serves nobody: refused."""
+    assert _error(deployment, TENANT_TABLE).startswith("issuers: at least one [[issuers]]")
+    assert _error(deployment, ISSUER_TABLE).startswith("tenants: at least one [[tenants]]")
+
+
+def test_inline_jwks_is_accepted_and_the_same_issuer_twice_is_not(deployment: Path) -> None:
+    """``jwks`` may be given inline; one issuer configured twice is refused."""
+    inline = ISSUER_TABLE.replace('jwks_file = "jwks.json"', f"jwks = {_toml(idp().jwks())}")
+    assert load_settings(_write(deployment, inline + TENANT_TABLE)).issuers[0].keys
+    twice = ISSUER_TABLE + ISSUER_TABLE + TENANT_TABLE
+    assert _error(deployment, twice).startswith("issuers: the same issuer is configured twice")
+
+
+def _toml(value: Any) -> str:
+    """Render a JSON value as a TOML inline value (JSON strings are TOML strings)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _with_source_kind(deployment: Path, kind: str) -> None:
+    snapshot = demo_snapshot()
+    sources = tuple(
+        attrs.evolve(s, provider_kind=kind) if s.id == "hr" else s for s in snapshot.sources
+    )
+    changed = attrs.evolve(snapshot, sources=sources)
+    (deployment / "larkspur.json").write_text(json.dumps(dump_snapshot(changed)))
+
+
+def test_tenant_problems_name_their_key(deployment: Path) -> None:
+    """Mismatched tenant ids, unsupported engines and missing databases are named."""
+    other_id = TENANT_TABLE.replace('id = "larkspur"', 'id = "acme"')
+    assert _error(deployment, ISSUER_TABLE + other_id).startswith(
+        "tenants[0].config: the document configures tenant 'larkspur'"
+    )
+    missing_dir = TENANT_TABLE.replace('databases = "data"', 'databases = "nowhere"')
+    assert _error(deployment, ISSUER_TABLE + missing_dir).startswith(
+        "tenants[0].databases: no such directory"
+    )
+    (deployment / "data" / "hr.db").unlink()
+    assert _error(deployment, ISSUER_TABLE + TENANT_TABLE).startswith(
+        "tenants[0].databases: source 'hr': no SQLite database 'hr.db'"
+    )
+    _with_source_kind(deployment, "postgres")
+    message = _error(deployment, ISSUER_TABLE + TENANT_TABLE)
+    assert message.startswith("tenants[0].config: source 'hr' has provider kind 'postgres'")
+    (deployment / "larkspur.json").write_text('{"tenant_id": "larkspur"}')
+    assert _error(deployment, ISSUER_TABLE + TENANT_TABLE).startswith("tenants[0].config: ")
+
+
+def test_unreadable_toml_is_refused(tmp_path: Path) -> None:
+    """Invalid TOML and a missing file are SettingsErrors, not tracebacks."""
+    with pytest.raises(SettingsError, match="not valid TOML"):
+        load_settings(_write(tmp_path, "[server\n"))
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_settings(tmp_path / "absent.toml")
+
+
+@pytest.mark.integration
+async def test_a_configured_host_serves_its_tenant(deployment: Path) -> None:
+    """From TOML to tools: the configured issuer's token lists and calls esra_larkspur."""
+    settings = load_settings(_write(deployment, ISSUER_TABLE + TENANT_TABLE))
+    token = idp().token(
+        "ed-1",
+        esra_tenant="larkspur",
+        azp="demo-client",
+        region="emea",
+        iat=None,
+        nbf=None,
+        exp=2**40,
+    )
+    async with open_configured(settings) as parts:
+        app = build_app(parts, host="127.0.0.1", port=8000)
+        async with app.router.lifespan_context(app), mcp_client(app, token) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            result = await client.call_tool("esra_larkspur", {"prompt": "paid time off"})
+    assert names == ["esra_larkspur"]
+    assert result.structured_content is not None
+    titles = [r["title"] for r in result.structured_content["results"]]
+    assert "Annual leave and paid time off" in titles
