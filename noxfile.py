@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import nox
@@ -84,7 +90,85 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks in bench/ and print their ratios against the side-by-side baseline."""
-    _install_workspace(session)
+    # rank-bm25 is the retrieval-quality baseline only; no distribution depends on it.
+    _install_workspace(session, "rank-bm25")
     for script in sorted((ROOT / "bench").glob("*.py")):
         if not script.name.startswith("_"):
             session.run("python", str(script), *session.posargs)
+
+
+# The official MCP conformance suite. 0.2.0-alpha.12 is the first line with `server-stateless`;
+# it needs Node 22 (`fs.globSync`), which npx takes from the npm package `node`, whatever the
+# machine's own node is. Both pinned, so the verdict cannot drift between runs.
+CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+CONFORMANCE_NODE = "node@22.23.3"
+CONFORMANCE_SCENARIOS = (
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "dns-rebinding-protection",
+    "server-stateless",
+)
+CONFORMANCE_BASELINE = ROOT / ".ci" / "conformance-expected-failures.yml"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_healthy(url: str, server: subprocess.Popen[bytes], timeout_s: float = 60) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.25)
+    return False
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """Run the official MCP conformance suite's server scenarios against a live `esra serve`."""
+    _install_workspace(session)
+    npx = shutil.which("npx")
+    if npx is None:
+        session.error("npx not found: install Node.js and npm")
+    scratch = Path(tempfile.mkdtemp(prefix="esra-conformance-"))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = scratch / "serve.log"
+    # The suite cannot send a bearer token: --insecure-dev-anonymous (embedded default on
+    # loopback only) serves token-less calls as the development caller `dev-anonymous`.
+    command = [str(Path(session.bin) / "esra"), "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--data-dir", str(scratch / "home")]
+    command += ["--insecure-dev-anonymous"]
+    env = {**os.environ, "npm_config_loglevel": "error", "npm_config_update_notifier": "false"}
+    failed: list[str] = []
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        try:
+            if not _wait_healthy(f"{base}/healthz", server):
+                session.error(f"esra serve did not come up:\n{log_path.read_text()}")
+            for scenario in CONFORMANCE_SCENARIOS:
+                session.log(f"conformance scenario {scenario}")
+                args = [npx, "--yes", "-p", CONFORMANCE_NODE, "-p", CONFORMANCE_PACKAGE, "--"]
+                args += ["conformance", "server", "--url", f"{base}/mcp"]
+                args += ["--scenario", scenario, "--expected-failures", str(CONFORMANCE_BASELINE)]
+                if subprocess.run(args, env=env, check=False, timeout=300).returncode != 0:  # noqa: S603
+                    failed.append(scenario)
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    if failed:
+        session.error(f"conformance failed: {', '.join(failed)} (server log: {log_path})")
+    shutil.rmtree(scratch, ignore_errors=True)
+    session.log(f"conformance: {len(CONFORMANCE_SCENARIOS)} scenarios passed")
