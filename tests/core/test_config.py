@@ -122,3 +122,16 @@ def test_snapshot_lookups() -> None:
     assert snapshot.exposure_by_slug("hr_search") is not None
     assert snapshot.mappings_of("s-1")[0].id == "m-s-1"
     assert attrs.has(type(snapshot))
+
+
+@pytest.mark.parametrize("fetch_enabled", [True, False])
+def test_a_slug_may_not_take_another_exposures_fetch_tool_name(fetch_enabled: bool) -> None:
+    """Tool names, not only slugs, are unique: ``a_fetch`` is ``a``'s fetch tool when on."""
+    plain = make_exposure(exposure_id="e-a", slug="a", fetch_enabled=fetch_enabled)
+    other = make_exposure(exposure_id="e-b", slug="a_fetch", published=False)
+    snapshot = make_snapshot([make_source("s-1")], exposure=plain)
+    if fetch_enabled:
+        with pytest.raises(ConfigurationError, match="duplicate tool name"):
+            attrs.evolve(snapshot, exposures=(plain, other))
+    else:
+        assert len(attrs.evolve(snapshot, exposures=(plain, other)).exposures) == 2

@@ -13,21 +13,17 @@ from mcp.types import CallToolResult
 from esra.core.audit import AuditRecord
 from esra.core.codes import AuditEvent
 from esra.core.config import AccessPolicy
-from esra.core.fetch.service import DocumentFetcher
-from esra.core.fetch.tokens import Keyring
-from esra.core.quota import InProcessQuotaStore
+from esra.core.exceptions import ConfigurationError
 from esra.core.retriever import Retriever
 from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import (
-    FakeClock,
     FakeLanguageModel,
     InMemoryAuditSink,
     InMemorySearchProvider,
 )
-from esra.starlette.auth import JwtVerifier
 from esra.starlette.tools import EsraTools, TenantServices
 from tests.core.factories import make_exposure
-from tests.starlette._tokens import NOW, idp, other_idp
+from tests.starlette._tokens import idp, other_idp
 from tests.starlette._world import TENANT_A, TENANT_B, mcp_client, open_world, snapshot_a
 
 UNKNOWN_TOOL = "ESRA_EXPOSURE_NOT_FOUND: No such tool."
@@ -246,32 +242,16 @@ async def test_the_server_lists_nothing_for_an_unauthenticated_in_process_caller
     assert not audit.records
 
 
-async def test_a_tool_name_published_twice_is_published_for_neither() -> None:
-    """Slug ``a_fetch`` beside slug ``a`` with fetch: the clashing name is hidden."""
+def test_a_tool_name_published_twice_is_refused_by_the_configuration() -> None:
+    """Slug ``a_fetch`` beside slug ``a`` with fetch: the snapshot refuses the clash.
+
+    The host still hides a clashing name (defence in depth), but no snapshot can carry one.
+    """
     plain = make_exposure(exposure_id="e-a", tenant_id=TENANT_A, slug="a", fetch_enabled=True)
     clash = make_exposure(exposure_id="e-b", tenant_id=TENANT_A, slug="a_fetch")
-    snapshot = attrs.evolve(
-        snapshot_a(),
-        exposures=(plain, clash),
-        access_policies=(AccessPolicy.matching(plain), AccessPolicy.matching(clash)),
-    )
-    config = StaticConfigRepository([snapshot])
-    audit = InMemoryAuditSink()
-    retriever = Retriever(
-        config=config, providers={}, model=FakeLanguageModel(), audit=audit, tenant_id=TENANT_A
-    )
-    fetcher = DocumentFetcher(
-        config=config,
-        providers={},
-        audit=audit,
-        keyring=Keyring.generate(),
-        quota=InProcessQuotaStore(),
-        tenant_id=TENANT_A,
-    )
-    tools = EsraTools(
-        config=config,
-        tenants={TENANT_A: TenantServices(retriever=retriever, fetcher=fetcher)},
-        audit=audit,
-    )
-    caller = JwtVerifier([idp().trusted()], clock=FakeClock(NOW)).authenticate(idp().token())
-    assert sorted(await tools.visible_to(caller)) == ["esra_a"]
+    with pytest.raises(ConfigurationError, match="duplicate tool name 'esra_a_fetch'"):
+        attrs.evolve(
+            snapshot_a(),
+            exposures=(plain, clash),
+            access_policies=(AccessPolicy.matching(plain), AccessPolicy.matching(clash)),
+        )

@@ -49,3 +49,8 @@ class Exposure:
     def tool_name(self) -> str:
         """The MCP tool name this exposure publishes."""
         return f"esra_{self.slug}"
+
+    @property
+    def fetch_tool_name(self) -> str:
+        """The name of the fetch tool, published only when ``fetch_enabled``."""
+        return f"{self.tool_name}_fetch"

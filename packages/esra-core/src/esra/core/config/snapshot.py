@@ -88,6 +88,16 @@ def _check(snapshot: ConfigSnapshot) -> None:
     _check_unique("capability name", [c.name for c in snapshot.capabilities])
     _check_unique("exposure id", [e.id for e in snapshot.exposures])
     _check_unique("exposure slug", [e.slug for e in snapshot.exposures])
+    # Slug "a_fetch" would publish the tool "esra_a_fetch", which is also exposure "a"'s fetch
+    # tool: tool names, not only slugs, must be unique.
+    _check_unique(
+        "tool name",
+        [
+            name
+            for e in snapshot.exposures
+            for name in (e.tool_name, *([e.fetch_tool_name] if e.fetch_enabled else []))
+        ],
+    )
     source_ids = {s.id for s in snapshot.sources}
     for mapping in snapshot.mappings:
         if mapping.source_id not in source_ids:
