@@ -98,6 +98,7 @@ async def open_embedded(data_dir: Path) -> AsyncIterator[HostParts]:
                 # Fresh each run: document references do not outlive the process.
                 keyring=Keyring.generate(),
                 model=LocalModel(),
+                stores={snapshot.tenant_id: store_path},
             )
         finally:
             for provider in providers.values():

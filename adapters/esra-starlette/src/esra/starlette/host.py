@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 
 import attrs
 from starlette.applications import Starlette
@@ -18,12 +19,18 @@ from esra.core.logging_audit import LoggingAuditSink
 from esra.core.ports import AuditSink, ConfigRepository, LanguageModel
 from esra.core.static_config import StaticConfigRepository
 from esra.llm import LocalModel
-from esra.sqlite import SqliteFts5Provider
+from esra.sqlite import STORE_PROVIDER_KIND, SqliteFts5Provider
 from esra.starlette.app import MCP_PATH, create_app
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.settings import HostSettings, ServerSettings, database_path
 
-__all__ = ["HostParts", "build_app", "default_resource_url", "open_configured"]
+__all__ = [
+    "HostParts",
+    "build_app",
+    "default_resource_url",
+    "open_configured",
+    "store_databases",
+]
 
 
 @attrs.frozen
@@ -36,12 +43,25 @@ class HostParts:
     keyring: Keyring = attrs.field(repr=False)
     model: LanguageModel
     server: ServerSettings = attrs.field(factory=ServerSettings)
+    # Per tenant, the SQLite database of its internal document store (tenants without a
+    # store are absent): what the admin API, ``esra worker`` and ``esra ingest`` work on.
+    stores: Mapping[str, Path] = attrs.field(factory=dict)
 
 
 def default_resource_url(host: str, port: int) -> str:
     """The MCP endpoint's URL on the bound address (IPv6 literals bracketed)."""
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}{MCP_PATH}"
+
+
+def store_databases(settings: HostSettings) -> dict[str, Path]:
+    """Per configured tenant, the database of its document-store source, if it has one."""
+    stores: dict[str, Path] = {}
+    for tenant in settings.tenants:
+        for source in tenant.snapshot.sources:
+            if source.provider_kind == STORE_PROVIDER_KIND:
+                stores[tenant.id] = database_path(tenant.databases, source)
+    return stores
 
 
 def build_app(
@@ -102,6 +122,7 @@ async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
             keyring=settings.keyring or Keyring.generate(),
             model=_model(settings.model),
             server=settings.server,
+            stores=store_databases(settings),
         )
     finally:
         for tenant_providers in providers.values():

@@ -290,6 +290,8 @@ def _tenant(table: _Table, base: Path) -> TenantSettings:
     databases = (base / (table.string("databases", ".") or ".")).resolve()
     if not databases.is_dir():
         raise table.fail("databases", f"no such directory: {databases}")
+    if sum(s.provider_kind == STORE_PROVIDER_KIND for s in snapshot.sources) > 1:
+        raise table.fail("config", "a tenant has at most one document-store source")
     for source in snapshot.sources:
         if source.provider_kind not in SQLITE_PROVIDER_KINDS:
             kinds = ", ".join(sorted(SQLITE_PROVIDER_KINDS))
