@@ -65,8 +65,9 @@ async def test_release_shows_findings_first_needs_manage_and_is_audited() -> Non
         await service.release(READER, ids["hostile.txt"])
     released = await service.release(MANAGER, ids["hostile.txt"])
     assert (released.state, released.released_by) == (DocumentState.INDEXED, "manager")
-    (record,) = audit.events(AuditEvent.DOCUMENT_RELEASE)
-    assert record.dimensions["operator"] == "manager"
+    denied, record = audit.events(AuditEvent.DOCUMENT_RELEASE)
+    assert (denied.outcome, denied.dimensions["operator"]) == ("denied", "reader")
+    assert (record.outcome, record.dimensions["operator"]) == ("ok", "manager")
     assert record.tenant_id == TENANT
 
 

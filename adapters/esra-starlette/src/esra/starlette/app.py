@@ -9,6 +9,8 @@ Routes:
 - ``/.well-known/oauth-protected-resource/mcp`` — RFC 9728 protected-resource metadata: the
   resource URL, the trusted issuers as its authorization servers, bearer tokens in the header.
 - ``/healthz`` — liveness, unauthenticated, naming nothing about any tenant.
+- ``/admin/v1`` — the admin API (``esra.starlette.admin``): JSON, its OpenAPI document at
+  ``/admin/v1/openapi.json``, the same bearer tokens, roles from one token claim.
 
 Stateless because ESRA keeps no conversation state (each invocation is independent): no
 session outlives its request, so none can be reused with another caller's token, and any
@@ -31,8 +33,10 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 
+from esra.core.admin.publication import ConfigPublisher
+from esra.core.clock import SystemClock
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS, DocumentFetcher
 from esra.core.fetch.tokens import Keyring
@@ -47,8 +51,10 @@ from esra.core.ports import (
 )
 from esra.core.quota import InProcessQuotaStore
 from esra.core.retriever import Retriever
+from esra.starlette.admin import ADMIN_PATH, DEFAULT_ROLES_CLAIM, AdminLimits, admin_app
 from esra.starlette.auth import JwtVerifier
 from esra.starlette.issuers import TrustedIssuer
+from esra.starlette.stores import TenantStore
 from esra.starlette.tools import EsraTools, TenantServices
 
 __all__ = ["LOOPBACK_HOSTS", "MCP_PATH", "create_app", "metadata_path"]
@@ -108,6 +114,10 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
     resource_name: str = "ESRA enterprise search",
+    document_stores: Mapping[str, TenantStore] | None = None,
+    publisher: ConfigPublisher | None = None,
+    roles_claim: str = DEFAULT_ROLES_CLAIM,
+    admin_limits: AdminLimits | None = None,
 ) -> Starlette:
     """Compose the host: one ``Retriever`` (and ``DocumentFetcher``) per tenant, behind MCP.
 
@@ -133,6 +143,12 @@ def create_app(
             DNS-rebinding protection for these hosts whatever ``bind_host`` is.
         allowed_origins: Origin header values to accept from browsers.
         resource_name: the human-readable name in the protected-resource metadata.
+        document_stores: each tenant's internal document store, opened by the caller (see
+            ``esra.starlette.stores.open_tenant_stores``); served by the admin API.
+        publisher: receives snapshots the admin API publishes (usually ``config`` itself);
+            without one the admin API's configuration endpoints are not served.
+        roles_claim: the token claim holding an administrator's roles (on its own tenant).
+        admin_limits: request body limits of the admin API.
 
     Raises:
         ValueError: two issuers share an ``iss``, or ``resource_url`` is not an http(s) URL.
@@ -142,6 +158,15 @@ def create_app(
         msg = "resource_url must be an absolute http(s) URL"
         raise ValueError(msg)
     verifier = JwtVerifier(issuers, clock=clock)
+    admin = admin_app(
+        config=config,
+        stores=document_stores or {},
+        audit=audit,
+        clock=clock or SystemClock(),
+        publisher=publisher,
+        roles_claim=roles_claim,
+        limits=admin_limits,
+    )
     quota = quota or InProcessQuotaStore(clock)
     tenants: dict[str, TenantServices] = {}
     for tenant_id, tenant_providers in providers.items():
@@ -205,12 +230,14 @@ def create_app(
         async with sessions.run():
             yield
 
+    routes: list[BaseRoute] = [
+        Route(MCP_PATH, endpoint=endpoint),
+        Route(metadata_path(resource_url), protected_resource, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Mount(ADMIN_PATH, app=admin),
+    ]
     return Starlette(
-        routes=[
-            Route(MCP_PATH, endpoint=endpoint),
-            Route(metadata_path(resource_url), protected_resource, methods=["GET"]),
-            Route("/healthz", healthz, methods=["GET"]),
-        ],
+        routes=routes,
         middleware=[
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),

@@ -23,6 +23,7 @@ from esra.sqlite import STORE_PROVIDER_KIND, SqliteFts5Provider
 from esra.starlette.app import MCP_PATH, create_app
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.settings import HostSettings, ServerSettings, database_path
+from esra.starlette.stores import TenantStore
 
 __all__ = [
     "HostParts",
@@ -65,13 +66,21 @@ def store_databases(settings: HostSettings) -> dict[str, Path]:
 
 
 def build_app(
-    parts: HostParts, *, host: str, port: int, audit: AuditSink | None = None
+    parts: HostParts,
+    *,
+    host: str,
+    port: int,
+    audit: AuditSink | None = None,
+    stores: Mapping[str, TenantStore] | None = None,
 ) -> Starlette:
     """The host's ASGI app over ``parts``, listening on ``host``:``port``.
 
-    Audit records go to the ``esra.audit`` logger unless ``audit`` is given.
+    Audit records go to the ``esra.audit`` logger unless ``audit`` is given. ``stores`` are
+    the tenants' opened document stores (``open_tenant_stores(parts.stores, ...)``). The admin
+    API publishes into ``parts.config`` when it is a ``StaticConfigRepository``.
     """
     server = parts.server
+    config = parts.config
     return create_app(
         config=parts.config,
         providers=parts.providers,
@@ -86,6 +95,8 @@ def build_app(
         allowed_hosts=server.allowed_hosts,
         allowed_origins=server.allowed_origins,
         resource_name=server.resource_name,
+        document_stores=stores,
+        publisher=config if isinstance(config, StaticConfigRepository) else None,
     )
 
 

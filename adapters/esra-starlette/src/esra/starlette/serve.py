@@ -15,7 +15,10 @@ from contextlib import AbstractAsyncContextManager
 import uvicorn
 from starlette.types import ASGIApp
 
+from esra.core.clock import SystemClock
+from esra.core.logging_audit import LoggingAuditSink
 from esra.starlette.host import HostParts, build_app, default_resource_url
+from esra.starlette.stores import open_tenant_stores
 
 __all__ = ["HostServer"]
 
@@ -54,8 +57,14 @@ class HostServer:
 
     async def serve(self) -> None:
         """Open the parts, serve until ``stop()``, then close the parts."""
-        async with self._open_parts() as parts:
-            app: ASGIApp = build_app(parts, host=self.host, port=self.port)
+        audit = LoggingAuditSink()
+        async with (
+            self._open_parts() as parts,
+            open_tenant_stores(parts.stores, audit=audit, clock=SystemClock()) as stores,
+        ):
+            app: ASGIApp = build_app(
+                parts, host=self.host, port=self.port, audit=audit, stores=stores
+            )
             if self._wrap is not None:
                 app = self._wrap(app)
             config = uvicorn.Config(

@@ -111,6 +111,7 @@ class AuditEvent(StrEnum):
     INVOKE = "esra.invoke"
     RETRIEVE = "esra.retrieve"
     FETCH = "esra.fetch"
+    STORE_ENABLE = "esra.store.enable"
     STORE_INITIALISE = "esra.store.initialise"
     DOCUMENT_UPLOAD = "esra.document.upload"
     DOCUMENT_RELEASE = "esra.document.release"

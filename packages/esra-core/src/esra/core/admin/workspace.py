@@ -71,6 +71,31 @@ class WorkspaceRegistry:
         """Return the tenant's current workspace."""
         return self._workspaces.get(tenant_id) or AdminWorkspace(tenant_id=tenant_id)
 
+    def adopt(self, snapshot: ConfigSnapshot) -> AdminWorkspace:
+        """Start a tenant's workspace from the configuration it already runs on.
+
+        A host that served ``snapshot`` before any administrator touched it adopts it as
+        version 1, so the first change edits the running configuration instead of replacing
+        it with an empty one. Every connection secret its sources name counts as written
+        once; it is published if any of its exposures is.
+
+        Raises:
+            ValueError: the tenant already has a workspace.
+        """
+        if snapshot.tenant_id in self._workspaces:
+            msg = f"tenant {snapshot.tenant_id!r} already has a workspace"
+            raise ValueError(msg)
+        published = any(exposure.published for exposure in snapshot.exposures)
+        workspace = AdminWorkspace(
+            tenant_id=snapshot.tenant_id,
+            version=1,
+            snapshot=snapshot,
+            secret_rotations={source.connection_ref: 1 for source in snapshot.sources},
+            published_version=1 if published else None,
+        )
+        self._workspaces[snapshot.tenant_id] = workspace
+        return workspace
+
     def commit(self, workspace: AdminWorkspace) -> None:
         """Make ``workspace`` its tenant's current one; versions only move forward."""
         current = self.current(workspace.tenant_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import cattrs
 from cattrs.preconf.json import make_converter
@@ -10,7 +10,9 @@ from cattrs.preconf.json import make_converter
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.exceptions import ConfigurationError
 
-__all__ = ["CONVERTER", "dump_snapshot", "load_snapshot"]
+__all__ = ["CONVERTER", "dump_snapshot", "load_part", "load_snapshot"]
+
+_T = TypeVar("_T")
 
 CONVERTER = make_converter(forbid_extra_keys=True)
 
@@ -21,8 +23,20 @@ def load_snapshot(data: dict[str, Any]) -> ConfigSnapshot:
     Raises:
         ConfigurationError: the document does not describe a valid, consistent snapshot.
     """
+    return load_part(data, ConfigSnapshot, what="configuration document")
+
+
+def load_part(data: object, kind: type[_T], *, what: str) -> _T:
+    """Structure one configuration object (a ``Source``, ``Mapping``, ``Capability``, …).
+
+    Every problem is reported with its path in the document (``$.limits.max_results``).
+
+    Raises:
+        ConfigurationError: ``data`` does not describe a valid ``kind``; the message starts
+            with ``what``.
+    """
     try:
-        return CONVERTER.structure(data, ConfigSnapshot)
+        return CONVERTER.structure(data, kind)
     except ConfigurationError:
         raise
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
@@ -31,7 +45,7 @@ def load_snapshot(data: dict[str, Any]) -> ConfigSnapshot:
             if isinstance(exc, cattrs.BaseValidationError)
             else [str(exc)]
         )
-        msg = "configuration document is not valid: " + "; ".join(details)
+        msg = f"{what} is not valid: " + "; ".join(details)
         raise ConfigurationError(msg) from exc
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -61,13 +61,16 @@ class UploadOutcome:
 async def upload_files(
     repository: DocumentRepository,
     tenant_id: str,
-    files: Sequence[tuple[str, bytes]],
+    files: Iterable[tuple[str, bytes]],
     *,
     scope: str,
     clock: Clock,
     limits: UploadLimits | None = None,
 ) -> list[UploadOutcome]:
-    """Inspect and persist each file; one bad file never affects the others."""
+    """Inspect and persist each file; one bad file never affects the others.
+
+    ``files`` is consumed one at a time, so a lazy iterable keeps one file in memory.
+    """
     outcomes = []
     for filename, data in files:
         try:

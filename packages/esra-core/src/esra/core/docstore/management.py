@@ -8,16 +8,18 @@ actions; download needs ``ESRA_DATA_MANAGE``, not just ``ESRA_DATA_READ``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import attrs
 
 from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role
 from esra.core.audit import AuditRecord
 from esra.core.codes import AuditEvent
+from esra.core.docstore.ingestion import UploadOutcome, upload_files
 from esra.core.docstore.model import DocumentState, StoredDocument
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.scanner import Finding
+from esra.core.docstore.upload import UploadLimits
 from esra.core.ports import AuditSink, Clock
 
 __all__ = [
@@ -46,10 +48,15 @@ class Operator:
     tenant_id: str
     roles: frozenset[str]
 
+    def may(self, role: Role) -> bool:
+        """Whether the operator holds ``role`` (or a role implying it) on its tenant."""
+        grants = frozenset(Grant(Role(r), self.tenant_id) for r in self.roles if r in _ROLE_NAMES)
+        return Administrator(self.subject, grants).may(role, self.tenant_id)
+
     def require(self, role: Role) -> None:
         """Raise ``NotPermittedError`` unless the operator holds ``role`` on its tenant."""
-        grants = frozenset(Grant(Role(r), self.tenant_id) for r in self.roles if r in _ROLE_NAMES)
-        Administrator(self.subject, grants).require(role, self.tenant_id)
+        if not self.may(role):
+            raise NotPermittedError
 
 
 _ROLE_NAMES = frozenset(r.value for r in Role)
@@ -81,6 +88,52 @@ class DocumentStoreService:
         self._audit = audit
         self._clock = clock
 
+    async def upload(
+        self,
+        operator: Operator,
+        files: Iterable[tuple[str, bytes]],
+        *,
+        scope: str,
+        limits: UploadLimits | None = None,
+    ) -> list[UploadOutcome]:
+        """Inspect and store each file as Pending under ``scope``; one outcome per file.
+
+        Needs ``ESRA_DATA_MANAGE``. Each file is audited on its own (stored with its document
+        id, or refused with the classified reason), never with its name or content.
+        """
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_UPLOAD, None)
+        outcomes = await upload_files(
+            self._repository,
+            operator.tenant_id,
+            files,
+            scope=scope,
+            clock=self._clock,
+            limits=limits,
+        )
+        for outcome in outcomes:
+            stored = outcome.document
+            await self._record(
+                operator,
+                AuditEvent.DOCUMENT_UPLOAD,
+                stored.id if stored else None,
+                ok=stored is not None,
+                refusal=outcome.refusal.value if outcome.refusal else None,
+            )
+        return outcomes
+
+    async def document(self, operator: Operator, document_id: str) -> DocumentRow | None:
+        """One non-deleted document's row, or None; needs ``ESRA_DATA_READ``."""
+        operator.require(DATA_READ)
+        document = await self._repository.get(operator.tenant_id, document_id)
+        if document is None or document.deleted:
+            return None
+        return _row(document)
+
+    async def counts(self, operator: Operator) -> Mapping[DocumentState, int]:
+        """Store-wide counts per state (every state present); needs ``ESRA_DATA_READ``."""
+        operator.require(DATA_READ)
+        return await self._repository.counts(operator.tenant_id)
+
     async def overview(
         self, operator: Operator, *, states: Collection[DocumentState] | None = None
     ) -> StoreOverview:
@@ -88,17 +141,7 @@ class DocumentStoreService:
         operator.require(DATA_READ)
         counts = await self._repository.counts(operator.tenant_id)
         documents = await self._repository.list(operator.tenant_id, states=states)
-        rows = tuple(
-            DocumentRow(
-                document=d,
-                # Indexed yet unsearchable: nothing about the state alone says so.
-                zero_segments=d.state is DocumentState.INDEXED and d.segment_count == 0,
-                reindex_available=d.bytes_retained and d.state is not DocumentState.PROCESSING,
-                release_available=d.state is DocumentState.QUARANTINED,
-            )
-            for d in documents
-        )
-        return StoreOverview(counts=counts, rows=rows)
+        return StoreOverview(counts=counts, rows=tuple(_row(d) for d in documents))
 
     async def findings(self, operator: Operator, document_id: str) -> tuple[Finding, ...]:
         """What the scanner matched: shown to the operator before a release."""
@@ -110,7 +153,7 @@ class DocumentStoreService:
 
     async def release(self, operator: Operator, document_id: str) -> StoredDocument:
         """Release a quarantined document to Indexed; audited with the operator and findings."""
-        operator.require(DATA_MANAGE)
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_RELEASE, document_id)
         released = await self._repository.release(
             operator.tenant_id, document_id, operator=operator.subject, now=self._clock.now()
         )
@@ -127,7 +170,7 @@ class DocumentStoreService:
 
     async def reindex(self, operator: Operator, document_id: str) -> StoredDocument:
         """Queue a document for extraction again, attempts reset; only with retained bytes."""
-        operator.require(DATA_MANAGE)
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_REINDEX, document_id)
         queued = await self._repository.reindex(
             operator.tenant_id, document_id, now=self._clock.now()
         )
@@ -140,7 +183,7 @@ class DocumentStoreService:
 
     async def delete(self, operator: Operator, document_id: str) -> None:
         """Soft-delete a document: gone from search, fetch and the list."""
-        operator.require(DATA_MANAGE)
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DELETE, document_id)
         deleted = await self._repository.soft_delete(
             operator.tenant_id, document_id, now=self._clock.now()
         )
@@ -154,11 +197,7 @@ class DocumentStoreService:
         Serve them as ``application/octet-stream`` with an attachment disposition: the
         store never renders a document.
         """
-        try:
-            operator.require(DATA_MANAGE)
-        except NotPermittedError:
-            await self._record(operator, AuditEvent.DOCUMENT_DOWNLOAD, document_id, ok=False)
-            raise
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DOWNLOAD, document_id)
         document = await self._repository.get(operator.tenant_id, document_id)
         data = await self._repository.original(operator.tenant_id, document_id)
         await self._record(operator, AuditEvent.DOCUMENT_DOWNLOAD, document_id, ok=data is not None)
@@ -166,28 +205,49 @@ class DocumentStoreService:
             raise NotPermittedError
         return document.title, data
 
+    async def _require(
+        self, operator: Operator, role: Role, event: AuditEvent, document_id: str | None
+    ) -> None:
+        """Raise ``NotPermittedError`` unless the operator holds ``role``; audit a denial."""
+        if not operator.may(role):
+            await self._record(operator, event, document_id, ok=False)
+            raise NotPermittedError
+
     async def _record(
         self,
         operator: Operator,
         event: AuditEvent,
-        document_id: str,
+        document_id: str | None,
         *,
         ok: bool,
         findings: int | None = None,
+        refusal: str | None = None,
     ) -> None:
-        dimensions: dict[str, str | int] = {
-            "document_id": document_id,
-            "operator": operator.subject,
-        }
+        dimensions: dict[str, str | int] = {"operator": operator.subject}
+        if document_id is not None:
+            dimensions["document_id"] = document_id
         if findings is not None:
             dimensions["findings"] = findings
+        if refusal is not None:
+            dimensions["refusal"] = refusal
         await self._audit.record(
             AuditRecord(
                 event=event,
                 tenant_id=operator.tenant_id,
-                correlation_id=f"{event.value}:{document_id}",
+                correlation_id=f"{event.value}:{document_id or operator.subject}",
                 at=self._clock.now(),
                 outcome="ok" if ok else "denied",
                 dimensions=dimensions,
             )
         )
+
+
+def _row(document: StoredDocument) -> DocumentRow:
+    return DocumentRow(
+        document=document,
+        # Indexed yet unsearchable: nothing about the state alone says so.
+        zero_segments=document.state is DocumentState.INDEXED and document.segment_count == 0,
+        reindex_available=document.bytes_retained
+        and document.state is not DocumentState.PROCESSING,
+        release_available=document.state is DocumentState.QUARANTINED,
+    )

@@ -1,0 +1,100 @@
+"""The admin API: JSON over HTTP, with its OpenAPI document, for configuration and the store.
+
+Mounted by ``create_app`` at ``/admin/v1``. Authentication is the host's (the same bearer
+JWTs as ``/mcp``); authorisation is the core's role-checked services, with roles read from
+one token claim (``esra_roles`` unless configured). Every error is a JSON body with a code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from esra.core.admin.publication import ConfigPublisher
+from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
+from esra.core.ports import AuditSink, Clock, ConfigRepository
+from esra.starlette.admin.config_api import ConfigApi
+from esra.starlette.admin.errors import AdminError, AdminErrorCode, handle_http, handle_unexpected
+from esra.starlette.admin.limits import AdminLimits, BodySizeLimit
+from esra.starlette.admin.openapi import openapi_document
+from esra.starlette.admin.operator import DEFAULT_ROLES_CLAIM
+from esra.starlette.admin.store_api import StoreApi
+from esra.starlette.stores import TenantStore
+
+__all__ = [
+    "ADMIN_PATH",
+    "DEFAULT_ROLES_CLAIM",
+    "AdminError",
+    "AdminErrorCode",
+    "AdminLimits",
+    "admin_app",
+]
+
+ADMIN_PATH = "/admin/v1"
+
+
+def admin_app(
+    *,
+    config: ConfigRepository,
+    stores: Mapping[str, TenantStore],
+    audit: AuditSink,
+    clock: Clock,
+    publisher: ConfigPublisher | None = None,
+    secrets: WritableSecretStore | None = None,
+    roles_claim: str = DEFAULT_ROLES_CLAIM,
+    limits: AdminLimits | None = None,
+    base_path: str = ADMIN_PATH,
+) -> Starlette:
+    """The admin API as an ASGI app, to mount at ``base_path``.
+
+    Args:
+        config: the running configuration (each tenant's draft starts from it).
+        stores: each tenant's document store; a tenant absent here has none.
+        audit: where the core services record every administrative action.
+        clock: time for the audit records and the store.
+        publisher: receives published snapshots; without one the configuration endpoints
+            are not served (the configuration is then read-only, from files).
+        secrets: where connection secrets are written (in memory by default).
+        roles_claim: the token claim holding the caller's administrative roles.
+        limits: request body limits.
+        base_path: where the app is mounted (named in the OpenAPI document).
+    """
+    limits = limits or AdminLimits()
+    routes: list[BaseRoute] = list(
+        StoreApi(stores, roles_claim=roles_claim, limits=limits).routes()
+    )
+    if publisher is not None:
+        config_api = ConfigApi(
+            config=config,
+            publisher=publisher,
+            secrets=secrets or InMemorySecretVault(),
+            audit=audit,
+            clock=clock,
+            roles_claim=roles_claim,
+        )
+        routes.extend(config_api.routes())
+    document = openapi_document(base_path)
+    if publisher is None:
+        document["paths"] = {
+            path: item for path, item in document["paths"].items() if "/store" in path
+        }
+
+    async def openapi(_request: Request) -> Response:
+        return JSONResponse(document)
+
+    routes.append(Route("/openapi.json", openapi, methods=["GET"]))
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(BodySizeLimit, limits=limits)],
+        exception_handlers={
+            AdminError: handle_http,
+            HTTPException: handle_http,
+            Exception: handle_unexpected,
+        },
+    )

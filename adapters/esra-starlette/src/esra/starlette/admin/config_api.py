@@ -1,0 +1,206 @@
+"""Configuration endpoints: the triple-control chain's four services over HTTP.
+
+``PUT /secrets/{reference}`` (``SECURITY_MANAGE``) → ``PUT /sources/{id}`` and
+``PUT /capabilities/{id}`` (``ESRA_DATA_MANAGE``) → ``PUT /access-policies/{slug}``
+(``GOVERNANCE_MANAGE``) → ``PUT /exposures/{slug}`` and ``POST /exposures/{slug}/publish``
+(``ESRA_EXPOSURE_MANAGE``); ``GET /config`` shows the draft (``ESRA_DATA_READ``). The core
+services check each role and audit every attempt; bodies are the configuration document's
+own JSON shapes (``docs/configuration.md``), structured by the core's converter, so a bad
+field is reported with its path. A body may leave out ``tenant_id``: it is the token's.
+
+Each tenant's draft starts as the configuration the host already runs, and publishing hands
+the new snapshot to the running host at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from esra.core.admin.chain import (
+    AccessPolicyService,
+    ConnectionSecretService,
+    DataModelService,
+    ExposureService,
+)
+from esra.core.admin.publication import ConfigPublisher
+from esra.core.admin.roles import Administrator, NotPermittedError
+from esra.core.admin.secrets import WritableSecretStore
+from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
+from esra.core.config.access_policy import AccessPolicy
+from esra.core.config.capability import Capability
+from esra.core.config.converter import dump_snapshot, load_part
+from esra.core.config.exposure import Exposure
+from esra.core.config.mapping import Mapping
+from esra.core.config.source import Source
+from esra.core.exceptions import ConfigurationError
+from esra.core.ports import AuditSink, Clock, ConfigRepository
+from esra.starlette.admin.bodies import read_json_object
+from esra.starlette.admin.errors import AdminError, AdminErrorCode
+from esra.starlette.admin.operator import administrator_of, caller_of
+
+__all__ = ["ConfigApi"]
+
+_T = TypeVar("_T")
+
+
+def _workspace_view(workspace: AdminWorkspace) -> dict[str, Any]:
+    return {"version": workspace.version, "publishedVersion": workspace.published_version}
+
+
+class ConfigApi:
+    """The configuration endpoints over one ``WorkspaceRegistry``."""
+
+    def __init__(
+        self,
+        *,
+        config: ConfigRepository,
+        publisher: ConfigPublisher,
+        secrets: WritableSecretStore,
+        audit: AuditSink,
+        clock: Clock,
+        roles_claim: str,
+    ) -> None:
+        self._config = config
+        self._workspaces = WorkspaceRegistry()
+        self._roles_claim = roles_claim
+        self._secrets = ConnectionSecretService(self._workspaces, secrets, audit=audit, clock=clock)
+        self._model = DataModelService(self._workspaces, audit=audit, clock=clock)
+        self._policies = AccessPolicyService(self._workspaces, audit=audit, clock=clock)
+        self._exposures = ExposureService(self._workspaces, publisher, audit=audit, clock=clock)
+
+    def routes(self) -> list[Route]:
+        """The endpoints, relative to the admin API's base path."""
+        return [
+            Route("/config", self.view, methods=["GET"]),
+            Route("/secrets/{reference}", self.put_secret, methods=["PUT"]),
+            Route("/sources/{source_id}", self.model_source, methods=["PUT"]),
+            Route("/capabilities/{capability_id}", self.define_capability, methods=["PUT"]),
+            Route("/access-policies/{slug}", self.author_policy, methods=["PUT"]),
+            Route("/exposures/{slug}", self.bind_exposure, methods=["PUT"]),
+            Route("/exposures/{slug}/publish", self.publish, methods=["POST"]),
+        ]
+
+    async def _admin(self, request: Request) -> tuple[Administrator, str]:
+        admin = administrator_of(request, self._roles_claim)
+        tenant_id = caller_of(request).tenant_id
+        if self._workspaces.current(tenant_id).version == 0:
+            running = await self._config.snapshot(tenant_id)
+            if running is not None:
+                self._workspaces.adopt(running)
+        return admin, tenant_id
+
+    @staticmethod
+    async def _checked(call: Awaitable[AdminWorkspace]) -> Response:
+        try:
+            workspace = await call
+        except NotPermittedError:
+            raise AdminError(
+                AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action."
+            ) from None
+        except ConfigurationError as exc:
+            raise AdminError(AdminErrorCode.ESRA_CONFIGURATION_INVALID, str(exc)) from None
+        return JSONResponse(_workspace_view(workspace))
+
+    @staticmethod
+    def _part(data: object, kind: type[_T], tenant_id: str, what: str) -> _T:
+        if isinstance(data, dict):
+            data = {"tenant_id": tenant_id, **data}
+        try:
+            return load_part(data, kind, what=what)
+        except ConfigurationError as exc:
+            raise AdminError(AdminErrorCode.ESRA_CONFIGURATION_INVALID, str(exc)) from None
+
+    @staticmethod
+    def _same(name: str, in_path: str, in_body: str) -> None:
+        if in_path != in_body:
+            raise AdminError(
+                AdminErrorCode.ESRA_INVALID_REQUEST,
+                f"The body's {name} {in_body!r} differs from the URL's {in_path!r}.",
+            )
+
+    async def view(self, request: Request) -> Response:
+        """GET /config: the tenant's draft, its version and the secret references."""
+        admin, tenant_id = await self._admin(request)
+        try:
+            workspace = await self._model.view(admin, tenant_id)
+        except NotPermittedError:
+            raise AdminError(
+                AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action."
+            ) from None
+        return JSONResponse(
+            {
+                **_workspace_view(workspace),
+                "secrets": [
+                    {"reference": reference, "writes": writes}
+                    for reference, writes in sorted(workspace.secret_rotations.items())
+                ],
+                "configuration": dump_snapshot(workspace.snapshot),
+            }
+        )
+
+    async def put_secret(self, request: Request) -> Response:
+        """PUT /secrets/{reference} ``{"value": "..."}``: create or rotate a secret."""
+        admin, tenant_id = await self._admin(request)
+        body = await read_json_object(request)
+        value = body.get("value")
+        if not isinstance(value, str) or not value or set(body) != {"value"}:
+            raise AdminError(
+                AdminErrorCode.ESRA_INVALID_REQUEST,
+                'The body must be {"value": "<the secret>"} with a non-empty string.',
+            )
+        reference = request.path_params["reference"]
+        return await self._checked(self._secrets.put_secret(admin, tenant_id, reference, value))
+
+    async def model_source(self, request: Request) -> Response:
+        """PUT /sources/{id} ``{"source": {...}, "mappings": [...]}``: model a source."""
+        admin, tenant_id = await self._admin(request)
+        body = await read_json_object(request)
+        unknown = set(body) - {"source", "mappings"}
+        if unknown or "source" not in body:
+            raise AdminError(
+                AdminErrorCode.ESRA_INVALID_REQUEST,
+                'The body must be {"source": {...}, "mappings": [...]}.',
+            )
+        source = self._part(body["source"], Source, tenant_id, "source")
+        self._same("source id", request.path_params["source_id"], source.id)
+        raw_mappings = body.get("mappings", [])
+        if not isinstance(raw_mappings, list):
+            raise AdminError(AdminErrorCode.ESRA_INVALID_REQUEST, "'mappings' must be a list.")
+        mappings = [
+            self._part(m, Mapping, tenant_id, f"mappings[{i}]") for i, m in enumerate(raw_mappings)
+        ]
+        return await self._checked(self._model.model_source(admin, tenant_id, source, mappings))
+
+    async def define_capability(self, request: Request) -> Response:
+        """PUT /capabilities/{id}: add or replace a capability."""
+        admin, tenant_id = await self._admin(request)
+        capability = self._part(
+            await read_json_object(request), Capability, tenant_id, "capability"
+        )
+        self._same("capability id", request.path_params["capability_id"], capability.id)
+        return await self._checked(self._model.define_capability(admin, tenant_id, capability))
+
+    async def author_policy(self, request: Request) -> Response:
+        """PUT /access-policies/{slug}: the access policy of a tool."""
+        admin, tenant_id = await self._admin(request)
+        policy = self._part(await read_json_object(request), AccessPolicy, tenant_id, "policy")
+        self._same("slug", request.path_params["slug"], policy.slug)
+        return await self._checked(self._policies.author_policy(admin, tenant_id, policy))
+
+    async def bind_exposure(self, request: Request) -> Response:
+        """PUT /exposures/{slug}: bind an exposure as a draft (unpublished)."""
+        admin, tenant_id = await self._admin(request)
+        exposure = self._part(await read_json_object(request), Exposure, tenant_id, "exposure")
+        self._same("slug", request.path_params["slug"], exposure.slug)
+        return await self._checked(self._exposures.bind_exposure(admin, tenant_id, exposure))
+
+    async def publish(self, request: Request) -> Response:
+        """POST /exposures/{slug}/publish: re-validate and make the draft the running config."""
+        admin, tenant_id = await self._admin(request)
+        slug = request.path_params["slug"]
+        return await self._checked(self._exposures.publish(admin, tenant_id, slug))

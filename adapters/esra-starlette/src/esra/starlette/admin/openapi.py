@@ -1,0 +1,286 @@
+"""The admin API's OpenAPI 3.1 document, built from one table of its operations.
+
+The table is the single description of every endpoint (method, path, role, body, answers);
+a test checks it against the routes the host really serves, so the document cannot drift
+from the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+__all__ = ["OPERATIONS", "Operation", "openapi_document"]
+
+
+@attrs.frozen
+class Operation:
+    """One endpoint as the document describes it."""
+
+    method: str
+    path: str
+    summary: str
+    role: str
+    ok_status: int = 200
+    ok: str = "Workspace"
+    body: str | None = None
+    errors: tuple[int, ...] = (401, 403)
+
+
+_STORE_ERRORS = (401, 403, 404)
+_DOCUMENT_ERRORS = (401, 403, 404, 409)
+_CONFIG_ERRORS = (400, 401, 403, 413, 415, 422)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("get", "/store", "The store's lifecycle state (and counts once Ready).",
+              "ESRA_DATA_READ", ok="StoreState", errors=_STORE_ERRORS),
+    Operation("post", "/store/enable", "Enable the tenant's document store.",
+              "ESRA_DATA_MANAGE", ok="StoreState", errors=_STORE_ERRORS),
+    Operation("post", "/store/initialise",
+              "Start initialising the store in the background; poll GET /store.",
+              "ESRA_DATA_MANAGE", ok_status=202, ok="StoreState", errors=(*_STORE_ERRORS, 409)),
+    Operation("get", "/store/documents",
+              "Store-wide counts for every state and the documents (filter: ?state=…).",
+              "ESRA_DATA_READ", ok="DocumentList", errors=(400, *_STORE_ERRORS, 409)),
+    Operation("post", "/store/documents",
+              "Upload files (multipart field 'files', optional 'scope'); each file's outcome.",
+              "ESRA_DATA_MANAGE", ok_status=202, ok="UploadResult", body="Upload",
+              errors=(400, *_STORE_ERRORS, 409, 413, 415)),
+    Operation("get", "/store/documents/{document_id}", "One document with its findings.",
+              "ESRA_DATA_READ", ok="Document", errors=(*_STORE_ERRORS, 409)),
+    Operation("delete", "/store/documents/{document_id}",
+              "Soft-delete a document: gone from search, fetch and the list.",
+              "ESRA_DATA_MANAGE", ok_status=204, ok="", errors=_STORE_ERRORS),
+    Operation("post", "/store/documents/{document_id}/release",
+              "Release a Quarantined document to Indexed (audited with the operator).",
+              "ESRA_DATA_MANAGE", ok="Document", errors=_DOCUMENT_ERRORS),
+    Operation("post", "/store/documents/{document_id}/reindex",
+              "Queue the document for extraction again from its retained bytes.",
+              "ESRA_DATA_MANAGE", ok="Document", errors=_DOCUMENT_ERRORS),
+    Operation("get", "/store/documents/{document_id}/download",
+              "The original bytes, as an attachment.",
+              "ESRA_DATA_MANAGE", ok="Download", errors=_STORE_ERRORS),
+    Operation("get", "/config", "The tenant's configuration draft and secret references.",
+              "ESRA_DATA_READ", ok="Configuration"),
+    Operation("put", "/secrets/{reference}", "Create or rotate a connection secret.",
+              "SECURITY_MANAGE", body="Secret", errors=_CONFIG_ERRORS),
+    Operation("put", "/sources/{source_id}", "Model a source and exactly its mappings.",
+              "ESRA_DATA_MANAGE", body="SourceModel", errors=_CONFIG_ERRORS),
+    Operation("put", "/capabilities/{capability_id}", "Add or replace a capability.",
+              "ESRA_DATA_MANAGE", body="ConfigObject", errors=_CONFIG_ERRORS),
+    Operation("put", "/access-policies/{slug}", "Author the access policy of a tool.",
+              "GOVERNANCE_MANAGE", body="ConfigObject", errors=_CONFIG_ERRORS),
+    Operation("put", "/exposures/{slug}", "Bind an exposure as an unpublished draft.",
+              "ESRA_EXPOSURE_MANAGE", body="ConfigObject", errors=_CONFIG_ERRORS),
+    Operation("post", "/exposures/{slug}/publish",
+              "Re-validate the draft and publish the exposure to the running host.",
+              "ESRA_EXPOSURE_MANAGE", errors=(401, 403, 422)),
+)  # fmt: skip
+
+_ERROR_TEXT = {
+    400: "The request is not valid.",
+    401: "No valid bearer token.",
+    403: "The token's roles do not permit this action.",
+    404: "No such resource for the token's tenant.",
+    409: "The action does not apply in the current state.",
+    413: "The request body is too large.",
+    415: "Unsupported content type.",
+    422: "The configuration is not valid.",
+}
+
+_OBJECT = {"type": "object"}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            }
+        },
+    },
+    "StoreState": {
+        "type": "object",
+        "required": ["status", "changedAt"],
+        "properties": {
+            "status": {
+                "enum": ["disabled", "enabled", "initializing", "ready", "failed"],
+            },
+            "changedAt": {"type": "string", "format": "date-time"},
+            "failure": _NULLABLE_TEXT,
+            "remedy": _NULLABLE_TEXT,
+            "counts": {"$ref": "#/components/schemas/Counts"},
+        },
+    },
+    "Counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+    "Finding": {
+        "type": "object",
+        "properties": {
+            "rule": {"type": "string"},
+            "start": {"type": "integer"},
+            "end": {"type": "integer"},
+            "excerpt": {"type": "string"},
+        },
+    },
+    "Document": {
+        "type": "object",
+        "required": ["id", "title", "state"],
+        "properties": {
+            "id": {"type": "string"},
+            "title": {"type": "string"},
+            "format": {"type": "string"},
+            "size": {"type": "integer"},
+            "scope": {"type": "string"},
+            "state": {"enum": ["pending", "processing", "indexed", "quarantined", "failed"]},
+            "segmentCount": {"type": "integer"},
+            "failure": {
+                "type": ["object", "null"],
+                "properties": {"reason": {"type": "string"}, "remedy": {"type": "string"}},
+            },
+            "findings": {"type": "array", "items": {"$ref": "#/components/schemas/Finding"}},
+            "zeroSegments": {"type": "boolean"},
+            "releaseAvailable": {"type": "boolean"},
+            "reindexAvailable": {"type": "boolean"},
+            "reindexUnavailableReason": _NULLABLE_TEXT,
+            "downloadAvailable": {"type": "boolean"},
+        },
+    },
+    "DocumentList": {
+        "type": "object",
+        "properties": {
+            "counts": {"$ref": "#/components/schemas/Counts"},
+            "filter": {"type": "array", "items": {"type": "string"}},
+            "documents": {"type": "array", "items": {"$ref": "#/components/schemas/Document"}},
+        },
+    },
+    "UploadResult": {
+        "type": "object",
+        "properties": {
+            "stored": {"type": "integer"},
+            "refused": {"type": "integer"},
+            "files": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["filename", "outcome"],
+                    "properties": {
+                        "filename": {"type": "string"},
+                        "outcome": {"enum": ["stored", "refused"]},
+                        "documentId": {"type": "string"},
+                        "state": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "remedy": {"type": "string"},
+                    },
+                },
+            },
+        },
+    },
+    "Upload": {
+        "type": "object",
+        "required": ["files"],
+        "properties": {
+            "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+            "scope": {"type": "string", "maxLength": 128},
+        },
+    },
+    "Workspace": {
+        "type": "object",
+        "properties": {
+            "version": {"type": "integer"},
+            "publishedVersion": {"type": ["integer", "null"]},
+        },
+    },
+    "Configuration": _OBJECT,
+    "Secret": {
+        "type": "object",
+        "required": ["value"],
+        "additionalProperties": False,
+        "properties": {"value": {"type": "string", "minLength": 1}},
+    },
+    "SourceModel": {
+        "type": "object",
+        "required": ["source"],
+        "additionalProperties": False,
+        "properties": {"source": _OBJECT, "mappings": {"type": "array", "items": _OBJECT}},
+    },
+    "ConfigObject": _OBJECT,
+}  # fmt: skip
+
+
+def _responses(operation: Operation) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    if operation.ok == "Download":
+        responses[str(operation.ok_status)] = {
+            "description": "The original bytes (Content-Disposition: attachment).",
+            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+        }
+    elif operation.ok:
+        responses[str(operation.ok_status)] = {
+            "description": "OK",
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{operation.ok}"}}
+            },
+        }
+    else:
+        responses[str(operation.ok_status)] = {"description": "Done; no body."}
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for status in sorted({*operation.errors, 500}):
+        text = _ERROR_TEXT.get(status, "Unexpected failure (no details are disclosed).")
+        responses[str(status)] = {"description": text, "content": error}
+    return responses
+
+
+def _operation(operation: Operation) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "summary": operation.summary,
+        "description": f"Requires the role {operation.role} on the token's tenant.",
+        "x-esra-role": operation.role,
+        "responses": _responses(operation),
+    }
+    names = [part[1:-1] for part in operation.path.split("/") if part.startswith("{")]
+    parameters: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in names
+    ]
+    if operation.path == "/store/documents" and operation.method == "get":
+        parameters.append(
+            {
+                "name": "state",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "array", "items": {"type": "string"}},
+                "explode": True,
+            }
+        )
+    if parameters:
+        described["parameters"] = parameters
+    if operation.body is not None:
+        media = "multipart/form-data" if operation.body == "Upload" else "application/json"
+        described["requestBody"] = {
+            "required": True,
+            "content": {media: {"schema": {"$ref": f"#/components/schemas/{operation.body}"}}},
+        }
+    return described
+
+
+def openapi_document(base_path: str, *, title: str = "ESRA admin API") -> dict[str, Any]:
+    """The OpenAPI document of the admin API served under ``base_path``."""
+    paths: dict[str, dict[str, Any]] = {}
+    for operation in OPERATIONS:
+        paths.setdefault(base_path + operation.path, {})[operation.method] = _operation(operation)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+            },
+        },
+        "security": [{"bearer": []}],
+    }
