@@ -1,5 +1,5 @@
 """``esra serve --config``: TOML settings are validated with errors naming the key, and a
-valid file composes a host that serves its tenants' tools."""
+valid file composes a host that serves its tenants' tools with the configured model client."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import attrs
 import pytest
 
 from esra.core.config import dump_snapshot
+from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
 from esra.starlette.demo.build import build_demo_databases
 from esra.starlette.demo.config import demo_snapshot
 from esra.starlette.devtoken import DEV_ISSUER
 from esra.starlette.host import build_app, open_configured
-from esra.starlette.settings import SettingsError, load_settings
+from esra.starlette.settings import ModelSettings, SettingsError, load_settings
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 from tests.starlette._world import mcp_client
 
@@ -110,7 +111,7 @@ def _key(seed: int) -> str:
         ("[server]\nresource_url = 'esra.example.test/mcp'\n", "server.resource_url: must be"),
         ("[fetch]\nhourly_chars = 0\n", "fetch.hourly_chars: must be between"),
         ("[fetch]\nkeys_file = 'missing.json'\n", "fetch.keys_file: no such file"),
-        ("[model]\nkind = 'gpt'\n", "model.kind: must be one of local"),
+        ("[model]\nkind = 'gpt'\n", "model.kind: must be one of anthropic, azure-openai, local"),
         ("issuers = 'x'\n", "issuers: must be an array of tables"),
     ],
 )
@@ -195,6 +196,139 @@ def test_tenant_problems_name_their_key(deployment: Path) -> None:
     assert message.startswith("tenants[0].config: source 'hr' has provider kind 'postgres'")
     (deployment / "larkspur.json").write_text('{"tenant_id": "larkspur"}')
     assert _error(deployment, ISSUER_TABLE + TENANT_TABLE).startswith("tenants[0].config: ")
+
+
+OPENAI = '[model]\nkind = "openai"\nbase_url = "http://127.0.0.1:11434/v1"\nmodel = "llama3.1:8b"\n'
+AZURE = (
+    '[model]\nkind = "azure-openai"\nendpoint = "https://res.openai.azure.com"\n'
+    'deployment = "esra-gpt"\napi_version = "2024-10-21"\napi_key_env = "AZURE_KEY"\n'
+)
+ANTHROPIC = '[model]\nkind = "anthropic"\nmodel = "claude-sonnet-4-5"\napi_key_env = "ANT_KEY"\n'
+KEYS = {"AZURE_KEY": "azure-secret-value", "ANT_KEY": "anthropic-secret-value"}
+
+
+def _model_settings(directory: Path, model: str, environ: dict[str, str]) -> ModelSettings:
+    path = _write(directory, model + ISSUER_TABLE + TENANT_TABLE)
+    return load_settings(path, environ=environ).model
+
+
+def test_model_kinds_are_read(deployment: Path) -> None:
+    """Each kind's keys are read, with defaults for the optional ones; no key is stored."""
+    local = _model_settings(deployment, OPENAI, {})
+    assert (local.kind, local.base_url, local.model) == (
+        "openai",
+        "http://127.0.0.1:11434/v1",
+        "llama3.1:8b",
+    )
+    assert (local.api_key_env, local.timeout_s, local.max_retries) == (None, 10.0, 2)
+    tuned = OPENAI + 'api_key_env = "AZURE_KEY"\ntimeout_s = 30\nmax_retries = 0\n'
+    openai = _model_settings(deployment, tuned, KEYS)
+    assert (openai.api_key_env, openai.timeout_s, openai.max_retries) == ("AZURE_KEY", 30.0, 0)
+    azure = _model_settings(deployment, AZURE, KEYS)
+    assert (azure.endpoint, azure.deployment, azure.api_version) == (
+        "https://res.openai.azure.com",
+        "esra-gpt",
+        "2024-10-21",
+    )
+    anthropic = _model_settings(deployment, ANTHROPIC + "max_tokens = 2000\n", KEYS)
+    assert (anthropic.model, anthropic.base_url, anthropic.max_tokens) == (
+        "claude-sonnet-4-5",
+        "https://api.anthropic.com",
+        2000,
+    )
+    assert "secret-value" not in repr((openai, azure, anthropic))
+    assert _model_settings(deployment, "", {}) == ModelSettings(kind="local")
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        (OPENAI.replace('base_url = "http://127.0.0.1:11434/v1"\n', ""), "model.base_url: is req"),
+        (OPENAI.replace("http://127", "ftp://127"), "model.base_url: must be an absolute http(s)"),
+        (OPENAI.replace("http://127", "http://u:p@127"), "model.base_url: must not carry cred"),
+        (OPENAI.replace("/v1", "/v1?key=1"), "model.base_url: must not carry credentials"),
+        (OPENAI.replace('model = "llama3.1:8b"\n', ""), "model.model: is required for kind 'ope"),
+        (OPENAI + "timeout_s = 0\n", "model.timeout_s: must be between 0.1 and 600"),
+        (OPENAI + "max_retries = 1.5\n", "model.max_retries: must be an integer"),
+        (OPENAI + "max_retries = 11\n", "model.max_retries: must be between 0 and 10"),
+        (OPENAI + "temperature = 0.2\n", "model.temperature: unknown key"),
+        (OPENAI + 'deployment = "x"\n', "model.deployment: is not a setting of kind 'openai'"),
+        (OPENAI + "max_tokens = 10\n", "model.max_tokens: is not a setting of kind 'openai'"),
+        (AZURE.replace('deployment = "esra-gpt"\n', ""), "model.deployment: is required for"),
+        (AZURE.replace('api_version = "2024-10-21"\n', ""), "model.api_version: is required"),
+        (AZURE.replace("https://res", "res"), "model.endpoint: must be an absolute http(s) URL"),
+        (AZURE.replace('api_key_env = "AZURE_KEY"\n', ""), "model.api_key_env: is required for"),
+        (ANTHROPIC + "max_tokens = 0\n", "model.max_tokens: must be between 1 and"),
+        (ANTHROPIC.replace('model = "claude-sonnet-4-5"\n', ""), "model.model: is required"),
+        ('[model]\nkind = "local"\nmodel = "x"\n', "model.model: is not a setting of kind 'local'"),
+    ],
+)
+def test_model_problems_name_their_key(deployment: Path, model: str, expected: str) -> None:
+    """Every [model] problem is refused at start-up, naming model.<key>."""
+    with pytest.raises(SettingsError) as refused:
+        _model_settings(deployment, model, KEYS)
+    assert str(refused.value).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['api_key = "sk-live-quokka-0123"\n', 'api_key_env = "sk-live-quokka-0123"\n'],
+)
+def test_a_key_in_the_settings_is_refused_without_repeating_it(deployment: Path, line: str) -> None:
+    """A key pasted into the file is refused, and the message never quotes it."""
+    with pytest.raises(SettingsError) as refused:
+        _model_settings(deployment, ANTHROPIC.replace('api_key_env = "ANT_KEY"\n', line), KEYS)
+    message = str(refused.value)
+    assert message.startswith(
+        ("model.api_key: keys never go", "model.api_key_env: must be the NAME")
+    )
+    assert "quokka" not in message
+
+
+def test_a_missing_key_variable_fails_at_start_up_naming_it(deployment: Path) -> None:
+    """An unset or empty variable is named (its value never); commands without a model skip it."""
+    for environ in ({}, {"ANT_KEY": ""}):
+        with pytest.raises(SettingsError) as refused:
+            _model_settings(deployment, ANTHROPIC, environ)
+        assert str(refused.value) == (
+            "model.api_key_env: the environment variable ANT_KEY is not set"
+        )
+    path = _write(deployment, ANTHROPIC + ISSUER_TABLE + TENANT_TABLE)
+    assert load_settings(path, environ={}, model_key=False).model.api_key_env == "ANT_KEY"
+
+
+@pytest.mark.parametrize(
+    ("model", "client"),
+    [
+        ("", LocalModel),
+        (OPENAI, OpenAIChatModel),
+        (AZURE, OpenAIChatModel),
+        (ANTHROPIC, AnthropicMessagesModel),
+    ],
+)
+async def test_the_host_builds_the_configured_client(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch, model: str, client: type
+) -> None:
+    """open_configured composes the client the [model] table names, its key from the env."""
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings(_write(deployment, model + ISSUER_TABLE + TENANT_TABLE))
+    async with open_configured(settings) as parts:
+        assert isinstance(parts.model, client)
+        if isinstance(parts.model, OpenAIChatModel | AnthropicMessagesModel):
+            await parts.model.aclose()
+
+
+async def test_a_key_variable_gone_by_start_up_is_named(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is read again when the host opens; a variable unset since is a SettingsError."""
+    monkeypatch.setenv("ANT_KEY", "anthropic-secret-value")
+    settings = load_settings(_write(deployment, ANTHROPIC + ISSUER_TABLE + TENANT_TABLE))
+    monkeypatch.delenv("ANT_KEY")
+    with pytest.raises(SettingsError, match="environment variable ANT_KEY is not set"):
+        async with open_configured(settings):
+            pass
 
 
 def test_unreadable_toml_is_refused(tmp_path: Path) -> None:

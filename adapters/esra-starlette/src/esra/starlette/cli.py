@@ -1,11 +1,13 @@
-"""The ``esra`` command line: ``demo``, ``serve`` and ``dev-token``.
+"""The ``esra`` command line: ``demo``, ``serve``, ``dev-token``, ``worker`` and ``ingest``.
 
 Each command imports what it needs when it runs, so ``esra demo`` never loads the web stack.
 
 ``esra demo [QUESTION ...]`` runs the embedded demo without a server. ``esra serve`` runs the
 MCP endpoint at ``/mcp`` — on the embedded default without ``--config``, on a TOML
 configuration with it. ``esra dev-token`` signs a token with the embedded default's
-development issuer, so a new user can call ``esra serve`` at once.
+development issuer, so a new user can call ``esra serve`` at once. ``esra worker`` indexes
+the documents queued in every tenant's document store; ``esra ingest PATH ...`` uploads files
+into one tenant's store and indexes them at once.
 """
 
 from __future__ import annotations
@@ -108,7 +110,72 @@ def build_parser() -> argparse.ArgumentParser:
         help="refused: a configured deployment's tokens come from its identity provider",
     )
     _add_data_dir(token)
+    _add_worker(commands)
+    _add_ingest(commands)
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:  # an hour is the longest idle wait worth asking for
+        msg = f"must be a number of seconds above 0 and at most 3600, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return seconds
+
+
+def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    worker = commands.add_parser(
+        "worker",
+        help="index uploaded documents: the ingestion worker over every tenant's store",
+        description="Claim queued documents in every document store the host serves, "
+        "extract, scan and index them, and log each turn's tally. Without --config, works on "
+        "the embedded default's store. SIGINT or SIGTERM stops it after the current turn.",
+    )
+    worker.add_argument("--config", type=Path, default=None, help="the host's TOML settings")
+    worker.add_argument(
+        "--once", action="store_true", help="drain the queues, then exit instead of waiting"
+    )
+    worker.add_argument(
+        "--interval",
+        type=_positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long to wait when no store has work (default: 5)",
+    )
+    worker.add_argument(
+        "--worker-id", default=None, help="the claims' owner (default: host:pid:random)"
+    )
+    _add_data_dir(worker)
+
+
+def _add_ingest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ingest = commands.add_parser(
+        "ingest",
+        help="upload files into a tenant's document store and index them",
+        description="Upload files (directories recursively, hidden files skipped) into a "
+        "tenant's document store, each inspected like an API upload, then index them so they "
+        "are searchable at once. Prints one line per file: outcome, state and remedy. Exit "
+        "status 0 when every file was stored and indexed, 1 otherwise, 2 for usage errors.",
+    )
+    ingest.add_argument("path", nargs="+", type=Path, help="a file or directory to ingest")
+    ingest.add_argument("--config", type=Path, default=None, help="the host's TOML settings")
+    ingest.add_argument("--tenant", default=None, help="the tenant whose store receives the files")
+    ingest.add_argument(
+        "--scope",
+        default=None,
+        help="the documents' security scope: callers need it in their document_scopes claim "
+        "(default: general)",
+    )
+    ingest.add_argument(
+        "--no-index",
+        dest="index",
+        action="store_false",
+        help="only store the files (pending); `esra worker` indexes them later",
+    )
+    _add_data_dir(ingest)
 
 
 def _fail(message: str) -> int:
@@ -230,6 +297,121 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stores(args: argparse.Namespace) -> dict[str, Path]:
+    """Per tenant, the store database the command works on: configured, or the embedded one.
+
+    Raises:
+        SettingsError: ``--config`` names unusable settings.
+    """
+    from esra.starlette.embedded import EMBEDDED_TENANT, STORE_FILE  # noqa: PLC0415
+    from esra.starlette.host import store_databases  # noqa: PLC0415
+    from esra.starlette.settings import load_settings  # noqa: PLC0415
+
+    if args.config is not None:
+        # Neither command calls the model, so its key need not be in this environment.
+        return store_databases(load_settings(args.config, model_key=False))
+    data_dir: Path = args.data_dir or default_data_dir()
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return {EMBEDDED_TENANT: data_dir / STORE_FILE}
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from esra.starlette.settings import SettingsError  # noqa: PLC0415
+    from esra.starlette.stores import schema_present  # noqa: PLC0415
+    from esra.starlette.worker import (  # noqa: PLC0415
+        StoreUnavailableError,
+        default_worker_id,
+        initialise_stores,
+        serve_worker,
+    )
+
+    try:
+        stores = _stores(args)
+    except SettingsError as exc:
+        return _fail(f"worker: {args.config}: {exc}")
+    except OSError as exc:
+        return _fail(f"worker: cannot create the data directory: {exc}")
+    if not stores:
+        return _fail(f"worker: no tenant in {args.config} has a document store")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        if args.config is None:
+            # The embedded default's store is the host's own: initialised like `esra serve`.
+            asyncio.run(initialise_stores(stores.values()))
+        for database in sorted(set(stores.values())):
+            if not schema_present(database):
+                sys.stderr.write(
+                    f"esra: worker: {database} is not initialised; it is served once an "
+                    "administrator initialises it (POST /admin/v1/store/initialise)\n"
+                )
+        return asyncio.run(
+            serve_worker(
+                stores,
+                once=args.once,
+                interval_s=args.interval,
+                worker_id=args.worker_id or default_worker_id(),
+            )
+        )
+    except StoreUnavailableError as exc:
+        sys.stderr.write(f"esra: worker: {exc}\n")
+        return 1
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from esra.core.clock import SystemClock  # noqa: PLC0415
+    from esra.starlette.embedded import EMBEDDED_TENANT  # noqa: PLC0415
+    from esra.starlette.ingest import (  # noqa: PLC0415
+        DEFAULT_SCOPE,
+        IngestUsageError,
+        collect_files,
+        ingest,
+        render_table,
+        summarize,
+    )
+    from esra.starlette.settings import SettingsError  # noqa: PLC0415
+    from esra.starlette.worker import StoreUnavailableError, default_worker_id  # noqa: PLC0415
+
+    if args.config is not None and args.tenant is None:
+        return _fail("ingest: --config needs --tenant, the tenant whose store receives the files")
+    if args.config is None and args.tenant not in (None, EMBEDDED_TENANT):
+        return _fail(f"ingest: the embedded default serves tenant {EMBEDDED_TENANT!r} only")
+    tenant = args.tenant or EMBEDDED_TENANT
+    try:
+        files = collect_files(args.path)
+        stores = _stores(args)
+    except IngestUsageError as exc:
+        return _fail(f"ingest: {exc}")
+    except SettingsError as exc:
+        return _fail(f"ingest: {args.config}: {exc}")
+    except OSError as exc:
+        return _fail(f"ingest: cannot create the data directory: {exc}")
+    if tenant not in stores:
+        return _fail(f"ingest: tenant {tenant!r} has no document store in {args.config}")
+    try:
+        rows = asyncio.run(
+            ingest(
+                files,
+                store=stores[tenant],
+                tenant_id=tenant,
+                scope=DEFAULT_SCOPE if args.scope is None else args.scope,
+                index=args.index,
+                clock=SystemClock(),
+                worker_id=default_worker_id(),
+                err=sys.stderr,
+                # The embedded default's store is the host's own and always initialised.
+                initialise=args.config is None,
+            )
+        )
+    except IngestUsageError as exc:
+        return _fail(f"ingest: {exc}")
+    except StoreUnavailableError as exc:
+        sys.stderr.write(f"esra: ingest: {exc}\n")
+        return 1
+    sys.stdout.write(render_table(rows))
+    sys.stderr.write(summarize(rows) + "\n")
+    return 0 if all(row.ok for row in rows) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
     args = build_parser().parse_args(argv)
@@ -244,6 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "dev-token":
         return _dev_token(args)
+    if args.command == "worker":
+        return _worker(args)
+    if args.command == "ingest":
+        return _ingest(args)
     return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands first
 
 

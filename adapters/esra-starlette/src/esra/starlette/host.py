@@ -8,6 +8,7 @@ parts for the embedded default. ``build_app`` hands either to :func:`create_app`
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -18,11 +19,18 @@ from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.ports import AuditSink, ConfigRepository, LanguageModel
 from esra.core.static_config import StaticConfigRepository
-from esra.llm import LocalModel
+from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
 from esra.sqlite import STORE_PROVIDER_KIND, SqliteFts5Provider
 from esra.starlette.app import MCP_PATH, create_app
 from esra.starlette.issuers import TrustedIssuer
-from esra.starlette.settings import HostSettings, ServerSettings, database_path
+from esra.starlette.settings import (
+    ANTHROPIC_BASE_URL,
+    HostSettings,
+    ModelSettings,
+    ServerSettings,
+    SettingsError,
+    database_path,
+)
 from esra.starlette.stores import TenantStore
 
 __all__ = [
@@ -100,12 +108,44 @@ def build_app(
     )
 
 
-def _model(kind: str) -> LanguageModel:
-    # ``MODEL_KINDS`` lists what settings accept; the offline model is the only one so far.
-    if kind != "local":  # pragma: no cover - settings refuse any other kind first
-        msg = f"unsupported model kind {kind!r}"
-        raise ValueError(msg)
-    return LocalModel()
+def _model(settings: ModelSettings) -> LanguageModel:
+    """The model client ``[model]`` describes; its key is read from the environment now.
+
+    Raises:
+        SettingsError: the key's environment variable is unset (named, never its value).
+    """
+    key = settings.api_key(os.environ)
+    if settings.kind == "openai" and settings.base_url and settings.model:
+        return OpenAIChatModel(
+            settings.base_url,
+            key,
+            settings.model,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+    if settings.kind == "azure-openai" and key and settings.endpoint and settings.deployment:
+        return OpenAIChatModel.azure(
+            settings.endpoint,
+            settings.deployment,
+            key,
+            api_version=settings.api_version or "",
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+    if settings.kind == "anthropic" and key and settings.model:
+        return AnthropicMessagesModel(
+            key,
+            settings.model,
+            base_url=settings.base_url or ANTHROPIC_BASE_URL,
+            max_tokens=settings.max_tokens,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+        )
+    if settings.kind == "local":
+        return LocalModel()
+    # Unreachable through parse_settings, which requires each kind's keys.
+    msg = f"model: incomplete settings for kind {settings.kind!r}"
+    raise SettingsError(msg)
 
 
 @contextlib.asynccontextmanager
@@ -116,7 +156,9 @@ async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
     references do not survive a restart.
     """
     providers: dict[str, dict[str, SqliteFts5Provider]] = {}
+    model: LanguageModel | None = None
     try:
+        model = _model(settings.model)
         for tenant in settings.tenants:
             snapshot = tenant.snapshot
             providers[tenant.id] = {
@@ -131,7 +173,7 @@ async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
             providers=providers,
             issuers=settings.issuers,
             keyring=settings.keyring or Keyring.generate(),
-            model=_model(settings.model),
+            model=model,
             server=settings.server,
             stores=store_databases(settings),
         )
@@ -139,3 +181,6 @@ async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
         for tenant_providers in providers.values():
             for provider in tenant_providers.values():
                 provider.close()
+        # A remote model client holds a connection pool; the offline model holds nothing.
+        if isinstance(model, OpenAIChatModel | AnthropicMessagesModel):
+            await model.aclose()

@@ -10,7 +10,8 @@ The layout (every key is documented in ``docs/host.md``)::
 
     [server]    resource_url, allowed_hosts, allowed_origins, resource_name
     [fetch]     hourly_chars, document_ref_ttl_s, keys_file
-    [model]     kind
+    [model]     kind, and per kind: base_url, model, api_key_env, endpoint, deployment,
+                api_version, timeout_s, max_retries, max_tokens
     [[issuers]] issuer, audience, jwks | jwks_file, algorithms, tenant_claim,
                 client_claims, leeway_s, tenants
     [[tenants]] id, config, databases
@@ -21,10 +22,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -47,6 +51,7 @@ __all__ = [
     "MODEL_KINDS",
     "SQLITE_PROVIDER_KINDS",
     "HostSettings",
+    "ModelSettings",
     "ServerSettings",
     "SettingsError",
     "TenantSettings",
@@ -55,7 +60,23 @@ __all__ = [
     "parse_settings",
 ]
 
-MODEL_KINDS = frozenset({"local"})
+MODEL_KINDS = frozenset({"local", "openai", "azure-openai", "anthropic"})
+# The keys each model kind takes besides ``kind``; any other key is refused for that kind.
+_MODEL_KEYS: dict[str, frozenset[str]] = {
+    "local": frozenset(),
+    "openai": frozenset({"base_url", "model", "api_key_env", "timeout_s", "max_retries"}),
+    "azure-openai": frozenset(
+        {"endpoint", "deployment", "api_version", "api_key_env", "timeout_s", "max_retries"}
+    ),
+    "anthropic": frozenset(
+        {"model", "api_key_env", "base_url", "timeout_s", "max_retries", "max_tokens"}
+    ),
+}
+_ALL_MODEL_KEYS = frozenset(key for keys in _MODEL_KEYS.values() for key in keys)
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+# A portable environment variable name: a key pasted here by mistake never matches it
+# (keys carry "-"), so the refusal needs no quote of the value.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The engines ``esra serve`` opens from settings; embedders compose any other provider with
 # ``create_app(...)``.
 SQLITE_PROVIDER_KINDS = frozenset({"sqlite", STORE_PROVIDER_KIND})
@@ -91,6 +112,41 @@ class TenantSettings:
 
 
 @attrs.frozen
+class ModelSettings:
+    """Which language model the host uses: ``[model]``, validated for its ``kind``.
+
+    The key itself is never part of the settings: ``api_key_env`` names the environment
+    variable holding it, read by :meth:`api_key` when the host starts.
+    """
+
+    kind: str = "local"
+    model: str | None = None
+    base_url: str | None = None
+    endpoint: str | None = None
+    deployment: str | None = None
+    api_version: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 10.0
+    max_retries: int = 2
+    max_tokens: int = 4096
+
+    def api_key(self, environ: Mapping[str, str]) -> str | None:
+        """The key from ``environ``; ``None`` when no variable is named (a local server).
+
+        Raises:
+            SettingsError: the named variable is unset or empty (its name is given, never a
+                value).
+        """
+        if self.api_key_env is None:
+            return None
+        key = environ.get(self.api_key_env, "")
+        if not key.strip():
+            msg = f"model.api_key_env: the environment variable {self.api_key_env} is not set"
+            raise SettingsError(msg)
+        return key
+
+
+@attrs.frozen
 class HostSettings:
     """Everything ``esra serve --config`` composes the host from."""
 
@@ -98,7 +154,7 @@ class HostSettings:
     tenants: tuple[TenantSettings, ...]
     server: ServerSettings = attrs.field(factory=ServerSettings)
     keyring: Keyring | None = attrs.field(default=None, repr=False)
-    model: str = "local"
+    model: ModelSettings = attrs.field(factory=ModelSettings)
 
 
 def database_path(databases: Path, source: Source) -> Path:
@@ -245,6 +301,104 @@ def _keyring(fetch: _Table, base: Path) -> Keyring | None:
         raise fetch.fail("keys_file", str(exc)) from exc
 
 
+def _url(table: _Table, name: str, default: str | None = None) -> str | None:
+    value = table.string(name, default)
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if parts.scheme not in ("http", "https") or not host or not value.isprintable() or " " in value:
+        raise table.fail(name, "must be an absolute http(s) URL")
+    # A credential in a URL would be shown wherever the URL is; a query would be dropped.
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise table.fail(name, "must not carry credentials, a query or a fragment")
+    return value
+
+
+def _integer(table: _Table, name: str, default: int, *, low: int, high: int) -> int:
+    value = table.raw(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise table.fail(name, "must be an integer")
+    if not low <= value <= high:
+        raise table.fail(name, f"must be between {low} and {high}")
+    return value
+
+
+def _required(table: _Table, name: str, kind: str) -> str:
+    value = table.string(name)
+    if value is None:
+        raise table.fail(name, f"is required for kind {kind!r}")
+    return value
+
+
+def _api_key_env(table: _Table, kind: str, *, optional: bool) -> str | None:
+    if table.has("api_key"):
+        raise table.fail(
+            "api_key", "keys never go in the settings; name an environment variable in api_key_env"
+        )
+    name = table.raw("api_key_env")
+    if name is None:
+        if optional:
+            return None
+        raise table.fail("api_key_env", f"is required for kind {kind!r}")
+    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+        raise table.fail(
+            "api_key_env",
+            "must be the NAME of the environment variable holding the key (letters, digits "
+            "and underscores), never the key itself",
+        )
+    return name
+
+
+def _model(table: _Table, environ: Mapping[str, str] | None) -> ModelSettings:
+    kind = table.string("kind", "local") or "local"
+    if kind not in MODEL_KINDS:
+        raise table.fail("kind", f"must be one of {', '.join(sorted(MODEL_KINDS))}")
+    for name in sorted(_ALL_MODEL_KEYS - _MODEL_KEYS[kind]):
+        if table.has(name):
+            raise table.fail(name, f"is not a setting of kind {kind!r}")
+    if kind == "local":
+        table.done()
+        return ModelSettings()
+    common: dict[str, Any] = {
+        "kind": kind,
+        "timeout_s": table.number("timeout_s", 10.0, low=0.1, high=600),
+        "max_retries": _integer(table, "max_retries", 2, low=0, high=10),
+        "api_key_env": _api_key_env(table, kind, optional=kind == "openai"),
+    }
+    if kind == "openai":
+        base_url = _url(table, "base_url")
+        if base_url is None:
+            raise table.fail("base_url", "is required for kind 'openai' (the API root, …/v1)")
+        settings = ModelSettings(base_url=base_url, model=_required(table, "model", kind), **common)
+    elif kind == "azure-openai":
+        endpoint = _url(table, "endpoint")
+        if endpoint is None:
+            raise table.fail("endpoint", "is required for kind 'azure-openai'")
+        settings = ModelSettings(
+            endpoint=endpoint,
+            deployment=_required(table, "deployment", kind),
+            api_version=_required(table, "api_version", kind),
+            **common,
+        )
+    else:
+        settings = ModelSettings(
+            model=_required(table, "model", kind),
+            base_url=_url(table, "base_url", ANTHROPIC_BASE_URL),
+            max_tokens=_integer(table, "max_tokens", 4096, low=1, high=1_000_000),
+            **common,
+        )
+    table.done()
+    if environ is not None:
+        settings.api_key(environ)  # a missing key fails at start-up, not at the first search
+    return settings
+
+
 def _issuer(table: _Table, base: Path) -> TrustedIssuer:
     issuer = table.required_string("issuer")
     if issuer == DEV_ISSUER:
@@ -301,7 +455,9 @@ def _tenant(table: _Table, base: Path) -> TenantSettings:
                 f"opens {kinds} sources (compose other engines with create_app)",
             )
         path = database_path(databases, source)
-        if not path.is_relative_to(databases) or not path.is_file():
+        # A document store's file appears when an administrator initialises the store.
+        exists = path.is_file() or source.provider_kind == STORE_PROVIDER_KIND
+        if not path.is_relative_to(databases) or not exists:
             raise table.fail(
                 "databases", f"source {source.id!r}: no SQLite database {source.connection_ref!r}"
             )
@@ -309,8 +465,22 @@ def _tenant(table: _Table, base: Path) -> TenantSettings:
     return TenantSettings(snapshot=snapshot, databases=databases)
 
 
-def parse_settings(data: Mapping[str, Any], *, base: Path) -> HostSettings:
+def parse_settings(
+    data: Mapping[str, Any],
+    *,
+    base: Path,
+    environ: Mapping[str, str] | None = None,
+    model_key: bool = True,
+) -> HostSettings:
     """Validate parsed TOML ``data``; relative paths are taken from ``base``.
+
+    Args:
+        data: the parsed TOML.
+        base: the directory relative paths are taken from.
+        environ: where the model's ``api_key_env`` is looked up (default: the process
+            environment, read now).
+        model_key: check that the model's key variable is set; commands that never call
+            the model (``esra worker``, ``esra ingest``) skip the check.
 
     Raises:
         SettingsError: the first problem found, naming its key.
@@ -319,11 +489,8 @@ def parse_settings(data: Mapping[str, Any], *, base: Path) -> HostSettings:
     fetch = root.table("fetch")
     server = _server(root.table("server"), fetch)
     keyring = _keyring(fetch, base)
-    model = root.table("model")
-    kind = model.string("kind", "local") or "local"
-    if kind not in MODEL_KINDS:
-        raise model.fail("kind", f"must be one of {', '.join(sorted(MODEL_KINDS))}")
-    model.done()
+    environment = (os.environ if environ is None else environ) if model_key else None
+    model = _model(root.table("model"), environment)
     issuers = tuple(_issuer(t, base) for t in root.tables("issuers"))
     if not issuers:
         raise root.fail("issuers", "at least one [[issuers]] table is required")
@@ -338,12 +505,15 @@ def parse_settings(data: Mapping[str, Any], *, base: Path) -> HostSettings:
         raise root.fail("tenants", "the same tenant id is configured twice")
     root.done()
     return HostSettings(
-        issuers=issuers, tenants=tenants, server=server, keyring=keyring, model=kind
+        issuers=issuers, tenants=tenants, server=server, keyring=keyring, model=model
     )
 
 
-def load_settings(path: Path) -> HostSettings:
-    """Read and validate the TOML file at ``path``.
+def load_settings(
+    path: Path, *, environ: Mapping[str, str] | None = None, model_key: bool = True
+) -> HostSettings:
+    """Read and validate the TOML file at ``path`` (``environ``, ``model_key``: see
+    :func:`parse_settings`).
 
     Raises:
         SettingsError: the file cannot be read or a setting is unusable.
@@ -354,4 +524,4 @@ def load_settings(path: Path) -> HostSettings:
         raise SettingsError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{path} is not valid TOML: {exc}") from exc
-    return parse_settings(data, base=path.resolve().parent)
+    return parse_settings(data, base=path.resolve().parent, environ=environ, model_key=model_key)
