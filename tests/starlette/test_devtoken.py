@@ -84,6 +84,18 @@ def test_the_cli_prints_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert caller.client_app_id == "demo-client"
 
 
+def test_roles_become_the_admin_roles_claim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--role`` (repeatable) sets ``esra_roles``, which the admin API reads."""
+    argv = ["dev-token", "--tenant", "larkspur", "--subject", "ops", "--data-dir", str(tmp_path)]
+    assert main([*argv, "--role", "ESRA_DATA_MANAGE", "--role", "GOVERNANCE_MANAGE"]) == 0
+    token = capsys.readouterr().out.strip()
+    issuer = load_or_create_dev_issuer(tmp_path)
+    caller = JwtVerifier([issuer.trusted(frozenset({"larkspur"}))]).authenticate(token)
+    assert caller.claims["esra_roles"] == ("ESRA_DATA_MANAGE", "GOVERNANCE_MANAGE")
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -91,6 +103,7 @@ def test_the_cli_prints_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[st
         (["--claim", "region"], "NAME=VALUE"),
         (["--claim", "sub=root"], "set by the issuer"),
         (["--lifetime", "0"], "lifetime"),
+        (["--role", "ROOT"], "is not a role"),
     ],
 )
 def test_the_cli_refuses_what_the_embedded_default_would_not_trust(

@@ -101,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="an extra claim; repeat a name for a list (e.g. --claim region=emea)",
     )
+    token.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="an administrative role for the admin API and portal, e.g. ESRA_DATA_MANAGE "
+        "(repeatable; sets the esra_roles claim)",
+    )
     token.add_argument("--client", default=None, help="the client application (azp)")
     token.add_argument("--lifetime", type=int, default=3600, help="seconds until the token expires")
     token.add_argument(
@@ -194,7 +202,19 @@ def _claims(pairs: Sequence[str]) -> dict[str, str | tuple[str, ...]]:
     return {k: v[0] if len(v) == 1 else tuple(v) for k, v in grouped.items()}
 
 
+def _roles(names: Sequence[str]) -> tuple[str, ...]:
+    from esra.core.admin.roles import Role  # noqa: PLC0415
+
+    known = {role.value for role in Role}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        msg = f"--role {unknown[0]!r} is not a role; use one of {', '.join(sorted(known))}"
+        raise ValueError(msg)
+    return tuple(dict.fromkeys(names))
+
+
 def _dev_token(args: argparse.Namespace) -> int:
+    from esra.starlette.admin.operator import DEFAULT_ROLES_CLAIM  # noqa: PLC0415
     from esra.starlette.devtoken import DevIssuerError, load_or_create_dev_issuer  # noqa: PLC0415
     from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT  # noqa: PLC0415
 
@@ -209,6 +229,8 @@ def _dev_token(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or default_data_dir()
     try:
         claims = _claims(args.claim)
+        if args.role:
+            claims[DEFAULT_ROLES_CLAIM] = _roles(args.role)
         issuer = load_or_create_dev_issuer(data_dir)
         token = issuer.mint(
             tenant=args.tenant,
