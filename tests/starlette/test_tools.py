@@ -153,7 +153,25 @@ async def test_fetch_reads_a_surfaced_record_and_refuses_another_callers_ref() -
         ({"prompt": "leave", "topK": 0}, "topK"),
         ({"prompt": "leave", "topK": "3"}, "topK"),
         ({"prompt": "leave", "topK": True}, "topK"),
-        ({"prompt": "leave", "filters": {"year": 2026}}, "accepted: prompt, topK"),
+        ({"prompt": "leave", "year": 2026}, "accepted: filters, prompt, topK"),
+        ({"prompt": "leave", "filters": {"year": 2026}}, "filters"),
+        ({"prompt": "leave", "filters": [{"field": "year", "value": 1}]}, "field, operator"),
+        (
+            {"prompt": "leave", "filters": [{"field": "y", "operator": "like", "value": 1}]},
+            "operator must be one of",
+        ),
+        (
+            {"prompt": "leave", "filters": [{"field": "y", "operator": "eq", "value": {}}]},
+            "filter value",
+        ),
+        (
+            {"prompt": "leave", "filters": [{"field": "y", "operator": "in", "value": []}]},
+            "1 to 50 values",
+        ),
+        (
+            {"prompt": "leave", "filters": [{"field": "y", "operator": "eq", "value": 1}] * 9},
+            "at most 8",
+        ),
     ],
 )
 async def test_invalid_arguments_are_refused_before_the_pipeline(

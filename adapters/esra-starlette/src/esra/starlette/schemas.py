@@ -6,8 +6,10 @@ the shape of a call. Arguments are parsed here rather than trusted to the client
 argument, a wrong type or a value out of range is ``ESRA_INVALID_REQUEST``, and the message
 names the argument, never its value.
 
-Caller-supplied filters are not part of the search schema yet: the core's ``Retriever`` takes
-no caller filters, and a filter the validator never saw must not reach a provider.
+``filters`` are shape-checked here (field name, operator, scalar or list value) and handed
+to the core as ``PlannedFilter`` objects; whether a field may be filtered, with which
+operator and which value type is the validator's decision, exactly as for the planner's own
+filters (``esra.core.pipeline.caller_filters``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from typing import Any, Final
 
 import attrs
 
+from esra.core.config.mapping import Operator
 from esra.core.exceptions import InvalidRequestError
 from esra.core.fetch.service import DEFAULT_FETCH_CHARS
+from esra.core.pipeline.caller_filters import MAX_CALLER_FILTERS
+from esra.core.query import FilterValue, PlannedFilter, Scalar
 from esra.core.retriever import MAX_REQUEST_CHARS
 
 __all__ = [
@@ -26,6 +31,9 @@ __all__ = [
     "FETCH_OUTPUT_SCHEMA",
     "MAX_DOCUMENT_REF_CHARS",
     "MAX_FETCH_CHARS",
+    "MAX_FILTER_FIELD_CHARS",
+    "MAX_FILTER_VALUES",
+    "MAX_FILTER_VALUE_CHARS",
     "MAX_TOP_K",
     "SEARCH_INPUT_SCHEMA",
     "SEARCH_OUTPUT_SCHEMA",
@@ -38,6 +46,11 @@ __all__ = [
 MAX_TOP_K = 100
 MAX_FETCH_CHARS = 100_000
 MAX_DOCUMENT_REF_CHARS = 8_192
+
+# Field names are business names: short identifiers, never free text.
+MAX_FILTER_FIELD_CHARS = 64
+MAX_FILTER_VALUE_CHARS = 256
+MAX_FILTER_VALUES = 50
 
 _STRING: Final = {"type": "string"}
 _STRINGS: Final = {"type": "array", "items": _STRING}
@@ -61,6 +74,37 @@ SEARCH_INPUT_SCHEMA: Final[dict[str, Any]] = {
             "minimum": 1,
             "maximum": MAX_TOP_K,
             "description": "Return at most this many results; the tool's own limit still applies.",
+        },
+        "filters": {
+            "type": "array",
+            "maxItems": MAX_CALLER_FILTERS,
+            "description": "Conditions every result must meet, on the business fields the "
+            "tool filters on; a source that cannot apply them all is not searched.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "field": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_FILTER_FIELD_CHARS,
+                    },
+                    "operator": {"type": "string", "enum": [op.value for op in Operator]},
+                    "value": {
+                        "anyOf": [
+                            {"type": ["string", "number", "boolean"]},
+                            {
+                                "type": "array",
+                                "items": {"type": ["string", "number", "boolean"]},
+                                "minItems": 1,
+                                "maxItems": MAX_FILTER_VALUES,
+                            },
+                        ],
+                        "description": "One value, or a list for the in operator.",
+                    },
+                },
+                "required": ["field", "operator", "value"],
+                "additionalProperties": False,
+            },
         },
     },
     "required": ["prompt"],
@@ -189,6 +233,7 @@ class SearchArguments:
 
     prompt: str
     top_k: int | None = None
+    filters: tuple[PlannedFilter, ...] = ()
 
 
 @attrs.frozen
@@ -238,6 +283,47 @@ def _string(arguments: Mapping[str, Any], name: str, max_chars: int) -> str:
     return value
 
 
+def _scalar(value: object) -> Scalar:
+    if isinstance(value, str) and len(value) <= MAX_FILTER_VALUE_CHARS:
+        return value
+    if isinstance(value, bool | int | float):
+        return value
+    msg = (
+        "Each filter value must be a string of at most "
+        f"{MAX_FILTER_VALUE_CHARS} characters, a number or a boolean."
+    )
+    raise _invalid(msg)
+
+
+def _filters(arguments: Mapping[str, Any]) -> tuple[PlannedFilter, ...]:
+    given = arguments.get("filters")
+    if given is None:
+        return ()
+    if not isinstance(given, list) or len(given) > MAX_CALLER_FILTERS:
+        raise _invalid(f"The argument filters must be a list of at most {MAX_CALLER_FILTERS}.")
+    operators = {op.value for op in Operator}
+    parsed = []
+    for item in given:
+        if not isinstance(item, Mapping) or set(item) != {"field", "operator", "value"}:
+            raise _invalid("Each filter must be an object with field, operator and value.")
+        field, operator, raw = item["field"], item["operator"], item["value"]
+        if not isinstance(field, str) or not 0 < len(field) <= MAX_FILTER_FIELD_CHARS:
+            raise _invalid(
+                f"A filter's field must be a name of 1 to {MAX_FILTER_FIELD_CHARS} characters."
+            )
+        if operator not in operators:
+            raise _invalid(f"A filter's operator must be one of {', '.join(sorted(operators))}.")
+        value: FilterValue
+        if isinstance(raw, list):
+            if not 0 < len(raw) <= MAX_FILTER_VALUES:
+                raise _invalid(f"A filter's list holds 1 to {MAX_FILTER_VALUES} values.")
+            value = tuple(_scalar(v) for v in raw)
+        else:
+            value = _scalar(raw)
+        parsed.append(PlannedFilter(field=field, operator=operator, value=value))
+    return tuple(parsed)
+
+
 def parse_search_arguments(arguments: object) -> SearchArguments:
     """Parse a search call's arguments.
 
@@ -248,6 +334,7 @@ def parse_search_arguments(arguments: object) -> SearchArguments:
     return SearchArguments(
         prompt=_string(given, "prompt", MAX_REQUEST_CHARS),
         top_k=_integer(given, "topK", 1, MAX_TOP_K),
+        filters=_filters(given),
     )
 
 

@@ -263,7 +263,9 @@ class EsraTools:
         arguments: SearchArguments | FetchArguments,
     ) -> CallToolResult:
         if isinstance(arguments, SearchArguments):
-            response = await services.retriever.retrieve(ctx, arguments.prompt)
+            response = await services.retriever.retrieve(
+                ctx, arguments.prompt, filters=arguments.filters
+            )
             return success_result(search_output(narrowed(response, arguments.top_k)))
         if services.fetcher is None:  # a fetch tool is listed only with a fetcher
             raise ExposureNotFoundError

@@ -62,6 +62,8 @@ class WarningCode(StrEnum):
     ESRA_RESPONSE_TRUNCATED = "ESRA_RESPONSE_TRUNCATED"
     ESRA_INVOCATION_DEADLINE = "ESRA_INVOCATION_DEADLINE"
     ESRA_ANSWER_WITHHELD = "ESRA_ANSWER_WITHHELD"
+    # A source was not searched because it cannot apply every filter the caller asked for.
+    ESRA_CALLER_FILTER_UNSUPPORTED = "ESRA_CALLER_FILTER_UNSUPPORTED"
 
 
 class ErrorCode(StrEnum):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TypedDict
 
 from esra.core.audit import AuditRecord
 from esra.core.clock import SystemClock
@@ -25,6 +26,11 @@ from esra.core.fetch.tokens import Keyring
 from esra.core.model_usage import current_meter, metered
 from esra.core.pipeline.aggregation import aggregate
 from esra.core.pipeline.answer import compose_answer
+from esra.core.pipeline.caller_filters import (
+    MAX_CALLER_FILTERS,
+    apply_caller_filters,
+    filters_digest,
+)
 from esra.core.pipeline.execution import Executor
 from esra.core.pipeline.planning import plan_searches
 from esra.core.pipeline.rerank import rerank
@@ -34,6 +40,7 @@ from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.pipeline.selection import select_sources
 from esra.core.ports import AuditSink, Cache, Clock, ConfigRepository, LanguageModel, SearchProvider
 from esra.core.prompts import datamark_for
+from esra.core.query import PlannedFilter
 from esra.core.response import ResponseWarning, RetrievalResponse
 from esra.core.validation import ValidationOutcome, validate
 
@@ -105,11 +112,20 @@ class Retriever:
         """The executor searches run through; pass it to ``DocumentFetcher`` to share breakers."""
         return self._executor
 
-    async def retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
+    async def retrieve(
+        self,
+        ctx: InvocationContext,
+        request: str,
+        *,
+        filters: Sequence[PlannedFilter] = (),
+    ) -> RetrievalResponse:
         """Answer ``request`` for the caller in ``ctx``.
 
+        ``filters`` are the caller's own conditions on business fields, ANDed into every
+        search and validated like the planner's (see ``esra.core.pipeline.caller_filters``).
+
         Raises:
-            InvalidRequestError: the request is empty or too long.
+            InvalidRequestError: the request is empty or too long, or too many filters.
             ExposureNotFoundError: no such published exposure for this caller.
             NoSourcesAvailableError: nothing in scope.
             EsraError: ``ESRA_INTERNAL`` for anything unclassified (detail logged only).
@@ -118,18 +134,23 @@ class Retriever:
         if not text or len(text) > MAX_REQUEST_CHARS:
             msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
             raise InvalidRequestError(msg)
+        if len(filters) > MAX_CALLER_FILTERS:
+            msg = f"At most {MAX_CALLER_FILTERS} filters may be given."
+            raise InvalidRequestError(msg)
         try:
             # Remote model clients report token usage into this invocation's meter; the
             # totals go on its esra.retrieve record (see esra.core.model_usage).
             with metered():
-                return await self._retrieve(ctx, text)
+                return await self._retrieve(ctx, text, tuple(filters))
         except EsraError:
             raise
         except Exception as exc:
             _log.exception("unclassified failure in invocation %s", ctx.correlation_id)
             raise EsraError from exc
 
-    async def _retrieve(self, ctx: InvocationContext, request: str) -> RetrievalResponse:
+    async def _retrieve(
+        self, ctx: InvocationContext, request: str, filters: tuple[PlannedFilter, ...]
+    ) -> RetrievalResponse:
         if self._tenant_id is not None and ctx.tenant_id != self._tenant_id:
             # Another tenant's caller must not see its configuration run against this
             # tenant's providers; it sees the same error as an unknown tool.
@@ -141,7 +162,7 @@ class Retriever:
         scope = await resolve_scope(
             ctx, snapshot, health=health, audit=self._audit, clock=self._clock
         )
-        results = self._result_cache(ctx, scope, request)
+        results = self._result_cache(ctx, scope, request, filters)
         if results is not None:
             cached = await results.load(self._refs(ctx))
             if cached is not None:
@@ -149,7 +170,7 @@ class Retriever:
                 return cached
         try:
             async with asyncio.timeout(scope.limits.invocation_timeout_s):
-                response = await self._run_stages(ctx, scope, request)
+                response = await self._run_stages(ctx, scope, request, filters)
         except TimeoutError:
             warning = ResponseWarning(
                 WarningCode.ESRA_INVOCATION_DEADLINE,
@@ -162,14 +183,18 @@ class Retriever:
                 correlation_id=ctx.correlation_id,
                 source_names={},
             )
-            await self._audit_outcome(ctx, response, executed=0)
+            await self._audit_outcome(ctx, response, executed=0, filters=filters)
             return response
         if results is not None:
             await results.store(response)
         return response
 
     def _result_cache(
-        self, ctx: InvocationContext, scope: EffectiveScope, request: str
+        self,
+        ctx: InvocationContext,
+        scope: EffectiveScope,
+        request: str,
+        filters: tuple[PlannedFilter, ...],
     ) -> ResultCache | None:
         """The invocation's result cache, unless off, or forbidden by the retention class."""
         if (
@@ -179,7 +204,13 @@ class Retriever:
         ):
             return None
         return ResultCache(
-            self._cache, ctx, scope, request, clock=self._clock, keyring=self._keyring
+            self._cache,
+            ctx,
+            scope,
+            request,
+            clock=self._clock,
+            keyring=self._keyring,
+            filters=filters_digest(filters),
         )
 
     async def _audit_cache_hit(self, ctx: InvocationContext, response: RetrievalResponse) -> None:
@@ -194,7 +225,11 @@ class Retriever:
         )
 
     async def _run_stages(
-        self, ctx: InvocationContext, scope: EffectiveScope, request: str
+        self,
+        ctx: InvocationContext,
+        scope: EffectiveScope,
+        request: str,
+        filters: tuple[PlannedFilter, ...],
     ) -> RetrievalResponse:
         source_names = {s.source.id: s.source.name for s in scope.sources}
         selection = await select_sources(
@@ -219,8 +254,11 @@ class Retriever:
             model=self._model,
             capabilities=capabilities,
         )
+        narrowed = apply_caller_filters(
+            planning.queries, filters, scope=scope, source_names=source_names
+        )
         validation = validate(
-            planning.queries,
+            narrowed.queries,
             ctx=ctx,
             selection=selection,
             scope=scope,
@@ -267,6 +305,7 @@ class Retriever:
         warnings = (
             *selection.warnings,
             *planning.warnings,
+            *narrowed.warnings,
             *validation.warnings,
             *execution.warnings,
             *reranked.warnings,
@@ -290,7 +329,7 @@ class Retriever:
             audit=self._audit,
             clock=self._clock,
         )
-        await self._audit_outcome(ctx, response, executed=len(validation.queries))
+        await self._audit_outcome(ctx, response, executed=len(validation.queries), filters=filters)
         return response
 
     def _refs(self, ctx: InvocationContext) -> DocumentRefMinter | None:
@@ -360,9 +399,15 @@ class Retriever:
             )
 
     async def _audit_outcome(
-        self, ctx: InvocationContext, response: RetrievalResponse, *, executed: int
+        self,
+        ctx: InvocationContext,
+        response: RetrievalResponse,
+        *,
+        executed: int,
+        filters: tuple[PlannedFilter, ...],
     ) -> None:
         meter = current_meter()
+        filtered = _FilteredFields(caller_filters=_field_names(filters)) if filters else {}
         await self._record(
             ctx,
             AuditEvent.RETRIEVE,
@@ -370,6 +415,7 @@ class Retriever:
             results=len(response.results),
             queries=executed,
             warnings=tuple(sorted({w.code.value for w in response.warnings})),
+            **filtered,
             **(meter.dimensions() if meter is not None else {}),
         )
 
@@ -396,3 +442,13 @@ class Retriever:
                 },
             )
         )
+
+
+class _FilteredFields(TypedDict, total=False):
+    caller_filters: tuple[str, ...]
+
+
+def _field_names(filters: tuple[PlannedFilter, ...]) -> tuple[str, ...]:
+    """The fields a caller filtered on, for the audit record; never the values, which may be
+    as sensitive as the prompt."""
+    return tuple(sorted({f.field for f in filters}))

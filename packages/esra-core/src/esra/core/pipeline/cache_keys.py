@@ -126,12 +126,14 @@ def result_cache_key(
     config_version: str,
     authorization: str,
     request: str,
+    filters: str = "",
 ) -> str:
     """Return the cache key of a whole retrieval response.
 
     Covers the tenant, client application, capability, exposure, configuration version, the
-    caller's ``authorization_fingerprint`` and the normalized prompt, so a change in
-    configuration or in the caller's authorization addresses a different entry.
+    caller's ``authorization_fingerprint``, the normalized prompt and the caller's filters
+    (``caller_filters.filters_digest``), so a change in configuration, in the caller's
+    authorization or in what was asked for addresses a different entry.
     """
     material = json.dumps(
         [
@@ -142,6 +144,7 @@ def result_cache_key(
             config_version,
             authorization,
             prompt_fingerprint(request),
+            filters,
         ]
     )
     return f"{tenant_partition(tenant_id)}:result:{_sha256(material)}"

@@ -56,6 +56,7 @@ class ResultCache:
         *,
         clock: Clock,
         keyring: Keyring | None,
+        filters: str = "",
     ) -> None:
         self._cache = cache
         self._ctx = ctx
@@ -75,6 +76,7 @@ class ResultCache:
                 effective_source_ids=(s.source.id for s in scope.sources),
             ),
             request=request,
+            filters=filters,
         )
 
     async def load(self, refs: DocumentRefMinter | None) -> RetrievalResponse | None:
