@@ -29,6 +29,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
@@ -52,6 +53,7 @@ from esra.core.ports import (
 from esra.core.quota import InProcessQuotaStore
 from esra.core.retriever import Retriever
 from esra.starlette.admin import ADMIN_PATH, DEFAULT_ROLES_CLAIM, AdminLimits, admin_app
+from esra.starlette.admin.errors import handle_http
 from esra.starlette.auth import JwtVerifier
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.stores import TenantStore
@@ -238,6 +240,8 @@ def create_app(
     ]
     return Starlette(
         routes=routes,
+        # Unknown paths and methods anywhere on the host answer in the admin API's JSON shape.
+        exception_handlers={HTTPException: handle_http},
         middleware=[
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),
