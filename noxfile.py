@@ -29,7 +29,9 @@ DISTRIBUTIONS = [
     "adapters/esra-sqlserver",
     "adapters/esra-oracle",
 ]
-TEST_DEPENDENCIES = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6.100"]
+# playwright drives Debian's chromium (/usr/bin/chromium) in the portal's browser tests; pip
+# never downloads a browser for it.
+TEST_DEPENDENCIES = ["pytest>=8", "pytest-asyncio>=0.24", "hypothesis>=6.100", "playwright>=1.49"]
 
 
 def _install_workspace(session: nox.Session, *extra: str) -> None:

@@ -11,6 +11,8 @@ Routes:
 - ``/healthz`` — liveness, unauthenticated, naming nothing about any tenant.
 - ``/admin/v1`` — the admin API (``esra.starlette.admin``): JSON, its OpenAPI document at
   ``/admin/v1/openapi.json``, the same bearer tokens, roles from one token claim.
+- ``/portal/`` — the document store's server-rendered pages (``esra.starlette.portal``),
+  signed in with the same tokens and roles as the admin API.
 
 Stateless because ESRA keeps no conversation state (each invocation is independent): no
 session outlives its request, so none can be reused with another caller's token, and any
@@ -56,12 +58,14 @@ from esra.starlette.admin import ADMIN_PATH, DEFAULT_ROLES_CLAIM, AdminLimits, a
 from esra.starlette.admin.errors import handle_http
 from esra.starlette.auth import JwtVerifier
 from esra.starlette.issuers import TrustedIssuer
+from esra.starlette.portal import portal_app
 from esra.starlette.stores import TenantStore
 from esra.starlette.tools import EsraTools, TenantServices
 
-__all__ = ["LOOPBACK_HOSTS", "MCP_PATH", "create_app", "metadata_path"]
+__all__ = ["LOOPBACK_HOSTS", "MCP_PATH", "PORTAL_PATH", "create_app", "metadata_path"]
 
 MCP_PATH = "/mcp"
+PORTAL_PATH = "/portal"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -120,6 +124,7 @@ def create_app(
     publisher: ConfigPublisher | None = None,
     roles_claim: str = DEFAULT_ROLES_CLAIM,
     admin_limits: AdminLimits | None = None,
+    secure_cookies: bool | None = None,
 ) -> Starlette:
     """Compose the host: one ``Retriever`` (and ``DocumentFetcher``) per tenant, behind MCP.
 
@@ -151,6 +156,8 @@ def create_app(
             without one the admin API's configuration endpoints are not served.
         roles_claim: the token claim holding an administrator's roles (on its own tenant).
         admin_limits: request body limits of the admin API.
+        secure_cookies: force the portal cookie's ``Secure`` flag (``True`` behind a proxy
+            that terminates TLS); by default it is set for requests that arrived over https.
 
     Raises:
         ValueError: two issuers share an ``iss``, or ``resource_url`` is not an http(s) URL.
@@ -237,6 +244,15 @@ def create_app(
         Route(metadata_path(resource_url), protected_resource, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Mount(ADMIN_PATH, app=admin),
+        Mount(
+            PORTAL_PATH,
+            app=portal_app(
+                stores=document_stores or {},
+                verifier=verifier,
+                roles_claim=roles_claim,
+                secure_cookies=secure_cookies,
+            ),
+        ),
     ]
     return Starlette(
         routes=routes,
