@@ -17,6 +17,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -115,6 +116,11 @@ class SqliteFts5Provider:
         cache: CompiledStatementCache | None = None,
     ) -> None:
         self._pool = ConnectionPool(database, size=pool_size)
+        self._pool_size = pool_size
+        # Per event loop, a semaphore as wide as the pool (see ``_acquire``). Keyed weakly,
+        # so a finished loop (a test's, a restarted server's) takes its semaphore with it.
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
+        self._gates = weakref.WeakKeyDictionary()
         self._mappings = tuple(mappings)
         self._progress_interval = max(1, progress_interval)
         self._builder = StatementBuilder(
@@ -159,22 +165,59 @@ class SqliteFts5Provider:
             _log.warning("sqlite statement could not be built for %s", query.query_id)
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
         execution = _Execution(time.monotonic() + timeout_s)
+        gate = await self._acquire(timeout_s)
         try:
-            slot = await self._pool.acquire_async(timeout_s)
-        except PoolTimeoutError as exc:
-            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
-        try:
-            raw = await asyncio.get_running_loop().run_in_executor(
-                slot.executor, self._run, slot, built, execution, query
-            )
-        except asyncio.CancelledError:
-            # The slot's thread runs one statement at a time, so the slot can go back now:
-            # the interrupted statement finishes before anything else runs on it.
-            execution.cancel()
-            raise
+            try:
+                slot = await self._pool.acquire_async(timeout_s)
+            except PoolTimeoutError as exc:
+                raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
+            try:
+                raw = await asyncio.get_running_loop().run_in_executor(
+                    slot.executor, self._run, slot, built, execution, query
+                )
+            except asyncio.CancelledError:
+                # The slot's thread runs one statement at a time, so the slot can go back
+                # now: the interrupted statement finishes before anything else runs on it.
+                execution.cancel()
+                raise
+            finally:
+                self._pool.release(slot)
         finally:
-            self._pool.release(slot)
+            gate.release()
         return [built.to_row(row) for row in raw]
+
+    async def _acquire(self, timeout_s: float) -> asyncio.Semaphore:
+        """Wait on the event loop, up to ``timeout_s``, until the pool should have a slot.
+
+        Executions beyond the pool's size queue here rather than in the pool, whose waiting
+        parks a thread of the loop's default executor per waiter and wakes it through a
+        condition variable on every release: under load that thread traffic cost more than
+        the statements. Admitted executions then find an idle slot at once (unless another
+        loop or a health check holds one, when the pool's own wait still applies).
+
+        Returns the semaphore to release once the slot is back.
+
+        Raises:
+            ProviderError: ``TIMEOUT`` when no turn came within ``timeout_s``.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            gate = self._gates.get(loop)
+            if gate is None:
+                gate = self._gates[loop] = asyncio.Semaphore(self._pool_size)
+        except TypeError:
+            # A loop that cannot be weakly referenced gets a semaphore of its own per call,
+            # free at once: the pool's own wait then applies, as it did before this gate.
+            gate = asyncio.Semaphore(1)
+        if not gate.locked():
+            await gate.acquire()  # free: returns without suspending
+            return gate
+        try:
+            async with asyncio.timeout(timeout_s):
+                await gate.acquire()
+        except TimeoutError as exc:
+            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
+        return gate
 
     def _run(
         self,

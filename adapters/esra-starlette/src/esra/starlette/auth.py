@@ -174,12 +174,15 @@ class JwtVerifier:
         if len(token) > MAX_TOKEN_CHARS:
             raise TokenRejectedError(TokenRejection.TOO_LARGE)
         try:
-            header = jwt.get_unverified_header(token)
             # Read unverified only to choose the issuer's keys; the signature check below
-            # then binds this ``iss`` (PyJWT compares it again after verifying).
-            unverified = jwt.decode(token, options={"verify_signature": False})
+            # then binds this ``iss`` (PyJWT compares it again after verifying). One parse
+            # yields both the (validated) header and the payload: decoding a token's base64
+            # segments is most of what verification costs besides the signature.
+            unverified_token = jwt.decode_complete(token, options={"verify_signature": False})
         except jwt.PyJWTError:
             raise TokenRejectedError(TokenRejection.MALFORMED) from None
+        header: dict[str, Any] = unverified_token["header"]
+        unverified: dict[str, Any] = unverified_token["payload"]
         algorithm = header.get("alg")
         if not isinstance(algorithm, str) or algorithm not in ALLOWED_ALGORITHMS:
             raise TokenRejectedError(TokenRejection.ALGORITHM_NOT_ALLOWED)

@@ -64,6 +64,11 @@ def contains_unsafe(text: str) -> bool:
     The compatibility-normalised form is checked too, so full-width look-alikes (``；``,
     ``／＊``) that some collations fold to ASCII are refused as well.
     """
+    if text.isascii():
+        # Nearly every term. ASCII text is its own NFKC form, and its only unsafe category
+        # is Cc (0x00-0x1F and 0x7F), exactly the ASCII characters ``isprintable`` refuses:
+        # the same answer as the loop below without a per-character category lookup.
+        return any(seq in text for seq in UNSAFE_SEQUENCES) or not text.isprintable()
     for candidate in (text, unicodedata.normalize("NFKC", text)):
         if any(seq in candidate for seq in UNSAFE_SEQUENCES):
             return True

@@ -159,6 +159,22 @@ async def retry_transient(attempt: Callable[[], Awaitable[T]], *, attempts: int)
     ``asyncio.CancelledError`` is never retried. Tests disable the backoff with
     ``stamina.set_testing(True, attempts=..., cap=True)``.
     """
+    try:
+        return await attempt()
+    except Exception as exc:
+        if not is_retryable(exc):
+            raise
+        failures = [exc]
+    # Setting up stamina's retry loop costs more than a fast query's own Python work, and
+    # nearly every first attempt succeeds, so the loop starts only after a transient failure.
+    # It then replays that failure as its own first attempt: attempt counting, backoff
+    # before the next try, on-retry hooks and test mode stay exactly stamina's.
+
+    async def replaying() -> T:
+        if failures:
+            raise failures.pop()
+        return await attempt()
+
     async for try_ in stamina.retry_context(
         on=is_retryable,
         attempts=max(1, attempts),
@@ -168,6 +184,6 @@ async def retry_transient(attempt: Callable[[], Awaitable[T]], *, attempts: int)
         wait_jitter=_WAIT_JITTER_S,
     ):
         with try_:
-            return await attempt()
+            return await replaying()
     # stamina re-raises the last error once attempts run out, so the loop never ends here.
     raise AssertionError("unreachable")  # pragma: no cover
