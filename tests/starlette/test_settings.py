@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -361,3 +362,29 @@ async def test_a_configured_host_serves_its_tenant(deployment: Path) -> None:
     assert result.structured_content is not None
     titles = [r["title"] for r in result.structured_content["results"]]
     assert "Annual leave and paid time off" in titles
+
+
+def test_the_local_model_takes_an_embeddings_switch(deployment: Path) -> None:
+    """``embeddings`` is a boolean of kind local only."""
+    local = '[model]\nkind = "local"\n'
+    assert _model_settings(deployment, local + "embeddings = true\n", KEYS).embeddings is True
+    assert _model_settings(deployment, local, KEYS).embeddings is False
+    with pytest.raises(SettingsError, match=r"^model\.embeddings: must be true or false"):
+        _model_settings(deployment, local + 'embeddings = "yes"\n', KEYS)
+    with pytest.raises(SettingsError, match=r"^model\.embeddings: is not a setting of kind"):
+        _model_settings(deployment, ANTHROPIC + "embeddings = true\n", KEYS)
+
+
+async def test_embeddings_without_the_extra_stop_the_host_naming_it(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asking for embeddings where the extra is missing fails at start-up, not mid-search."""
+    monkeypatch.setitem(sys.modules, "esra.llm.minilm", None)  # as if not installed
+    settings = load_settings(
+        _write(
+            deployment, '[model]\nkind = "local"\nembeddings = true\n' + ISSUER_TABLE + TENANT_TABLE
+        )
+    )
+    with pytest.raises(SettingsError, match=r"^model\.embeddings: "):
+        async with open_configured(settings):
+            pass

@@ -10,6 +10,7 @@ query first, then every mapping's second, and so on.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -102,8 +103,10 @@ def _candidates(analysis: Analysis, request: str, supports_recent: bool) -> list
     return [q for q in found if q is not None]
 
 
-def _words_of_name(name: str) -> set[str]:
-    return {stem(w) for w in tokens(_CAMEL.sub(" ", name))}
+@functools.lru_cache(maxsize=1024)
+def _words_of_name(name: str) -> frozenset[str]:
+    # Field names come from the mapping (configuration), repeated in every planning prompt.
+    return frozenset(stem(w) for w in tokens(_CAMEL.sub(" ", name)))
 
 
 def _fields(mapping: dict[str, Any], analysis: Analysis) -> list[str]:
@@ -187,9 +190,14 @@ def answer_plan(prompt: Prompt) -> str:
         if tag != "source" and string(obj, "mapping")
     ]
     per_mapping: list[list[dict[str, Any]]] = []
+    # Mappings without a filter the request spells all analyse the same text: once per
+    # answer is enough (kept for this answer only, so nothing of the request outlives it).
+    analyses: dict[str, Analysis] = {}
     for mapping_id, obj in mappings:
         filters, rest = _filters(obj, prompt.request)
-        analysis = analyse(rest)
+        analysis = analyses.get(rest)
+        if analysis is None:
+            analysis = analyses[rest] = analyse(rest)
         extras = {"fields": _fields(obj, analysis), "filters": filters}
         queries = _candidates(analysis, rest, obj.get("supports_recent") is True)
         rendered = [_render(mapping_id, q, extras) for q in queries if q.strategy in allowed]

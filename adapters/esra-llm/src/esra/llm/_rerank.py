@@ -10,8 +10,13 @@ as the corpus for idf (``1 + ln((N + 1) / (df + 1))``):
 * cosine: tf-idf cosine between the request stems (at their weights) and the result, title
   tokens counted twice.
 
-Every id appears once, in prompt order; text inside a result is only ever counted, never read
-as instructions.
+With an ``Embedder`` the score blends meaning with words: ``0.7 × cosine + 0.3 × lexical``,
+where cosine is that of the request's and the result's sentence embeddings (title and
+fragments, clamped to [0, 1]) and lexical is the score above min-max normalised over the
+candidates, so the words can only reorder results the embedding finds about equally close.
+
+Every id appears once, in prompt order; text inside a result is only ever counted or embedded,
+never read as instructions.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from esra.core.prompts import Prompt
 from esra.llm._reference import items, string, strings
 from esra.llm._request import analyse
 from esra.llm._text import STOPWORDS, stem, tokens
+from esra.llm.embeddings import Embedder, cosine
 
-__all__ = ["answer_rerank", "score_results"]
+__all__ = ["SEMANTIC_SHARE", "answer_rerank", "blend_scores", "score_results"]
 
 _TITLE_WEIGHT = 2
 _FRAGMENT_ONLY = 0.75
 _COVERAGE_SHARE = 0.6
+SEMANTIC_SHARE = 0.7
 
 
 def _bag(text: str) -> Counter[str]:
@@ -88,7 +95,42 @@ def score_results(prompt: Prompt) -> list[tuple[str, float]]:
     return scores
 
 
-def answer_rerank(prompt: Prompt) -> str:
-    """Answer a rerank prompt with one score per result id."""
-    scores = [{"id": result_id, "score": score} for result_id, score in score_results(prompt)]
+def _min_max(values: list[float]) -> list[float]:
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    if high == low:
+        # Nothing to spread: every candidate keeps its own (already 0..1) score.
+        return values
+    return [(v - low) / (high - low) for v in values]
+
+
+def _result_texts(prompt: Prompt) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for _, obj in items(prompt):
+        result_id = string(obj, "id")
+        if result_id and result_id not in texts:
+            parts = [string(obj, "title"), *strings(obj, "fragments")]
+            texts[result_id] = "\n".join(p for p in parts if p)
+    return texts
+
+
+def blend_scores(prompt: Prompt, embedder: Embedder) -> list[tuple[str, float]]:
+    """Return ``(result id, 0.7 × cosine + 0.3 × normalised lexical)`` in prompt order."""
+    lexical = score_results(prompt)
+    if not lexical or not prompt.request.strip():
+        return lexical
+    texts = _result_texts(prompt)
+    request, *vectors = embedder.encode([prompt.request, *(texts[rid] for rid, _ in lexical)])
+    spread = _min_max([score for _, score in lexical])
+    blended: list[tuple[str, float]] = []
+    for (result_id, _), words, vector in zip(lexical, spread, vectors, strict=True):
+        meaning = min(1.0, max(0.0, cosine(request, vector)))
+        score = SEMANTIC_SHARE * meaning + (1 - SEMANTIC_SHARE) * words
+        blended.append((result_id, round(min(1.0, max(0.0, score)), 6)))
+    return blended
+
+
+def answer_rerank(prompt: Prompt, embedder: Embedder | None = None) -> str:
+    """Answer a rerank prompt with one score per result id (blended with meaning if given)."""
+    found = score_results(prompt) if embedder is None else blend_scores(prompt, embedder)
+    scores = [{"id": result_id, "score": score} for result_id, score in found]
     return json.dumps({"scores": scores})

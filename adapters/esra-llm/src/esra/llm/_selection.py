@@ -25,6 +25,7 @@ The rule, in full:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -49,8 +50,12 @@ _FIELD_WEIGHTS: tuple[tuple[str, float], ...] = (
 )
 
 
-def _stems_of(text: str) -> set[str]:
-    return {stem(w) for w in tokens(text) if w not in STOPWORDS}
+@functools.lru_cache(maxsize=1024)
+def _stems_of(text: str) -> frozenset[str]:
+    # Only ever called with a source's business metadata (configuration, never the caller's
+    # request), which every selection prompt repeats: remembering its stems keeps no prompt
+    # derivative and spares re-stemming the same descriptions on every call.
+    return frozenset(stem(w) for w in tokens(text) if w not in STOPWORDS)
 
 
 def _field_weights(source: dict[str, Any]) -> dict[str, float]:
@@ -71,10 +76,15 @@ def score_sources(prompt: Prompt) -> list[tuple[str, float]]:
     positive = [_field_weights(obj) for _, obj in sources]
     excluded = [_stems_of(string(obj, "exclusion_guidance")) for _, obj in sources]
     count = max(len(sources), 1)
+    idfs: dict[str, float] = {}
 
     def idf(key: str) -> float:
-        df = sum(1 for fields in positive if key in fields)
-        return 1.0 + math.log(count / max(df, 1))
+        # The same few stems are asked for once per source and concept: compute each once.
+        value = idfs.get(key)
+        if value is None:
+            df = sum(1 for fields in positive if key in fields)
+            value = idfs[key] = 1.0 + math.log(count / max(df, 1))
+        return value
 
     scores: list[tuple[str, float]] = []
     for (source_id, _), fields, exclusions in zip(sources, positive, excluded, strict=True):

@@ -105,6 +105,19 @@ _SYNONYMS = _index()
 _EXPANSIONS = {tuple(tokens(expansion)): acronym for acronym, expansion in ACRONYMS.items()}
 
 
+def _by_first_word() -> dict[str, tuple[tuple[tuple[str, ...], str], ...]]:
+    index: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    for expansion, acronym in _EXPANSIONS.items():
+        index.setdefault(expansion[0], []).append((expansion, acronym))
+    return {word: tuple(entries) for word, entries in index.items()}
+
+
+# Expansions by their first word, each list in table order: ``acronym_of`` then compares a
+# position only with the expansions that can start there (a dict lookup instead of a scan of
+# the whole table at every word), and still takes the same first match.
+_EXPANSIONS_BY_FIRST = _by_first_word()
+
+
 def synonyms_of(word: str) -> tuple[str, ...]:
     """Return the built-in synonyms of ``word`` (matched by stem), in table order."""
     return _SYNONYMS.get(stem(word), ())
@@ -123,7 +136,7 @@ def acronym_of(words: list[str]) -> list[tuple[str, int, int]]:
     found: list[tuple[str, int, int]] = []
     i = 0
     while i < len(words):
-        for expansion, acronym in _EXPANSIONS.items():
+        for expansion, acronym in _EXPANSIONS_BY_FIRST.get(words[i], ()):
             end = i + len(expansion)
             if tuple(words[i:end]) == expansion:
                 found.append((acronym, i, end))

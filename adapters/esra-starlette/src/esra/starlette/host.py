@@ -142,7 +142,13 @@ def _model(settings: ModelSettings) -> LanguageModel:
             max_retries=settings.max_retries,
         )
     if settings.kind == "local":
-        return LocalModel()
+        if not settings.embeddings:
+            return LocalModel()
+        try:
+            return LocalModel.with_embeddings()
+        except ImportError as exc:
+            msg = f"model.embeddings: {exc}"
+            raise SettingsError(msg) from exc
     # Unreachable through parse_settings, which requires each kind's keys.
     msg = f"model: incomplete settings for kind {settings.kind!r}"
     raise SettingsError(msg)

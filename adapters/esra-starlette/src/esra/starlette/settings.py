@@ -63,7 +63,7 @@ __all__ = [
 MODEL_KINDS = frozenset({"local", "openai", "azure-openai", "anthropic"})
 # The keys each model kind takes besides ``kind``; any other key is refused for that kind.
 _MODEL_KEYS: dict[str, frozenset[str]] = {
-    "local": frozenset(),
+    "local": frozenset({"embeddings"}),
     "openai": frozenset({"base_url", "model", "api_key_env", "timeout_s", "max_retries"}),
     "azure-openai": frozenset(
         {"endpoint", "deployment", "api_version", "api_key_env", "timeout_s", "max_retries"}
@@ -129,6 +129,9 @@ class ModelSettings:
     timeout_s: float = 10.0
     max_retries: int = 2
     max_tokens: int = 4096
+    # kind "local" only: blend sentence-embedding similarity into the rerank (the
+    # ``esra-llm[embeddings]`` extra must be installed).
+    embeddings: bool = False
 
     def api_key(self, environ: Mapping[str, str]) -> str | None:
         """The key from ``environ``; ``None`` when no variable is named (a local server).
@@ -363,8 +366,11 @@ def _model(table: _Table, environ: Mapping[str, str] | None) -> ModelSettings:
         if table.has(name):
             raise table.fail(name, f"is not a setting of kind {kind!r}")
     if kind == "local":
+        embeddings = table.raw("embeddings")
+        if embeddings is not None and not isinstance(embeddings, bool):
+            raise table.fail("embeddings", "must be true or false")
         table.done()
-        return ModelSettings()
+        return ModelSettings(embeddings=bool(embeddings))
     common: dict[str, Any] = {
         "kind": kind,
         "timeout_s": table.number("timeout_s", 10.0, low=0.1, high=600),
