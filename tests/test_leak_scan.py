@@ -66,7 +66,7 @@ class PreparedRetriever(Retriever):
         self.warning, self.audit_dimension, self.error = warning, audit_dimension, error
         self.fragment = fragment
 
-    async def _retrieve(self, ctx, request):
+    async def _retrieve(self, ctx, request, filters=()):
         if self.audit_dimension:
             record = AuditRecord.of(
                 ctx, FakeClock(), AuditEvent.RETRIEVE, dimensions={"x": self.audit_dimension}
