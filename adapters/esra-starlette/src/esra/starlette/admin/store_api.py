@@ -9,7 +9,7 @@ and documents cannot be uploaded until the store is Ready (409 ``ESRA_STORE_NOT_
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from starlette.datastructures import UploadFile
@@ -27,11 +27,11 @@ from esra.starlette.admin.operator import operator_of
 from esra.starlette.admin.views import counts_view, document_view, outcome_view, state_view
 from esra.starlette.downloads import download_headers
 from esra.starlette.stores import TenantStore
+from esra.starlette.uploads import MAX_SCOPE_CHARS, read_each, upload_scope
 
 __all__ = ["StoreApi"]
 
 _T = TypeVar("_T")
-_MAX_SCOPE_CHARS = 128
 
 
 def _forbidden() -> AdminError:
@@ -221,7 +221,7 @@ class StoreApi:
             scope = _scope(form.get("scope"), store.default_scope)
             per_file = store.limits.max_bytes
             outcomes = await store.documents.upload(
-                operator, _read_each(files, per_file), scope=scope, limits=store.limits
+                operator, read_each(files, per_file), scope=scope, limits=store.limits
             )
         stored = sum(1 for outcome in outcomes if outcome.document is not None)
         return JSONResponse(
@@ -294,19 +294,10 @@ class StoreApi:
 
 
 def _scope(value: object, default: str) -> str:
-    if value is None or value == "":
-        return default
-    if not isinstance(value, str) or len(value) > _MAX_SCOPE_CHARS or not value.isprintable():
+    scope = upload_scope(value, default)
+    if scope is None:
         raise AdminError(
             AdminErrorCode.ESRA_INVALID_REQUEST,
-            f"'scope' must be printable text of at most {_MAX_SCOPE_CHARS} characters.",
+            f"'scope' must be printable text of at most {MAX_SCOPE_CHARS} characters.",
         )
-    return value.strip() or default
-
-
-def _read_each(files: list[UploadFile], per_file_limit: int) -> Iterator[tuple[str, bytes]]:
-    """Each file's name and bytes, one at a time; never more than one byte past the limit
-    (enough for the inspection to refuse it as too large)."""
-    for upload in files:
-        upload.file.seek(0)
-        yield upload.filename or "unnamed", upload.file.read(per_file_limit + 1)
+    return scope

@@ -9,8 +9,6 @@ harmless, as every stored file would come back refused as a duplicate naming its
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -19,6 +17,7 @@ from starlette.routing import Route
 
 from esra.core.admin.roles import Role
 from esra.sqlite import DEFAULT_SCOPE_CLAIM
+from esra.starlette.admin.limits import AdminLimits
 from esra.starlette.portal.access import Access
 from esra.starlette.portal.errors import PortalError
 from esra.starlette.portal.layout import callout, page
@@ -27,13 +26,13 @@ from esra.starlette.portal.paths import base_path
 from esra.starlette.portal.session import Visitor
 from esra.starlette.portal.views import human_size, upload_outcome_rows
 from esra.starlette.stores import TenantStore
+from esra.starlette.uploads import MAX_SCOPE_CHARS, read_each, upload_scope
 
 __all__ = ["MAX_FILES_PER_UPLOAD", "MAX_UPLOAD_BYTES", "UploadPages"]
 
 # The admin API's defaults: one request carries at most this much, in this many files.
-MAX_UPLOAD_BYTES = 200 * 1024 * 1024
-MAX_FILES_PER_UPLOAD = 100
-_MAX_SCOPE_CHARS = 128
+MAX_UPLOAD_BYTES = AdminLimits().upload_bytes
+MAX_FILES_PER_UPLOAD = AdminLimits().files_per_upload
 
 
 class UploadPages:
@@ -77,18 +76,18 @@ class UploadPages:
                     return self._form_page(
                         request, visitor, store, problem="Choose at least one file to upload."
                     )
-                scope = _scope(form.get("scope"), store.default_scope)
+                scope = upload_scope(form.get("scope"), store.default_scope)
                 if scope is None:
                     return self._form_page(
                         request,
                         visitor,
                         store,
                         problem=f"The security scope must be printable text of at most "
-                        f"{_MAX_SCOPE_CHARS} characters.",
+                        f"{MAX_SCOPE_CHARS} characters.",
                     )
                 outcomes = await store.documents.upload(
                     visitor.operator,
-                    _read_each(files, store.limits.max_bytes),
+                    read_each(files, store.limits.max_bytes),
                     scope=scope,
                     limits=store.limits,
                 )
@@ -167,20 +166,3 @@ def _check_body(request: Request) -> None:
             "in smaller batches.",
             links=(("/upload", "Upload form"),),
         )
-
-
-def _scope(value: object, default: str) -> str | None:
-    """The submitted scope (the store's default when blank), or ``None`` when unusable."""
-    if value is None or value == "":
-        return default
-    if not isinstance(value, str) or len(value) > _MAX_SCOPE_CHARS or not value.isprintable():
-        return None
-    return value.strip() or default
-
-
-def _read_each(files: list[UploadFile], per_file_limit: int) -> Iterator[tuple[str, bytes]]:
-    """Each file's name and bytes, one at a time; never more than one byte past the limit
-    (enough for the inspection to refuse it as too large)."""
-    for upload in files:
-        upload.file.seek(0)
-        yield upload.filename or "unnamed", upload.file.read(per_file_limit + 1)

@@ -1,0 +1,32 @@
+"""What the admin API and the portal share about reading an upload request's files.
+
+Both hand files to ``DocumentStoreService.upload`` one at a time and never read more than
+one byte past the store's per-file limit (enough for the inspection to refuse the file as
+too large), and both read the optional security scope the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from starlette.datastructures import UploadFile
+
+__all__ = ["MAX_SCOPE_CHARS", "read_each", "upload_scope"]
+
+MAX_SCOPE_CHARS = 128
+
+
+def upload_scope(value: object, default: str) -> str | None:
+    """The submitted scope (``default`` when blank), or ``None`` when it is unusable."""
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or len(value) > MAX_SCOPE_CHARS or not value.isprintable():
+        return None
+    return value.strip() or default
+
+
+def read_each(files: Sequence[UploadFile], per_file_limit: int) -> Iterator[tuple[str, bytes]]:
+    """Each file's name and at most ``per_file_limit + 1`` of its bytes, one file at a time."""
+    for upload in files:
+        upload.file.seek(0)
+        yield upload.filename or "unnamed", upload.file.read(per_file_limit + 1)
