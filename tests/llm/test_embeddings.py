@@ -215,3 +215,36 @@ def test_importing_esra_llm_does_not_load_the_embedding_stack() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_long_result_is_also_embedded_in_overlapping_windows_headed_by_its_title() -> None:
+    """Text past what an encoder reads still counts: windows follow the whole texts."""
+    body = " ".join(f"w{i}" for i in range(300)) + " printer"
+    results = (*RESULTS, RerankItem("r_long", "IT", "Long ticket", (body,)))
+    embedder = TopicEmbedder()
+    scores = _scores(LocalModel(embedder=embedder), "printer toner", results)
+    assert len(embedder.calls) == 1
+    _, *texts = embedder.calls[0]
+    windows = texts[len(results) :]
+    assert len(windows) > 1
+    assert all(w.startswith("Long ticket\n") for w in windows)
+    assert all(len(w.split("\n", 1)[1].split()) <= 128 for w in windows)
+    assert windows[-1].endswith("printer")
+    assert scores["r_long"] > scores["r_vac"]
+
+
+def test_feedback_with_many_results_is_deterministic_and_encodes_once() -> None:
+    """Pseudo-relevance feedback reuses the vectors it has: one encode call, same answer."""
+    results = tuple(
+        RerankItem(f"r_{i}", "IT", f"Ticket {i}", (("printer toner" if i % 3 else "car park"),))
+        for i in range(24)
+    )
+    embedder = TopicEmbedder()
+    model = LocalModel(embedder=embedder)
+    first = model.answer(_prompt("printer", results))
+    assert len(embedder.calls) == 1
+    assert model.answer(_prompt("printer", results)) == first
+    scores = parse_rerank(first)
+    assert set(scores) == {r.result_id for r in results}
+    assert all(0.0 <= s <= 1.0 for s in scores.values())
+    assert scores["r_1"] > scores["r_0"]

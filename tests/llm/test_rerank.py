@@ -56,3 +56,20 @@ def test_injected_instructions_in_a_result_earn_nothing() -> None:
     assert scores["r_evil"] == 0.0
     assert scores["r_vac"] > scores["r_evil"]
     assert set(scores) == {"r_vac", "r_printer", "r_parking", "r_evil"}
+
+
+def test_best_result_scores_one_and_a_result_without_the_words_zero() -> None:
+    """Scores are relative to the best result, like the core's normalised retrieval score."""
+    scores = rerank("How much vacation can I carry over to next year?")
+    assert scores["r_vac"] == 1.0
+    assert scores["r_printer"] == 0.0
+
+
+def test_word_forms_beyond_plurals_meet() -> None:
+    """'similarity' in the request matches 'similar' in a result (Porter roots)."""
+    results = (
+        RerankItem("r_sim", "Aero", "Similar wings", ("Wings of similar planform.",)),
+        RerankItem("r_other", "Aero", "Heat transfer", ("Heating of the nose cone.",)),
+    )
+    scores = rerank("similarity of wings", results)
+    assert scores["r_sim"] > scores["r_other"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esra.llm._text import content_words, noun_run, quoted_phrases, sanitize, stem
+from esra.llm._text import content_words, noun_run, quoted_phrases, root, sanitize, stem
 from esra.llm._vocabulary import acronym_of, synonyms_of
 
 
@@ -72,3 +72,23 @@ def test_sanitize_never_leaves_unsafe_sequences(text: str) -> None:
     for sequence in (";", "--", "/*", "*/", "#"):
         assert sequence not in out
     assert all(c.isprintable() or c == " " for c in out)
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("caresses", "caress"),
+        ("ponies", "poni"),
+        ("hopping", "hop"),
+        ("relational", "relat"),
+        ("similarity", "similar"),
+        ("conditional", "condit"),
+        ("conditions", "condit"),
+        ("generalizations", "gener"),
+        ("controll", "control"),
+        ("as", "as"),
+    ],
+)
+def test_root_is_the_porter_stem(word: str, expected: str) -> None:
+    """``root`` follows the original Porter algorithm (short words are kept)."""
+    assert root(word) == expected

@@ -18,6 +18,7 @@ __all__ = [
     "identifier_like",
     "noun_run",
     "quoted_phrases",
+    "root",
     "sanitize",
     "stem",
     "stems",
@@ -90,6 +91,165 @@ def stem(word: str) -> str:
     elif w.endswith("ed") and len(w) > 4:
         w = _undouble(w[:-2])
     if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    return w
+
+
+_VOWELS = frozenset("aeiou")
+
+
+def _consonant(word: str, i: int) -> bool:
+    ch = word[i]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return i == 0 or not _consonant(word, i - 1)
+    return True
+
+
+def _measure(stem: str) -> int:
+    # m in [C](VC){m}[V]: the number of vowel-consonant sequences.
+    count = 0
+    previous_vowel = False
+    for i in range(len(stem)):
+        vowel = not _consonant(stem, i)
+        if previous_vowel and not vowel:
+            count += 1
+        previous_vowel = vowel
+    return count
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _consonant(stem, i) for i in range(len(stem)))
+
+
+def _double_consonant(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _consonant(word, len(word) - 1)
+
+
+def _cvc(word: str) -> bool:
+    # consonant-vowel-consonant, the last not w, x or y ("hop", not "snow").
+    n = len(word)
+    return (
+        n >= 3
+        and _consonant(word, n - 3)
+        and not _consonant(word, n - 2)
+        and _consonant(word, n - 1)
+        and word[-1] not in "wxy"
+    )
+
+
+_STEP2 = (
+    ("ational", "ate"),
+    ("tional", "tion"),
+    ("enci", "ence"),
+    ("anci", "ance"),
+    ("izer", "ize"),
+    ("abli", "able"),
+    ("alli", "al"),
+    ("entli", "ent"),
+    ("eli", "e"),
+    ("ousli", "ous"),
+    ("ization", "ize"),
+    ("ation", "ate"),
+    ("ator", "ate"),
+    ("alism", "al"),
+    ("iveness", "ive"),
+    ("fulness", "ful"),
+    ("ousness", "ous"),
+    ("aliti", "al"),
+    ("iviti", "ive"),
+    ("biliti", "ble"),
+)
+_STEP3 = (
+    ("icate", "ic"),
+    ("ative", ""),
+    ("alize", "al"),
+    ("iciti", "ic"),
+    ("ical", "ic"),
+    ("ful", ""),
+    ("ness", ""),
+)
+_STEP4 = (
+    "al",
+    "ance",
+    "ence",
+    "er",
+    "ic",
+    "able",
+    "ible",
+    "ant",
+    "ement",
+    "ment",
+    "ent",
+    "ion",
+    "ou",
+    "ism",
+    "ate",
+    "iti",
+    "ous",
+    "ive",
+    "ize",
+)
+
+
+def _replace(word: str, rules: tuple[tuple[str, str], ...], min_measure: int) -> str:
+    for suffix, replacement in rules:
+        if word.endswith(suffix):
+            stem = word[: -len(suffix)]
+            return stem + replacement if _measure(stem) > min_measure else word
+    return word
+
+
+def root(word: str) -> str:
+    """Return the Porter (1980) stem of a casefolded word: a stronger conflation than ``stem``.
+
+    The original algorithm, rule for rule ("similarity" and "similar" both become "similar",
+    "conditions" and "conditional" both "condit"); words of one or two letters are kept. Used
+    where recall of word forms matters more than readable stems (the rerank's lexical score).
+    """
+    w = word
+    if len(w) <= 2:
+        return w
+    # Step 1a: plurals.
+    if w.endswith(("sses", "ies")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    # Step 1b: -eed, -ed, -ing.
+    if w.endswith("eed"):
+        if _measure(w[:-3]) > 0:
+            w = w[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
+                w = w[: -len(suffix)]
+                if w.endswith(("at", "bl", "iz")):
+                    w += "e"
+                elif _double_consonant(w) and w[-1] not in "lsz":
+                    w = w[:-1]
+                elif _measure(w) == 1 and _cvc(w):
+                    w += "e"
+                break
+    # Step 1c: y -> i after a vowel somewhere in the stem.
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    w = _replace(w, _STEP2, 0)
+    w = _replace(w, _STEP3, 0)
+    # Step 4: drop a suffix when the rest has m > 1 (-ion only after s or t).
+    for suffix in _STEP4:
+        if w.endswith(suffix):
+            stem = w[: -len(suffix)]
+            if _measure(stem) > 1 and (suffix != "ion" or stem.endswith(("s", "t"))):
+                w = stem
+            break
+    # Step 5a / 5b: a final e, a final double l.
+    if w.endswith("e"):
+        stem = w[:-1]
+        m = _measure(stem)
+        if m > 1 or (m == 1 and not _cvc(stem)):
+            w = stem
+    if w.endswith("ll") and _measure(w) > 1:
         w = w[:-1]
     return w
 
