@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -32,6 +31,7 @@ from esra.core.clock import SystemClock
 from esra.core.docstore.extraction import sandbox_peak_rss_kb
 from esra.core.docstore.ingestion import IngestionWorker
 from esra.core.docstore.model import StoreSettings
+from esra.core.docstore.worker_loop import TurnTotals, run_turns
 from esra.postgres.store_repository import PostgresDocumentRepository
 from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
 
@@ -41,18 +41,10 @@ _log = logging.getLogger("esra.postgres.store_worker")
 
 
 @attrs.define
-class WorkerSummary:
-    """Totals over a worker's turns."""
+class WorkerSummary(TurnTotals):
+    """Totals over a worker's turns, its id and its peak memory."""
 
-    worker_id: str
-    turns: int = 0
-    claimed: int = 0
-    indexed: int = 0
-    quarantined: int = 0
-    failed: int = 0
-    retried: int = 0
-    lost: int = 0
-    unreachable: int = 0
+    worker_id: str = attrs.field(kw_only=True)
     peak_rss_kb: int = 0
     peak_child_rss_kb: int = 0
 
@@ -81,22 +73,9 @@ async def run_worker(
             clock=SystemClock(),
             settings_for=lambda _tenant: chosen,
         )
-        while not stop.is_set():
-            turns = await worker.run_turn()
-            summary.turns += 1
-            for turn in turns:
-                summary.claimed += turn.claimed
-                summary.indexed += turn.indexed
-                summary.quarantined += turn.quarantined
-                summary.failed += turn.failed
-                summary.retried += turn.retried
-                summary.lost += turn.lost
-                summary.unreachable += int(turn.unreachable)
-            if not any(turn.claimed for turn in turns):
-                if until_idle:
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=poll_s)
+        await run_turns(
+            worker.run_turn, summary, stop=stop, until_idle=until_idle, idle_wait_s=poll_s
+        )
     finally:
         await repository.close()
     summary.peak_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -26,6 +26,7 @@ import attrs
 from esra.core.clock import SystemClock
 from esra.core.docstore.ingestion import IngestionWorker, TenantTurn
 from esra.core.docstore.model import StoreSettings
+from esra.core.docstore.worker_loop import TurnTotals, run_turns
 from esra.core.ports import Clock
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette.stores import schema_present
@@ -52,30 +53,12 @@ class StoreUnavailableError(Exception):
 
 
 @attrs.define
-class WorkerReport:
-    """What a worker run did, summed over its turns."""
+class WorkerReport(TurnTotals):
+    """What a worker run did, summed over its turns, and which stores it could not serve."""
 
-    turns: int = 0
-    claimed: int = 0
-    indexed: int = 0
-    quarantined: int = 0
-    failed: int = 0
-    retried: int = 0
-    lost: int = 0
-    unreachable: set[str] = attrs.field(factory=set)
+    unreachable_tenants: set[str] = attrs.field(factory=set)
     # Store databases without the store schema when the run ended: never served.
     uninitialised: set[Path] = attrs.field(factory=set)
-
-    def add(self, turn: TenantTurn) -> None:
-        """Count one tenant's turn."""
-        self.claimed += turn.claimed
-        self.indexed += turn.indexed
-        self.quarantined += turn.quarantined
-        self.failed += turn.failed
-        self.retried += turn.retried
-        self.lost += turn.lost
-        if turn.unreachable:
-            self.unreachable.add(turn.tenant_id)
 
 
 def describe_turn(turn: TenantTurn) -> str:
@@ -173,7 +156,8 @@ async def run_worker(
     async with contextlib.AsyncExitStack() as opened:
         workers: list[IngestionWorker] = []
         _log.info("worker %s serving %d document store(s)", worker_id, len(waiting))
-        while not stop.is_set():
+
+        async def turn() -> list[TenantTurn]:
             # A store initialised while the worker runs is picked up on the next turn.
             ready = [database for database in waiting if schema_present(database)]
             for database in ready:
@@ -190,17 +174,14 @@ async def run_worker(
                     ", ".join(str(database) for database in waiting),
                 )
             report.uninitialised = set(waiting)
-            turns = [turn for worker in workers for turn in await worker.run_turn()]
-            report.turns += 1
-            for turn in turns:
-                report.add(turn)
-                _log.info("%s", describe_turn(turn))
-            if any(turn.claimed for turn in turns):
-                continue
-            if once:
-                break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval_s)
+            turns = [each for worker in workers for each in await worker.run_turn()]
+            for each in turns:
+                _log.info("%s", describe_turn(each))
+                if each.unreachable:
+                    report.unreachable_tenants.add(each.tenant_id)
+            return turns
+
+        await run_turns(turn, report, stop=stop, until_idle=once, idle_wait_s=interval_s)
     _log.info(
         "worker %s stopped: indexed %d, quarantined %d, failed %d, retried %d, lost %d",
         worker_id,
@@ -250,11 +231,11 @@ async def serve_worker(
     report = await run_worker(
         stores, stop=stop, worker_id=worker_id, once=once, interval_s=interval_s
     )
-    if once and report.unreachable:
-        _log.error("unreachable stores: %s", ", ".join(sorted(report.unreachable)))
+    if once and report.unreachable_tenants:
+        _log.error("unreachable stores: %s", ", ".join(sorted(report.unreachable_tenants)))
     if once and report.uninitialised:
         _log.error(
             "stores not initialised (initialise them through the admin API): %s",
             ", ".join(str(database) for database in sorted(report.uninitialised)),
         )
-    return 1 if once and (report.unreachable or report.uninitialised) else 0
+    return 1 if once and (report.unreachable_tenants or report.uninitialised) else 0
