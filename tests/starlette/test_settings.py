@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from esra.core.config import dump_snapshot
-from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
+from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel, RemoteModelClient
 from esra.starlette.demo.build import build_demo_databases
 from esra.starlette.demo.config import demo_snapshot
 from esra.starlette.devtoken import DEV_ISSUER
@@ -316,8 +316,10 @@ async def test_the_host_builds_the_configured_client(
     settings = load_settings(_write(deployment, model + ISSUER_TABLE + TENANT_TABLE))
     async with open_configured(settings) as parts:
         assert isinstance(parts.model, client)
-        if isinstance(parts.model, OpenAIChatModel | AnthropicMessagesModel):
-            await parts.model.aclose()
+        built = parts.model
+    if isinstance(built, RemoteModelClient):
+        # The host closes the client it built, and with it the connection pool.
+        assert built._poster._client.is_closed
 
 
 async def test_a_key_variable_gone_by_start_up_is_named(

@@ -3,5 +3,6 @@
 from esra.llm.anthropic import AnthropicMessagesModel
 from esra.llm.local import LocalModel
 from esra.llm.openai import OpenAIChatModel
+from esra.llm.remote import RemoteModelClient
 
-__all__ = ["AnthropicMessagesModel", "LocalModel", "OpenAIChatModel"]
+__all__ = ["AnthropicMessagesModel", "LocalModel", "OpenAIChatModel", "RemoteModelClient"]

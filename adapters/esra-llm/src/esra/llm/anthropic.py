@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any
 
 import httpx
 
@@ -22,6 +22,7 @@ from esra.core.exceptions import ModelOutputError
 from esra.core.prompts import Prompt, output_schema, output_schema_name
 from esra.llm._http import JsonPoster, Secret, checked_headers, endpoint_url
 from esra.llm._wire import report_usage, system_text, token_count, user_text
+from esra.llm.remote import RemoteModelClient
 
 __all__ = ["AnthropicMessagesModel"]
 
@@ -39,7 +40,7 @@ _UNUSABLE_STOPS = {
 }
 
 
-class AnthropicMessagesModel:
+class AnthropicMessagesModel(RemoteModelClient):
     """Complete ESRA's prompts with Anthropic's Messages API (``POST /v1/messages``).
 
     The system section becomes ``system``; the request, reference data and output contract
@@ -150,16 +151,6 @@ class AnthropicMessagesModel:
             ]
             payload["tool_choice"] = {"type": "tool", "name": tool}
         return payload
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (unless the host passed its own)."""
-        await self._poster.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"AnthropicMessagesModel(base_url={self._base_url!r}, model={self._model!r})"

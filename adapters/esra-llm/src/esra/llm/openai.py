@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal, Self
+from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
@@ -19,13 +19,14 @@ from esra.core.exceptions import ModelOutputError
 from esra.core.prompts import Prompt, output_schema, output_schema_name
 from esra.llm._http import JsonPoster, Secret, checked_headers, endpoint_url
 from esra.llm._wire import report_usage, system_text, token_count, user_text
+from esra.llm.remote import RemoteModelClient
 
 __all__ = ["OpenAIChatModel"]
 
 _log = logging.getLogger("esra.llm")
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(RemoteModelClient):
     """Complete ESRA's prompts with an OpenAI-compatible chat completions endpoint.
 
     The system section becomes the system message; the request, reference data and output
@@ -192,16 +193,6 @@ class OpenAIChatModel:
                 },
             }
         return payload
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (unless the host passed its own)."""
-        await self._poster.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(base_url={self._base_url!r}, model={self._model!r})"

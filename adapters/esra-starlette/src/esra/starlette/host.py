@@ -19,7 +19,7 @@ from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.ports import AuditSink, ConfigRepository, LanguageModel
 from esra.core.static_config import StaticConfigRepository
-from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
+from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel, RemoteModelClient
 from esra.sqlite import STORE_PROVIDER_KIND, SqliteFts5Provider
 from esra.starlette.app import MCP_PATH, create_app
 from esra.starlette.issuers import TrustedIssuer
@@ -188,5 +188,5 @@ async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
             for provider in tenant_providers.values():
                 provider.close()
         # A remote model client holds a connection pool; the offline model holds nothing.
-        if isinstance(model, OpenAIChatModel | AnthropicMessagesModel):
+        if isinstance(model, RemoteModelClient):
             await model.aclose()
