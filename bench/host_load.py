@@ -30,7 +30,6 @@ import contextlib
 import io
 import json
 import multiprocessing
-import socket
 import sqlite3
 import statistics
 import tempfile
@@ -56,7 +55,7 @@ from esra.core.validation import ValidatedQuery
 from esra.sqlite import SqliteFts5Provider, open_readonly
 from esra.starlette.cli import main as cli_main
 from esra.starlette.embedded import open_embedded
-from esra.starlette.serve import HostServer
+from esra.starlette.serve import HostServer, free_port
 
 TENANT = "larkspur"
 TOOL = "esra_larkspur"
@@ -97,13 +96,6 @@ def _record_statements() -> Callable[[], None]:
         SqliteFts5Provider.execute = original_execute  # type: ignore[method-assign]
 
     return stop
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -285,7 +277,7 @@ def _measure(
     rounds: int,
     stop_recording: Callable[[], None],
 ) -> tuple[list[tuple[Result, Result]], int]:
-    esra_port, bare_port = _free_port(), _free_port()
+    esra_port, bare_port = free_port(), free_port()
     host = HostServer(
         lambda: open_embedded(data_dir), host="127.0.0.1", port=esra_port, log_level="warning"
     )

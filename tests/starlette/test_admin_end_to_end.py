@@ -21,8 +21,9 @@ from esra.core.docstore.ingestion import IngestionWorker
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette.cli import build_parser, host_server
 from esra.starlette.embedded import STORE_FILE
+from esra.starlette.serve import free_port
 from tests._external import shared_data
-from tests.starlette.test_serve import _dev_token, _free_port, _running
+from tests.starlette.test_serve import _dev_token, _running
 
 pytestmark = [pytest.mark.integration, pytest.mark.external_data]
 
@@ -57,7 +58,7 @@ async def test_an_uploaded_document_is_searchable_once_indexed(
     reader = _dev_token(tmp_path, capsys, "esra_roles=ESRA_DATA_READ")
     scoped = _dev_token(tmp_path, capsys, "region=emea", "document_scopes=general")
     unscoped = _dev_token(tmp_path, capsys, "region=emea")
-    port = _free_port()
+    port = free_port()
     args = build_parser().parse_args(
         ["serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(tmp_path)]
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,16 +16,9 @@ from mcp.shared.exceptions import MCPError
 
 from esra.starlette.cli import build_parser, host_server, main
 from esra.starlette.embedded import STORE_FILE
-from esra.starlette.serve import HostServer
+from esra.starlette.serve import HostServer, free_port
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -53,7 +45,7 @@ async def test_dev_token_and_serve_round_trip(
 ) -> None:
     """A dev token lists the embedded tools and calls search then fetch over real HTTP."""
     token = _dev_token(tmp_path, capsys, "region=emea")
-    port = _free_port()
+    port = free_port()
     args = build_parser().parse_args(
         ["serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(tmp_path)]
     )
@@ -96,7 +88,7 @@ async def test_an_unauthorized_caller_of_the_real_server_sees_no_tools(
 ) -> None:
     """Without a token, or with one from another data directory's key, nothing is listed."""
     stranger = _dev_token(tmp_path / "elsewhere", capsys)
-    port = _free_port()
+    port = free_port()
     args = build_parser().parse_args(["serve", "--port", str(port), "--data-dir", str(tmp_path)])
     with _running(host_server(args)):
         for headers in ({}, {"Authorization": f"Bearer {stranger}"}):
@@ -117,7 +109,7 @@ async def test_insecure_dev_anonymous_serves_token_less_calls_as_the_dev_caller(
     """--insecure-dev-anonymous (for the conformance suite) lists tools without a token;
     a bad token is still refused, since only a request without Authorization is filled in."""
     stranger = _dev_token(tmp_path / "elsewhere", capsys)
-    port = _free_port()
+    port = free_port()
     args = build_parser().parse_args(
         ["serve", "--port", str(port), "--data-dir", str(tmp_path), "--insecure-dev-anonymous"]
     )

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import os
 import re
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from esra.core.testing import FakeClock, InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette.auth import JwtVerifier
 from esra.starlette.portal import portal_app
+from esra.starlette.serve import AnnouncingServer, free_port
 from tests._external import shared_data
 from tests.starlette._tokens import NOW, idp
 from tests.starlette.portal._site import TENANT, manager_token, reader_token, tenant_store
@@ -75,26 +75,6 @@ def browser() -> Iterator[Browser]:
             launched.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-class _AnnouncingServer(uvicorn.Server):
-    """uvicorn's server, setting an event once it listens."""
-
-    def __init__(self, config: uvicorn.Config, started: threading.Event) -> None:
-        super().__init__(config)
-        self._started_event = started
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            self._started_event.set()
-
-
 class PortalServer:
     """The portal at ``/portal`` over a SQLite store, under uvicorn in a background thread.
 
@@ -104,11 +84,11 @@ class PortalServer:
 
     def __init__(self, database: Path) -> None:
         self.database = database
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/portal"
         self.started = threading.Event()
         self._initialisation_gate = threading.Event()
-        self._server: _AnnouncingServer | None = None
+        self._server: AnnouncingServer | None = None
         self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
 
     def release_initialisation(self) -> None:
@@ -134,7 +114,7 @@ class PortalServer:
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", ws="none"
         )
-        self._server = _AnnouncingServer(config, self.started)
+        self._server = AnnouncingServer(config, self.started)
         try:
             await self._server.serve()
         finally:

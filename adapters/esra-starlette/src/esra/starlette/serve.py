@@ -20,7 +20,7 @@ from esra.core.logging_audit import LoggingAuditSink
 from esra.starlette.host import HostParts, build_app, default_resource_url
 from esra.starlette.stores import open_tenant_stores
 
-__all__ = ["HostServer"]
+__all__ = ["AnnouncingServer", "HostServer", "free_port"]
 
 
 class HostServer:
@@ -75,7 +75,7 @@ class HostServer:
                 lifespan="on",
                 ws="none",  # MCP's streamable HTTP needs no WebSocket
             )
-            server = _Server(config, self.started)
+            server = AnnouncingServer(config, self.started)
             self._server = server
             if self._stop_requested.is_set():
                 return
@@ -91,7 +91,7 @@ class HostServer:
             self._server.should_exit = True
 
 
-class _Server(uvicorn.Server):
+class AnnouncingServer(uvicorn.Server):
     """uvicorn's server, announcing through an event once it listens."""
 
     def __init__(self, config: uvicorn.Config, started: threading.Event) -> None:
@@ -102,3 +102,11 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             self._started_event.set()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (for tests and benchmarks that start a server)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
