@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+from typing import Any
 
 import attrs
 from starlette.requests import Request
@@ -124,10 +125,7 @@ class Sessions:
         response.set_cookie(
             SESSION_COOKIE,
             token,
-            path=self._cookie_path(request),
-            secure=self._is_secure(request),
-            httponly=True,
-            samesite="strict",
+            **self._cookie_attributes(request),
         )
         self.forget_sign_in_nonce(request, response)
 
@@ -135,10 +133,7 @@ class Sessions:
         """Remove the session cookie."""
         response.delete_cookie(
             SESSION_COOKIE,
-            path=self._cookie_path(request),
-            secure=self._is_secure(request),
-            httponly=True,
-            samesite="strict",
+            **self._cookie_attributes(request),
         )
 
     def require_csrf(self, visitor: Visitor, submitted: object) -> None:
@@ -168,10 +163,7 @@ class Sessions:
         response.set_cookie(
             SIGN_IN_COOKIE,
             nonce,
-            path=self._cookie_path(request),
-            secure=self._is_secure(request),
-            httponly=True,
-            samesite="strict",
+            **self._cookie_attributes(request),
         )
 
     @staticmethod
@@ -188,10 +180,7 @@ class Sessions:
         """Remove the sign-in nonce cookie once it has served."""
         response.delete_cookie(
             SIGN_IN_COOKIE,
-            path=self._cookie_path(request),
-            secure=self._is_secure(request),
-            httponly=True,
-            samesite="strict",
+            **self._cookie_attributes(request),
         )
 
     def operator(self, caller: AuthenticatedCaller) -> Operator:
@@ -210,6 +199,16 @@ class Sessions:
         if self._secure is not None:
             return self._secure
         return request.url.scheme == "https"
+
+    def _cookie_attributes(self, request: Request) -> dict[str, Any]:
+        """Every portal cookie's attributes: the portal's path, HttpOnly, SameSite=Strict,
+        Secure over https (or as configured)."""
+        return {
+            "path": self._cookie_path(request),
+            "secure": self._is_secure(request),
+            "httponly": True,
+            "samesite": "strict",
+        }
 
     @staticmethod
     def _cookie_path(request: Request) -> str:
