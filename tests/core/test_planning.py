@@ -311,11 +311,11 @@ def test_template_is_a_keyword_and_a_phrase_query_per_mapping() -> None:
         assert query.fields == ("title",)
 
 
-def test_template_terms_are_lowercased_deduplicated_and_capped_at_16() -> None:
-    """Content words are lowercased and deduplicated in order, and at most 16 are kept."""
+def test_template_terms_are_lowercased_deduplicated_and_all_kept() -> None:
+    """Content words are lowercased and deduplicated in order; none is dropped for count."""
     words = " ".join(f"Word{i} word{i}" for i in range(30))
     (keyword, _) = _template(words)
-    assert keyword.optional_terms == tuple(f"word{i}" for i in range(16))
+    assert keyword.optional_terms == tuple(f"word{i}" for i in range(30))
 
 
 def test_template_honours_max_queries_per_source() -> None:
@@ -396,6 +396,22 @@ async def test_fallback_respects_capability_term_limit() -> None:
         request=words,
     )
     assert len(outcome.queries[0].optional_terms) == 5
+
+
+async def test_fallback_spreads_words_past_the_term_limit_over_more_queries() -> None:
+    """A request with more content words than one query holds loses none of them: the rest
+    go into further keyword queries, all before the phrase query."""
+    words = [f"word{i}" for i in range(12)]
+    model = _fail_for("Source s-1", RuntimeError())
+    outcome = await _plan(
+        _world(_scoped("s-1", max_queries=4), limits=CapabilityLimits(max_terms_per_query=5)),
+        model,
+        request=" ".join(words),
+    )
+    keyword = [q for q in outcome.queries if q.strategy == "keyword"]
+    assert [len(q.optional_terms) for q in keyword] == [5, 5, 2]
+    assert [t for q in keyword for t in q.optional_terms] == words
+    assert outcome.queries[-1].strategy == "phrase"
 
 
 async def test_cancellation_propagates() -> None:

@@ -388,11 +388,12 @@ def test_ordinary_punctuation_and_unicode_are_safe() -> None:
 
 def test_term_count_limit() -> None:
     """More terms and phrases in total than max_terms_per_query is TERM_LIMIT_EXCEEDED."""
-    many = tuple(f"t{i}" for i in range(9))
-    planned = keyword(optional_terms=many, phrases=tuple(f"p {i}" for i in range(8)))
+    bound = CapabilityLimits().max_terms_per_query
+    many = tuple(f"t{i}" for i in range(bound // 2 + 1))
+    planned = keyword(optional_terms=many, phrases=tuple(f"p {i}" for i in range(bound // 2)))
     assert _reasons([planned]) == [RejectionReason.TERM_LIMIT_EXCEEDED]
-    (ok,) = issue([keyword(optional_terms=many[:8], phrases=("a b",) * 8)])
-    assert len(ok.optional_terms) + len(ok.phrases) == 16
+    (ok,) = issue([keyword(optional_terms=many[:-1], phrases=("a b",) * (bound // 2))])
+    assert len(ok.optional_terms) + len(ok.phrases) == bound
 
 
 def test_blank_terms_are_dropped_and_terms_stripped() -> None:

@@ -142,7 +142,7 @@ def _returnable(mapping: Mapping, name: object) -> FieldSpec:
 
 
 def project(mapping: Mapping, requested: object) -> tuple[ProjectedField, ...]:
-    """Return title + content fields + the requested fields (all returnable ones if none).
+    """Return title, content and record-key fields + the requested ones (all returnable if none).
 
     Title and content fields are checked like requested ones, so the invariant holds even for
     a mapping built outside a consistency-checked snapshot.
@@ -153,6 +153,10 @@ def project(mapping: Mapping, requested: object) -> tuple[ProjectedField, ...]:
     if not isinstance(requested, tuple | list):
         raise Violation(RejectionReason.UNKNOWN_FIELD)
     names: list[object] = [mapping.title_field, *mapping.content_fields]
+    # The field holding the record key, when it may be returned: a result without it cannot
+    # be told apart from another, whatever fields the plan asked for.
+    keys = (spec.name for spec in mapping.returnable_fields() if spec.column == mapping.record_key)
+    names.extend(keys)
     if requested:
         names.extend(requested)
     else:

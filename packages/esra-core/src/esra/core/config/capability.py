@@ -59,7 +59,9 @@ class CapabilityLimits:
     retry_attempts: int = 3
     invocation_concurrency: int = 8
     source_concurrency: int = 4
-    max_terms_per_query: int = 16
+    # Room for every content word of a long question in one ORed query: a lower cap made
+    # planners drop words, and a question's most telling word is often one of its last.
+    max_terms_per_query: int = 48
     max_term_chars: int = 200
     # How long a complete response may be served again from the cache; 0 turns it off.
     result_cache_ttl_s: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))

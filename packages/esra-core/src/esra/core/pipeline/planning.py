@@ -33,7 +33,9 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-MAX_TEMPLATE_TERMS = 16
+# The template's own bound on terms per keyword query (the policy's may be lower); words past
+# it are spread over further keyword queries, never dropped.
+MAX_TEMPLATE_TERMS = 48
 
 # Common English function words: they match nearly every record, so a keyword query over them
 # only adds noise.
@@ -112,6 +114,7 @@ async def _plan_source(
             stated,
             max_queries=source.max_queries_per_source,
             model_profile=scope.capability.model_profile,
+            max_terms_per_query=scope.limits.max_terms_per_query,
             datamark=datamark_for(scope.capability.datamark_untrusted),
         )
         try:
@@ -154,35 +157,39 @@ def default_template_queries(
 ) -> tuple[PlannedQuery, ...]:
     """Return the source's default-template queries for ``request``.
 
-    Per mapping: a KEYWORD query whose optional terms are the request's content words
-    (lowercased, stopwords removed, deduplicated, at most ``max_terms``, each at most
-    ``max_term_chars``), and a PHRASE query over the request's words, truncated to
+    Per mapping: KEYWORD queries whose optional terms are the request's content words
+    (lowercased, stopwords removed, deduplicated, each at most ``max_term_chars``), at most
+    ``max_terms`` per query — a request with more content words gets further keyword queries,
+    so no word is dropped — and a PHRASE query over the request's words, truncated to
     ``max_term_chars`` on a word boundary. Row limit and fields come from the mapping's
     default template. Strategies outside ``strategies`` (when given) are left out.
 
     The keyword queries of every mapping come before the phrase queries, so truncation to the
-    source's ``max_queries_per_source`` covers every mapping first and keeps the query most
-    likely to match (a whole-prompt phrase rarely occurs verbatim).
+    source's ``max_queries_per_source`` covers every mapping's words first and keeps the
+    queries most likely to match (a whole-prompt phrase rarely occurs verbatim).
     """
     words = _WORD.findall(request)
     phrase = _phrase(words, max_term_chars)
-    terms = _content_terms(words, max_term_chars, max_terms)
+    terms = _content_terms(words, max_term_chars)
+    step = max(1, max_terms)
+    chunks = [terms[start : start + step] for start in range(0, len(terms), step)]
     allowed = frozenset(Strategy) if strategies is None else frozenset(strategies)
     source_id = scoped.source.id
     keyword: list[PlannedQuery] = []
     phrases: list[PlannedQuery] = []
     for mapping in scoped.mappings:
         template = mapping.default_template
-        if terms and Strategy.KEYWORD in allowed:
-            keyword.append(
+        if Strategy.KEYWORD in allowed:
+            keyword.extend(
                 PlannedQuery(
                     source_id=source_id,
                     mapping_id=mapping.id,
                     strategy=Strategy.KEYWORD.value,
-                    optional_terms=terms,
+                    optional_terms=chunk,
                     fields=template.fields,
                     limit=template.limit,
                 )
+                for chunk in chunks
             )
         if phrase and Strategy.PHRASE in allowed:
             phrases.append(
@@ -216,7 +223,7 @@ def _phrase(words: list[str], max_chars: int) -> str:
     return " ".join(kept)
 
 
-def _content_terms(words: list[str], max_chars: int, max_terms: int) -> tuple[str, ...]:
+def _content_terms(words: list[str], max_chars: int) -> tuple[str, ...]:
     terms: dict[str, None] = {}
     for word in words:
         term = word.lower()
@@ -224,6 +231,4 @@ def _content_terms(words: list[str], max_chars: int, max_terms: int) -> tuple[st
         if term in STOPWORDS or len(term) > max_chars or (len(term) < 2 and not term.isdigit()):
             continue
         terms.setdefault(term, None)
-        if len(terms) >= max_terms:
-            break
     return tuple(terms)

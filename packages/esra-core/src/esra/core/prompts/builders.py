@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from esra.core.config.capability import CapabilityLimits
 from esra.core.config.mapping import Mapping
 from esra.core.config.source import Source
 from esra.core.ports import ProviderCapabilities
@@ -48,8 +49,11 @@ _SELECTION_SYSTEM = (
 _PLANNING_SYSTEM = (
     "You plan full-text searches against one enterprise data source, described by its "
     "business schema. Each search uses one mapping and one of the strategies the source "
-    "supports; use required terms sparingly (every one must match), optional terms for "
-    "alternatives, excluded terms for what must not match, and phrases for exact wording. "
+    "supports. Always include one broad search whose optional terms are all of the "
+    "request's informative words (spread over more searches if they exceed "
+    "max_terms_per_query), so no relevant record is missed. Use required terms and phrases "
+    "only where the request marks them (quotes, 'must'): every one must match. Optional "
+    "terms are alternatives; excluded terms are what must not match. "
     "Use structured filters only on filterable fields with their allowed operators. "
     + _UNTRUSTED_NOTICE
 )
@@ -151,10 +155,13 @@ def build_planning_prompt(
     *,
     max_queries: int,
     model_profile: str,
+    max_terms_per_query: int = CapabilityLimits().max_terms_per_query,
     datamark: str | None = None,
 ) -> Prompt:
     """Build one source's planning prompt over its business schema and stated capabilities.
 
+    ``max_terms_per_query`` is the policy's bound on terms and phrases per query, stated so
+    that a planner can spread a long question over several queries instead of losing words.
     ``datamark`` turns on datamarking of the reference data (see ``Prompt``).
     """
     items: list[ReferenceItem] = []
@@ -167,6 +174,7 @@ def build_planning_prompt(
             "strategies": sorted(s.value for s in capabilities.strategies),
             "max_queries": max_queries,
             "max_rows_per_query": capabilities.max_rows,
+            "max_terms_per_query": max_terms_per_query,
         },
     )
     items.append(ReferenceItem(tag=tag, content=content))
