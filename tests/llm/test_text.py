@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esra.llm._text import content_words, noun_run, quoted_phrases, root, sanitize, stem
+from esra.llm._text import (
+    content_words,
+    marked_terms,
+    quoted_phrases,
+    root,
+    sanitize,
+    stem,
+    uppercase_tokens,
+)
 from esra.llm._vocabulary import acronym_of, synonyms_of
 
 
@@ -41,21 +49,25 @@ def test_content_words_drop_stopwords_and_duplicate_forms() -> None:
     ]
 
 
-def test_quoted_phrases_and_noun_runs() -> None:
-    """Double-quoted text is a phrase; otherwise the longest run of content words is."""
+def test_quoted_phrases_are_normalized() -> None:
+    """Double-quoted text (straight or curly) is a phrase, lower-cased, spaces collapsed."""
     assert quoted_phrases('find "Expense  Report" and “travel policy”') == [
         "expense report",
         "travel policy",
     ]
-    assert noun_run("where is the expense report template for travel?") == (
-        "expense report template"
-    )
-    assert noun_run("where is it") is None
 
 
-def test_noun_runs_stop_at_punctuation() -> None:
-    """A comma ends a phrase: words on both sides are not one noun phrase."""
-    assert noun_run("laptops, monitors") is None
+def test_marked_terms_are_only_the_explicit_ones() -> None:
+    """'+word' and 'must include word' mark a word; capitals, digits and 'must' alone do not."""
+    assert marked_terms("+titanium frames that must include carbon") == ["titanium", "carbon"]
+    assert marked_terms("what must employees do about INV-2041 in NASA") == []
+    assert marked_terms("a+b and 3+4") == []
+
+
+def test_capitals_mark_words_only_beside_lower_case() -> None:
+    """'IT laptop setup' singles out IT; a question written all in capitals singles out none."""
+    assert uppercase_tokens("IT laptop setup for the US office") == ["it", "us"]
+    assert uppercase_tokens("KENNEDY ADMINISTRATION PRESSURE ON NGO DINH DIEM") == []
 
 
 def test_vocabulary_knows_synonyms_by_stem_and_expansions() -> None:

@@ -1,11 +1,18 @@
-"""Search planning: per mapping, a few queries built from the request's words.
+"""Search planning: per mapping, queries built from the request's words that cannot lose recall.
 
-Per mapping the candidate queries, in the order they are worth running, are: a PHRASE query
-for a quoted phrase, a RECENT query when the request asks for the latest items and the mapping
-supports it, a KEYWORD query, an ACRONYM query, a SYNONYM query, and a PHRASE query over the
-longest noun-ish run when nothing was quoted. Only strategies the source lists are used. The
-source's ``max_queries`` caps the whole answer, so mappings take turns: every mapping's best
-query first, then every mapping's second, and so on.
+Every plan starts with a **broad** query per mapping: every informative word of the request as
+an optional term, ORed, so any record the engine's OR-of-content-words search finds is found
+here too. Words are ordered by informativeness (identifiers and long words first: the shorter
+a word, the more often English uses it); when there are more than the source's
+``max_terms_per_query``, the rest go into a second broad query rather than being dropped.
+After that, only queries that add something: a query with the terms and phrases the request
+*marks* as required (quotes, ``+word``, "must include word"), a RECENT query when the request
+asks for the latest items and the mapping supports it, an ACRONYM query adding the other
+written form of an acronym, and a SYNONYM query adding the vocabulary's synonyms. Nothing is
+required because of how it is written (capitals, digits) or where it stands, and no query
+repeats another's terms. Only strategies the source lists are used. The source's
+``max_queries`` caps the whole answer: every mapping's broad queries come first, then the
+mappings take turns with the rest.
 """
 
 from __future__ import annotations
@@ -19,15 +26,17 @@ from typing import Any
 from esra.core.prompts import Prompt
 from esra.llm._reference import integer, items, string, strings
 from esra.llm._request import Analysis, analyse
-from esra.llm._text import content_words, identifier_like, sanitize, stem, tokens, uppercase_tokens
+from esra.llm._text import content_words, identifier_like, sanitize, stem, tokens
 from esra.llm._vocabulary import synonyms_of
 
 __all__ = ["answer_plan"]
 
-_MAX_TERMS = 16
-_MAX_REQUIRED = 2
+# What a prompt from an esra-core that does not state its term bound gets (its old default).
+_DEFAULT_MAX_TERMS = 16
 _FILTER = re.compile(r"([A-Za-z][\w]{0,63})\s*[:=]\s*([\w.]{1,64})")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# The strategies a term-only query may use, best first, when the source does not list KEYWORD.
+_TERM_STRATEGIES = ("keyword", "synonym", "acronym", "entity")
 
 
 @dataclass
@@ -37,45 +46,64 @@ class _Query:
     optional: list[str] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
 
-    def empty(self) -> bool:
-        return not (self.required or self.optional or self.phrases) and self.strategy != "recent"
+
+def _key(term: str) -> str:
+    return " ".join(stem(w) for w in term.split())
 
 
 def _clean(terms: list[str], *, avoid: set[str] | None = None) -> list[str]:
-    """Sanitize, drop blanks, duplicates (by stem) and ``avoid`` stems; cap the count."""
+    """Sanitize, drop blanks, duplicates (by stem) and ``avoid`` stems."""
     seen = set(avoid or ())
     kept: list[str] = []
     for term in terms:
         safe = sanitize(term)
-        key = " ".join(stem(w) for w in safe.split())
+        key = _key(safe)
         if safe and key not in seen:
             seen.add(key)
             kept.append(safe)
     return kept
 
 
-def _keyword(analysis: Analysis, request: str) -> _Query:
-    capitals = set(uppercase_tokens(request))
-    specific = [w for w in analysis.words if identifier_like(w) or w in capitals]
-    required = specific[:_MAX_REQUIRED]
-    optional = [w for w in analysis.words if w not in required]
-    return _Query("keyword", required=required, optional=optional)
+def by_informativeness(words: list[str]) -> list[str]:
+    """Return ``words`` most informative first: identifiers, then longer words, then position.
+
+    Without the corpus's statistics, length is the stated proxy for rarity (Zipf's law of
+    abbreviation: frequent words are short); codes with digits name one thing exactly.
+    """
+    order = sorted(enumerate(words), key=lambda p: (not identifier_like(p[1]), -len(p[1]), p[0]))
+    return [word for _, word in order]
+
+
+def _broad(analysis: Analysis, strategy: str, room: int) -> list[_Query]:
+    words = _clean(by_informativeness(list(analysis.words)))
+    step = max(1, room)
+    return [_Query(strategy, optional=words[i : i + step]) for i in range(0, len(words), step)]
+
+
+def _marked(analysis: Analysis) -> _Query | None:
+    # A quoted single word is a required term, a quoted run of words a phrase.
+    phrases = [q for q in analysis.quoted if " " in q]
+    required = [*(q for q in analysis.quoted if " " not in q), *analysis.marked]
+    if not (phrases or required):
+        return None
+    marked = {stem(w) for term in (*phrases, *required) for w in term.split()}
+    return _Query(
+        "phrase" if phrases else "keyword",
+        required=required,
+        phrases=phrases,
+        optional=[w for w in analysis.words if stem(w) not in marked],
+    )
 
 
 def _acronym(analysis: Analysis) -> _Query | None:
-    # Search for the other written form: the expansion of an acronym the caller used, or the
-    # acronym of an expansion the caller spelled out. The first one found decides.
+    # Search for the other written form too: the expansion of an acronym the caller used, or
+    # the acronym of an expansion the caller spelled out. Optional, like the words it joins.
     if analysis.acronyms:
-        acronym, expansion = analysis.acronyms[0]
-        rest = [w for w in analysis.words if w != acronym]
-        if " " in expansion:
-            return _Query("acronym", phrases=[expansion], optional=rest)
-        return _Query("acronym", required=[expansion], optional=rest)
+        expansion = analysis.acronyms[0][1]
+        return _Query("acronym", optional=[*analysis.words, *content_words(expansion)])
     if analysis.contractions:
-        acronym, expansion = analysis.contractions[0]
-        spelled = {stem(w) for w in tokens(expansion)}
-        rest = [w for w in analysis.words if stem(w) not in spelled]
-        return _Query("acronym", required=[acronym], optional=rest)
+        acronym = analysis.contractions[0][0]
+        return _Query("acronym", optional=[*analysis.words, acronym])
     return None
 
 
@@ -86,20 +114,11 @@ def _synonym(analysis: Analysis) -> _Query | None:
     return _Query("synonym", optional=[*analysis.words, *extra])
 
 
-def _candidates(analysis: Analysis, request: str, supports_recent: bool) -> list[_Query]:
-    found: list[_Query | None] = []
-    if analysis.quoted:
-        phrase = analysis.quoted[0]
-        in_phrase = {stem(w) for w in phrase.split()}
-        rest = [w for w in analysis.words if stem(w) not in in_phrase]
-        found.append(_Query("phrase", phrases=[phrase], optional=rest))
+def _extras(analysis: Analysis, supports_recent: bool) -> list[_Query]:
+    found: list[_Query | None] = [_marked(analysis)]
     if analysis.recency and supports_recent:
         found.append(_Query("recent", optional=list(analysis.words)))
-    found.extend((_keyword(analysis, request), _acronym(analysis), _synonym(analysis)))
-    if not analysis.quoted and analysis.run is not None:
-        in_run = {stem(w) for w in analysis.run.split()}
-        rest = [w for w in analysis.words if stem(w) not in in_run]
-        found.append(_Query("phrase", phrases=[analysis.run], optional=rest))
+    found.extend((_acronym(analysis), _synonym(analysis)))
     return [q for q in found if q is not None]
 
 
@@ -158,12 +177,12 @@ def _filters(mapping: dict[str, Any], request: str) -> tuple[list[dict[str, Any]
     return filters, rest
 
 
-def _render(mapping_id: str, query: _Query, extras: dict[str, Any]) -> dict[str, Any]:
-    required = _clean(query.required)[:_MAX_REQUIRED]
-    phrases = _clean(query.phrases)[:2]
-    avoid = {" ".join(stem(w) for w in t.split()) for t in (*required, *phrases)}
-    room = max(_MAX_TERMS - len(required) - len(phrases), 0)
-    optional = _clean(query.optional, avoid=avoid)[:room]
+def _render(mapping_id: str, query: _Query, extras: dict[str, Any], room: int) -> dict[str, Any]:
+    required = _clean(query.required)[:room]
+    phrases = _clean(query.phrases)[: max(room - len(required), 0)]
+    avoid = {_key(t) for t in (*required, *phrases)}
+    left = max(room - len(required) - len(phrases), 0)
+    optional = _clean(by_informativeness(query.optional), avoid=avoid)[:left]
     return {
         "mapping": mapping_id,
         "strategy": query.strategy,
@@ -177,6 +196,27 @@ def _render(mapping_id: str, query: _Query, extras: dict[str, Any]) -> dict[str,
     }
 
 
+def _signature(query: dict[str, Any]) -> tuple[object, ...]:
+    # Two queries with the same terms find the same rows, whatever strategy they are named.
+    return (
+        query["mapping"],
+        query["strategy"] == "recent",
+        frozenset(map(_key, query["required_terms"])),
+        frozenset(map(_key, query["optional_terms"])),
+        frozenset(map(_key, query["phrases"])),
+    )
+
+
+def _distinct(queries: list[dict[str, Any]], seen: set[tuple[object, ...]]) -> list[dict[str, Any]]:
+    kept = []
+    for query in queries:
+        signature = _signature(query)
+        if signature not in seen and (query["strategy"] == "recent" or _has_terms(query)):
+            seen.add(signature)
+            kept.append(query)
+    return kept
+
+
 def answer_plan(prompt: Prompt) -> str:
     """Answer a planning prompt with between one and ``max_queries`` queries."""
     readable = items(prompt)
@@ -184,12 +224,16 @@ def answer_plan(prompt: Prompt) -> str:
     strategies = strings(source, "strategies")
     allowed = set(strategies)
     max_queries = max(1, min(20, integer(source, "max_queries", 1)))
+    room = max(1, integer(source, "max_terms_per_query", _DEFAULT_MAX_TERMS))
+    broad_strategy = next((s for s in _TERM_STRATEGIES if s in allowed), None)
     mappings = [
         (string(obj, "mapping"), obj)
         for tag, obj in readable
         if tag != "source" and string(obj, "mapping")
     ]
+    broad: list[dict[str, Any]] = []
     per_mapping: list[list[dict[str, Any]]] = []
+    seen: set[tuple[object, ...]] = set()
     # Mappings without a filter the request spells all analyse the same text: once per
     # answer is enough (kept for this answer only, so nothing of the request outlives it).
     analyses: dict[str, Analysis] = {}
@@ -199,18 +243,23 @@ def answer_plan(prompt: Prompt) -> str:
         if analysis is None:
             analysis = analyses[rest] = analyse(rest)
         extras = {"fields": _fields(obj, analysis), "filters": filters}
-        queries = _candidates(analysis, rest, obj.get("supports_recent") is True)
-        rendered = [_render(mapping_id, q, extras) for q in queries if q.strategy in allowed]
-        rendered = [q for q in rendered if q["strategy"] == "recent" or _has_terms(q)]
-        per_mapping.append(rendered)
+        if broad_strategy is not None:
+            queries = _broad(analysis, broad_strategy, room)
+            broad += _distinct([_render(mapping_id, q, extras, room) for q in queries], seen)
+        others = _extras(analysis, obj.get("supports_recent") is True)
+        rendered = [_render(mapping_id, q, extras, room) for q in others if q.strategy in allowed]
+        per_mapping.append(_distinct(rendered, seen))
     planned = [
-        queries[rank]
-        for rank in range(max((len(q) for q in per_mapping), default=0))
-        for queries in per_mapping
-        if rank < len(queries)
+        *broad,
+        *(
+            queries[rank]
+            for rank in range(max((len(q) for q in per_mapping), default=0))
+            for queries in per_mapping
+            if rank < len(queries)
+        ),
     ][:max_queries]
     if not planned:
-        planned = _last_resort(mappings, strategies, prompt.request)
+        planned = _last_resort(mappings, strategies, prompt.request, room)
     return json.dumps({"queries": planned})
 
 
@@ -219,7 +268,7 @@ def _has_terms(query: dict[str, Any]) -> bool:
 
 
 def _last_resort(
-    mappings: list[tuple[str, dict[str, Any]]], strategies: list[str], request: str
+    mappings: list[tuple[str, dict[str, Any]]], strategies: list[str], request: str, room: int
 ) -> list[dict[str, Any]]:
     """Return one query when nothing better fits, so the answer still meets the contract.
 
@@ -235,10 +284,10 @@ def _last_resort(
     wants_recent = analyse(request).recency and "recent" in strategies
     for mapping_id, obj in mappings:
         if wants_recent and obj.get("supports_recent") is True:
-            return [_render(mapping_id, _Query("recent"), {"fields": [], "filters": []})]
+            return [_render(mapping_id, _Query("recent"), {"fields": [], "filters": []}, room)]
     known = ("keyword", "phrase", "synonym", "acronym", "entity")
     preferred = [s for s in known if s in strategies]
     strategy = preferred[0] if preferred else "keyword"
     words = content_words(request) or tokens(request)
     query = _Query(strategy, optional=words)
-    return [_render(mappings[0][0], query, {"fields": [], "filters": []})]
+    return [_render(mappings[0][0], query, {"fields": [], "filters": []}, room)]

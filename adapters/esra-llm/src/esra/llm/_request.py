@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from esra.llm._text import (
     RECENCY_WORDS,
     content_words,
-    noun_run,
+    marked_terms,
     quoted_phrases,
     stem,
     tokens,
@@ -36,7 +36,7 @@ class Analysis:
         contractions: ``(acronym, expansion)`` for known expansions the request spells out.
         recency: whether the request asks for the latest / most recent items.
         quoted: normalized double-quoted phrases.
-        run: the longest run of adjacent content words, if two or more.
+        marked: words the request explicitly requires (``+word``, "must include word").
         concepts: one per thing the request asks about (a content word or an acronym), each
             the ``(stem, weight)`` pairs that stand for it: the word itself at 1.0, its
             expansions or acronym at 0.75, its synonyms at 0.5. Scoring takes the best pair
@@ -48,7 +48,7 @@ class Analysis:
     contractions: tuple[tuple[str, str], ...]
     recency: bool
     quoted: tuple[str, ...]
-    run: str | None
+    marked: tuple[str, ...]
     concepts: tuple[Concept, ...]
 
     @property
@@ -111,6 +111,6 @@ def analyse(request: str) -> Analysis:
         contractions=tuple(contractions),
         recency=any(w in RECENCY_WORDS for w in all_words),
         quoted=tuple(quoted_phrases(request)),
-        run=noun_run(request),
+        marked=tuple(marked_terms(request)),
         concepts=tuple(concepts),
     )

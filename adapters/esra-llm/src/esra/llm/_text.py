@@ -16,7 +16,7 @@ __all__ = [
     "STOPWORDS",
     "content_words",
     "identifier_like",
-    "noun_run",
+    "marked_terms",
     "quoted_phrases",
     "root",
     "sanitize",
@@ -47,8 +47,7 @@ STOPWORDS = frozenset(
     such tell than that the their them then there these they this those through to too under
     until up us very via was we were what when where which while who whom why will with within
     without would you your yours find search list look looking need needs want wants know
-    anything something everything thing things info information data details stuff question
-    questions regarding related relating using use used much many
+    anything something everything thing things stuff regarding related relating much many
     """.split()  # noqa: SIM905
 )
 
@@ -284,9 +283,35 @@ def identifier_like(word: str) -> bool:
 
 
 def uppercase_tokens(text: str) -> list[str]:
-    """Return words written in capitals (2-6 letters) in ``text``, casefolded, in order."""
-    found = [w for w in _WORD.findall(text) if 2 <= len(w) <= 6 and w.isupper() and w.isalpha()]
+    """Return words written in capitals (2-6 letters) in ``text``, casefolded, in order.
+
+    Capitals single a word out only beside lower case: a request written all in capitals (a
+    shouted question, a terminal that types them) marks none of its words.
+    """
+    words = [w for w in _WORD.findall(text) if w.isalpha()]
+    shouted = sum(w.isupper() for w in words)
+    if shouted * 2 > len(words):
+        return []
+    found = [w for w in words if 2 <= len(w) <= 6 and w.isupper()]
     return list(dict.fromkeys(w.casefold() for w in found))
+
+
+# "+word", and "must include word" (or contain, mention, have, match): the caller's explicit
+# ways of saying that a word has to be there.
+_MARKED = re.compile(
+    r"(?:(?<![\w+])\+|\bmust\s+(?:include|contain|mention|have|match)\s+)([^\W_]+)",
+    re.IGNORECASE,
+)
+
+
+def marked_terms(text: str) -> list[str]:
+    """Return the words ``text`` explicitly requires (``+word``, "must include word"), in order.
+
+    Quoted text is reported by ``quoted_phrases``; nothing is inferred from capitals, digits
+    or position, which say how a word is written, not that a result must contain it.
+    """
+    found = [match.group(1).casefold()[:MAX_TERM_CHARS] for match in _MARKED.finditer(text)]
+    return list(dict.fromkeys(w for w in found if _is_content(w)))
 
 
 def quoted_phrases(text: str) -> list[str]:
@@ -298,27 +323,6 @@ def quoted_phrases(text: str) -> list[str]:
         if words:
             found.append(" ".join(words))
     return list(dict.fromkeys(found))
-
-
-def noun_run(text: str, *, longest: int = 3) -> str | None:
-    """Return the longest run (2..``longest`` words) of adjacent content words, if any.
-
-    Punctuation, stopwords, recency words and numbers break a run: what is left is usually
-    the noun phrase the request is about ("expense report template"). Ties go to the first.
-    """
-    best: list[str] = []
-    for segment in _PUNCTUATION.split(text):
-        run: list[str] = []
-        for word in [*tokens(segment), ""]:
-            if word and _is_content(word) and not word.isdigit():
-                run.append(word)
-                continue
-            if len(run) > len(best):
-                best = run
-            run = []
-    if len(best) < 2:
-        return None
-    return " ".join(best[:longest])
 
 
 def sanitize(term: str) -> str:
