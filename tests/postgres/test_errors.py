@@ -9,6 +9,7 @@ from psycopg import errors as pg_errors
 
 from esra.core.codes import ProviderErrorCode
 from esra.postgres import ExecutionState, classify, classify_connect_failure, classify_sqlstate
+from esra.postgres.errors import server_text
 
 _P = ProviderErrorCode
 
@@ -97,3 +98,9 @@ def test_client_side_data_errors_and_foreign_exceptions() -> None:
     assert classify(psycopg.DataError("NUL byte")) is _P.SYNTAX_ERROR
     assert classify(ValueError("relation does not exist")) is _P.UNKNOWN
     assert classify(psycopg.ProgrammingError("client misuse")) is _P.UNKNOWN
+
+
+def test_server_text_numbers_placeholders_as_psycopg_sends_them() -> None:
+    """Error positions count in the server's text: ``%(name)s`` → ``$n`` by first use."""
+    statement = "SELECT %(a)s, x %% 2, %(b)s, %(a)s"
+    assert server_text(statement) == "SELECT $1, x % 2, $2, $1"

@@ -22,6 +22,16 @@ _DIALECT = psycopg_dialect.dialect(paramstyle="pyformat")  # type: ignore[no-unt
 _Q = "phraseto_tsquery(CAST(%(qcfg)s AS REGCONFIG), %({})s)"
 
 
+def _idf_rank(*names: str) -> str:
+    """The expected score: each term's BM25 idf times its own ts_rank, summed."""
+    return " + ".join(
+        f"ln(1.0 + ((esra_stats.n - esra_stats.df_{n}) + 0.5) / "
+        f"CAST((esra_stats.df_{n} + 0.5) AS FLOAT)) * "
+        f'ts_rank(b."Doc Fts", {_Q.format(n)}, 1)'
+        for n in names
+    )
+
+
 def _render(shape: TermShape) -> str:
     base = sa.table("docs", sa.column("k")).alias("b")
     clause = TsvectorFullText().clause(TextTarget(base, base.c.k, (), "Doc Fts", None), shape)
@@ -36,17 +46,17 @@ def _render(shape: TermShape) -> str:
         (
             TermShape(optional=2),
             f'b."Doc Fts" @@ ({_Q.format("to0")} || {_Q.format("to1")}) | '
-            f'ts_rank(b."Doc Fts", {_Q.format("to0")} || {_Q.format("to1")}, 1)',
+            + _idf_rank("to0", "to1"),
         ),
         (
             TermShape(required=1, phrases=1),
             f'b."Doc Fts" @@ ({_Q.format("tr0")} && {_Q.format("tp0")}) | '
-            f'ts_rank(b."Doc Fts", {_Q.format("tr0")} && {_Q.format("tp0")}, 1)',
+            + _idf_rank("tr0", "tp0"),
         ),
         (
             TermShape(required=1, optional=1, excluded=1),
             f'b."Doc Fts" @@ ({_Q.format("tr0")} && (!! {_Q.format("tx0")})) | '
-            f'ts_rank(b."Doc Fts", {_Q.format("tr0")} || {_Q.format("to0")}, 1)',
+            + _idf_rank("tr0", "to0"),
         ),
         (
             TermShape(excluded=2),
@@ -63,7 +73,8 @@ def test_no_operator_parsing_function_is_ever_used() -> None:
     """to_tsquery and websearch_to_tsquery (user-controlled operators) never appear."""
     text = _render(TermShape(required=3, optional=3, excluded=3, phrases=3))
     assert not re.search(r"(?<!phrase)(?<!plain)to_tsquery|websearch", text)
-    # The match: 3 required && 3 phrases && !!(3 excluded); the rank: required, phrases, optional.
+    # The match: 3 required && 3 phrases && !!(3 excluded); the rank: required, phrases,
+    # optional (the statistics' counts are in the from-clause, not rendered here).
     assert text.count("CAST(%(qcfg)s AS REGCONFIG)") == 9 + 9
 
 

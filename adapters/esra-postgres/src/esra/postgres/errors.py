@@ -171,6 +171,26 @@ def classify_connect_failure(message: str) -> ProviderErrorCode:
     return _P.CONNECTION_REFUSED
 
 
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
+
+
+def server_text(statement: str) -> str:
+    """Return ``statement`` as the server receives it, where error positions point.
+
+    psycopg sends ``%(name)s`` as ``$n``, numbering names by first appearance (a repeated
+    name keeps its number), and ``%%`` as ``%``: positions past a placeholder shift.
+    """
+    numbers: dict[str, int] = {}
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%"
+        return f"${numbers.setdefault(name, len(numbers) + 1)}"
+
+    return _PLACEHOLDER.sub(replace, statement)
+
+
 def _undefined_column(
     exc: psycopg.Error, text_index: str | None, statement: str | None
 ) -> ProviderErrorCode:
@@ -179,7 +199,7 @@ def _undefined_column(
         return _P.RELATION_NOT_FOUND
     position = exc.diag.statement_position
     if statement is not None and position is not None and position.isdigit():
-        at = statement[int(position) - 1 :]
+        at = server_text(statement)[int(position) - 1 :]
         # The builder renders the vector as <alias>.<name quoted by the dialect>.
         quoted = re.escape(_PREPARER.quote(text_index))
         if re.match(rf"(?:{_IDENT}\.)?{quoted}(?![\w$])", at):

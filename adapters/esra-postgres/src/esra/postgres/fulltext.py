@@ -10,7 +10,15 @@ name is bound too. The operators combining those queries come from this module a
   least one must match;
 - excluded terms are removed with ``!!`` (``vector @@ (positive && !!(x0 || x1))``, one
   indexable match); with excluded terms only, ``NOT (vector @@ (x0 || x1))``;
-- the score is ``ts_rank(vector, positive, 1)`` (normalization 1: divided by 1 + log length).
+- the score weighs each term by its rarity: ``Σ idf(t) × ts_rank(vector, t, 1)`` over the
+  required terms, phrases and optional terms, with BM25's ``idf(t) = ln(1 + (N − df + 0.5) /
+  (df + 0.5))``. ``ts_rank`` alone knows nothing of the collection, so a common word
+  occurring often outranked a rare one occurring once; every other engine ESRA serves (FTS5's
+  ``bm25()``, InnoDB's relevance, SQL Server's and Oracle's ranks) already weighs terms by
+  rarity. ``N`` and each ``df`` are counted in the same statement over the whole relation (an
+  uncorrelated one-row derived table PostgreSQL evaluates once, each ``df`` an indexed
+  ``@@`` count). Like those engines' statistics they are global, not per caller: they only
+  order the rows a caller may see, and are never returned.
 
 Why ``phraseto_tsquery`` for terms as well as phrases: a term is matched as the sequence of
 its own tokens — ``alpha AND beta`` finds that text, not every row holding the three words —
@@ -106,18 +114,18 @@ class TsvectorFullText:
         may = _combine(names["optional"], "||")
         excluded = _combine(names["excluded"], "||")
         match = must if must is not None else may
-        rank = match
-        if must is not None and may is not None:
-            rank = _grouped(must).op("||", return_type=TSQUERY)(_grouped(may))
-        if match is None or rank is None:
+        if match is None:
             assert excluded is not None  # shape.excluded > 0 here
             predicate = sa.not_(vector.op("@@", is_comparison=True)(_grouped(excluded)))
             return FullTextClause(from_clause=base, predicate=predicate, score=no_score)
         if excluded is not None:
             match = _grouped(match).op("&&", return_type=TSQUERY)(_negate(excluded))
         predicate = vector.op("@@", is_comparison=True)(_grouped(match))
-        score = sa.func.ts_rank(vector, rank, sa.literal_column("1", sa.Integer), type_=sa.Float)
-        return FullTextClause(from_clause=base, predicate=predicate, score=score)
+        scored = (*names["required"], *names["phrases"], *names["optional"])
+        statistics = _statistics(target, scored)
+        score = _weighted_rank(vector, statistics, scored)
+        from_clause = base.join(statistics, sa.true())
+        return FullTextClause(from_clause=from_clause, predicate=predicate, score=score)
 
     def bind_values(self, terms: SearchTerms) -> dict[str, object]:
         """Return the configuration and every term's value under its bind name."""
@@ -128,6 +136,49 @@ class TsvectorFullText:
         for kind in ("required", "optional", "phrases", "excluded"):
             values.update(zip(names[kind], getattr(terms, kind), strict=True))
         return values
+
+
+_STATISTICS_ALIAS = "esra_stats"
+# Constants as SQL text, not bind parameters: the statement's binds are the terms only.
+_ONE = sa.literal_column("1.0", sa.Float)
+_HALF = sa.literal_column("0.5", sa.Float)
+_DOCUMENTS = "n"
+
+
+def _statistics(target: TextTarget, names: Sequence[str]) -> Any:
+    """One row: the relation's row count ``n`` and, per bound term, how many rows match it."""
+    relation: Any = target.base.element  # type: ignore[attr-defined]
+    column = target.text_index or ""
+
+    def count(label: str, name: str | None) -> ColumnElement[Any]:
+        # A fresh alias per count, so each is its own uncorrelated scalar subquery.
+        table = sa.table(relation.name, sa.column(column), schema=relation.schema)
+        rows = table.alias(f"esra_{label}")
+        counted = sa.select(sa.func.count()).select_from(rows)
+        if name is not None:
+            vector = sa.column(column, TSVECTOR, _selectable=rows)
+            counted = counted.where(vector.op("@@", is_comparison=True)(_tsquery(name)))
+        return sa.cast(counted.scalar_subquery(), sa.Float).label(label)
+
+    columns = [count(_DOCUMENTS, None), *(count(f"df_{name}", name) for name in names)]
+    return sa.select(*columns).subquery(_STATISTICS_ALIAS)
+
+
+def _weighted_rank(
+    vector: ColumnElement[Any], statistics: Any, names: Sequence[str]
+) -> ColumnElement[Any]:
+    documents = statistics.c[_DOCUMENTS]
+    score: ColumnElement[Any] | None = None
+    for name in names:
+        df = statistics.c[f"df_{name}"]
+        idf = sa.func.ln(_ONE + (documents - df + _HALF) / (df + _HALF), type_=sa.Float)
+        rank = sa.func.ts_rank(
+            vector, _tsquery(name), sa.literal_column("1", sa.Integer), type_=sa.Float
+        )
+        term = idf * rank
+        score = term if score is None else score + term
+    assert score is not None  # called with at least one positive term
+    return score
 
 
 def _negate(query: ColumnElement[Any]) -> ColumnElement[Any]:
