@@ -103,7 +103,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             indexed_text,
             content='store_segments',
             content_rowid='id',
-            tokenize='unicode61 remove_diacritics 2'
+            tokenize='porter unicode61 remove_diacritics 2'
         )
         """,
         """

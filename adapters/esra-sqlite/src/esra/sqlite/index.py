@@ -20,7 +20,10 @@ from esra.core.config.mapping import Mapping
 
 __all__ = ["DEFAULT_TOKENIZE", "create_fts5_index", "fts5_index_columns", "fts5_index_statements"]
 
-DEFAULT_TOKENIZE = "unicode61 remove_diacritics 2"
+# Porter stemming over unicode61: "layers" meets "layer" and "flows" meets "flow", as they do
+# in PostgreSQL's english configuration. Measured on five test collections (bench/
+# retrieval_quality.py) the stemmed index ranks better on every one of them.
+DEFAULT_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 _PREPARER = sqlite_dialect.dialect().identifier_preparer
 
