@@ -313,7 +313,8 @@ def _serve(args: argparse.Namespace) -> int:
     elif args.config is None:
         sys.stderr.write(
             "Embedded default. Get a token with:\n"
-            f"  esra dev-token --tenant {EMBEDDED_TENANT} --subject you --claim region=emea\n"
+            f"  esra dev-token --tenant {EMBEDDED_TENANT} --subject you --claim region=emea "
+            "--claim document_scopes=general\n"
         )
     asyncio.run(server.serve())
     return 0

@@ -1,9 +1,10 @@
 """The embedded default: what ``esra serve`` runs without ``--config``.
 
 The Larkspur Cycles demo enterprise (three SQLite sources, rebuilt in a temporary directory
-at each start) plus the tenant's internal document store (``document-store.db`` in the data
-directory, kept between runs and empty until documents are ingested), searched with the
-offline ``LocalModel``, behind one exposure that also publishes its fetch tool. Tokens come
+at each start, which the model selects among) plus the tenant's internal document store
+(``document-store.db`` in the data directory, kept between runs and empty until documents are
+ingested; bound mandatory, so searched on every question), searched with the offline
+``LocalModel``, behind one exposure that also publishes its fetch tool. Tokens come
 from the development issuer (``esra dev-token``), the only issuer trusted here.
 """
 
@@ -51,7 +52,18 @@ def _document_store() -> tuple[Source, Mapping]:
 
 
 def embedded_snapshot() -> ConfigSnapshot:
-    """The demo tenant's configuration, plus its document store and the fetch tool."""
+    """The demo tenant's configuration, plus its document store and the fetch tool.
+
+    The store is bound ``MANDATORY``: searched on every invocation, never left to source
+    selection. Its business metadata is written before anything is uploaded, so it cannot
+    say what ``esra ingest`` later puts in it, and a selector judging by that metadata (any
+    model, not only the lexical ``LocalModel``) passes it over for a question whose words
+    fit another source better — the HR handbook for a leave question answered only by an
+    ingested handbook page. It is the tenant's own governed corpus, its record filters still
+    bind tenant and scope into every query (a caller without the scope claim is told the
+    store was not searched), and an empty store costs one indexed query that finds nothing.
+    The demo databases stay ``OPTIONAL``, for the model to choose among.
+    """
     demo = demo_snapshot()
     store, store_mapping = _document_store()
     return attrs.evolve(
@@ -60,7 +72,7 @@ def embedded_snapshot() -> ConfigSnapshot:
         sources=(*demo.sources, store),
         mappings=(*demo.mappings, store_mapping),
         capabilities=tuple(
-            attrs.evolve(c, bindings=(*c.bindings, SourceBinding(store.id, BindingMode.OPTIONAL)))
+            attrs.evolve(c, bindings=(*c.bindings, SourceBinding(store.id, BindingMode.MANDATORY)))
             for c in demo.capabilities
         ),
         exposures=tuple(attrs.evolve(e, fetch_enabled=True) for e in demo.exposures),
