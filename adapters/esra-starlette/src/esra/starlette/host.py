@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -145,9 +146,15 @@ def _model(settings: ModelSettings) -> LanguageModel:
         if not settings.embeddings:
             return LocalModel()
         try:
-            return LocalModel.with_embeddings()
+            return LocalModel.with_embeddings(
+                cache_path=settings.embeddings_cache,
+                cache_entries=settings.embeddings_cache_entries,
+            )
         except ImportError as exc:
             msg = f"model.embeddings: {exc}"
+            raise SettingsError(msg) from exc
+        except (OSError, sqlite3.Error, ValueError) as exc:
+            msg = f"model.embeddings_cache: cannot open {settings.embeddings_cache} ({exc})"
             raise SettingsError(msg) from exc
     # Unreachable through parse_settings, which requires each kind's keys.
     msg = f"model: incomplete settings for kind {settings.kind!r}"
@@ -187,6 +194,9 @@ async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
         for tenant_providers in providers.values():
             for provider in tenant_providers.values():
                 provider.close()
-        # A remote model client holds a connection pool; the offline model holds nothing.
+        # A remote model client holds a connection pool; the offline model at most the
+        # embedding cache's file.
         if isinstance(model, RemoteModelClient):
             await model.aclose()
+        elif isinstance(model, LocalModel):
+            model.close()

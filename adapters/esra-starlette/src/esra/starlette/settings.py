@@ -10,8 +10,9 @@ The layout (every key is documented in ``docs/host.md``)::
 
     [server]    resource_url, allowed_hosts, allowed_origins, resource_name
     [fetch]     hourly_chars, document_ref_ttl_s, keys_file
-    [model]     kind, and per kind: base_url, model, api_key_env, endpoint, deployment,
-                api_version, timeout_s, max_retries, max_tokens
+    [model]     kind, and per kind: embeddings, embeddings_cache, embeddings_cache_entries,
+                base_url, model, api_key_env, endpoint, deployment, api_version, timeout_s,
+                max_retries, max_tokens
     [[issuers]] issuer, audience, jwks | jwks_file, algorithms, tenant_claim,
                 client_claims, leeway_s, tenants
     [[tenants]] id, config, databases
@@ -37,6 +38,7 @@ from esra.core.exceptions import ConfigurationError
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS
 from esra.core.fetch.tokens import KEY_BYTES, Keyring
+from esra.llm.embedding_cache import DEFAULT_MAX_ENTRIES
 from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette.devtoken import DEV_ISSUER
 from esra.starlette.issuers import (
@@ -63,7 +65,7 @@ __all__ = [
 MODEL_KINDS = frozenset({"local", "openai", "azure-openai", "anthropic"})
 # The keys each model kind takes besides ``kind``; any other key is refused for that kind.
 _MODEL_KEYS: dict[str, frozenset[str]] = {
-    "local": frozenset({"embeddings"}),
+    "local": frozenset({"embeddings", "embeddings_cache", "embeddings_cache_entries"}),
     "openai": frozenset({"base_url", "model", "api_key_env", "timeout_s", "max_retries"}),
     "azure-openai": frozenset(
         {"endpoint", "deployment", "api_version", "api_key_env", "timeout_s", "max_retries"}
@@ -132,6 +134,10 @@ class ModelSettings:
     # kind "local" only: blend sentence-embedding similarity into the rerank (the
     # ``esra-llm[embeddings]`` extra must be installed).
     embeddings: bool = False
+    # kind "local" with embeddings only: the SQLite file keeping the vectors across restarts
+    # (``esra.llm.EmbeddingCache``), and how many it keeps.
+    embeddings_cache: Path | None = None
+    embeddings_cache_entries: int = DEFAULT_MAX_ENTRIES
 
     def api_key(self, environ: Mapping[str, str]) -> str | None:
         """The key from ``environ``; ``None`` when no variable is named (a local server).
@@ -358,7 +364,31 @@ def _api_key_env(table: _Table, kind: str, *, optional: bool) -> str | None:
     return name
 
 
-def _model(table: _Table, environ: Mapping[str, str] | None) -> ModelSettings:
+def _local_model(table: _Table, base: Path) -> ModelSettings:
+    embeddings = table.raw("embeddings")
+    if embeddings is not None and not isinstance(embeddings, bool):
+        raise table.fail("embeddings", "must be true or false")
+    for name in ("embeddings_cache", "embeddings_cache_entries"):
+        if table.has(name) and not embeddings:
+            raise table.fail(name, "needs embeddings = true")
+    cache: Path | None = None
+    value = table.string("embeddings_cache")
+    if value is not None:
+        cache = (base / value).resolve()
+        if cache.is_dir():
+            raise table.fail("embeddings_cache", f"is a directory, not a file: {cache}")
+        if not cache.parent.is_dir():
+            raise table.fail("embeddings_cache", f"no such directory: {cache.parent}")
+    entries = _integer(
+        table, "embeddings_cache_entries", DEFAULT_MAX_ENTRIES, low=1, high=100_000_000
+    )
+    table.done()
+    return ModelSettings(
+        embeddings=bool(embeddings), embeddings_cache=cache, embeddings_cache_entries=entries
+    )
+
+
+def _model(table: _Table, environ: Mapping[str, str] | None, base: Path) -> ModelSettings:
     kind = table.string("kind", "local") or "local"
     if kind not in MODEL_KINDS:
         raise table.fail("kind", f"must be one of {', '.join(sorted(MODEL_KINDS))}")
@@ -366,11 +396,7 @@ def _model(table: _Table, environ: Mapping[str, str] | None) -> ModelSettings:
         if table.has(name):
             raise table.fail(name, f"is not a setting of kind {kind!r}")
     if kind == "local":
-        embeddings = table.raw("embeddings")
-        if embeddings is not None and not isinstance(embeddings, bool):
-            raise table.fail("embeddings", "must be true or false")
-        table.done()
-        return ModelSettings(embeddings=bool(embeddings))
+        return _local_model(table, base)
     common: dict[str, Any] = {
         "kind": kind,
         "timeout_s": table.number("timeout_s", 10.0, low=0.1, high=600),
@@ -496,7 +522,7 @@ def parse_settings(
     server = _server(root.table("server"), fetch)
     keyring = _keyring(fetch, base)
     environment = (os.environ if environ is None else environ) if model_key else None
-    model = _model(root.table("model"), environment)
+    model = _model(root.table("model"), environment, base)
     issuers = tuple(_issuer(t, base) for t in root.tables("issuers"))
     if not issuers:
         raise root.fail("issuers", "at least one [[issuers]] table is required")

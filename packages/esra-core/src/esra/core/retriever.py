@@ -44,10 +44,18 @@ from esra.core.query import PlannedFilter
 from esra.core.response import ResponseWarning, RetrievalResponse
 from esra.core.validation import ValidationOutcome, validate
 
-__all__ = ["MAX_REQUEST_CHARS", "Retriever"]
+__all__ = ["MAX_REQUEST_CHARS", "RESPONSE_RESERVE_SHARE", "Retriever"]
 
 MAX_REQUEST_CHARS = 4_000
 HEALTH_TTL_S = 15.0
+# The rerank's model call may run until this share of the invocation timeout is left before
+# the deadline (2 s of the default 20 s). What follows the rerank must still fit: respond()
+# (allowlist, masking, size cap, sanitization), the answer when the exposure asks for one,
+# and the audit records. A rerank that ran into the deadline itself would discard every
+# result already found, while one cut off in time falls back to the search order with
+# ESRA_RERANK_FALLBACK. A share rather than fixed seconds, so that a capability with a short
+# timeout keeps most of it for the rerank instead of losing all of it to the reserve.
+RESPONSE_RESERVE_SHARE = 0.1
 
 _log = logging.getLogger(__name__)
 
@@ -169,8 +177,10 @@ class Retriever:
                 await self._audit_cache_hit(ctx, cached)
                 return cached
         try:
-            async with asyncio.timeout(scope.limits.invocation_timeout_s):
-                response = await self._run_stages(ctx, scope, request, filters)
+            async with asyncio.timeout(scope.limits.invocation_timeout_s) as deadline:
+                response = await self._run_stages(
+                    ctx, scope, request, filters, deadline=deadline.when()
+                )
         except TimeoutError:
             warning = ResponseWarning(
                 WarningCode.ESRA_INVOCATION_DEADLINE,
@@ -230,7 +240,10 @@ class Retriever:
         scope: EffectiveScope,
         request: str,
         filters: tuple[PlannedFilter, ...],
+        *,
+        deadline: float | None,
     ) -> RetrievalResponse:
+        """Run every stage; ``deadline`` is the event-loop time the invocation must end by."""
         source_names = {s.source.id: s.source.name for s in scope.sources}
         selection = await select_sources(
             ctx,
@@ -294,6 +307,7 @@ class Retriever:
             source_names=source_names,
             model_profile=scope.capability.model_profile,
             datamark=datamark_for(scope.capability.datamark_untrusted),
+            timeout_s=_rerank_budget(deadline, scope.limits.invocation_timeout_s),
         )
         if reranked.unknown_ids:
             await self._record(
@@ -442,6 +456,18 @@ class Retriever:
                 },
             )
         )
+
+
+def _rerank_budget(deadline: float | None, invocation_timeout_s: float) -> float | None:
+    """The rerank model call's time: what is left before ``deadline`` less the reserve.
+
+    See ``RESPONSE_RESERVE_SHARE``. Measured on the event loop's clock, the one the deadline
+    is kept by; ``None`` when there is no deadline.
+    """
+    if deadline is None:
+        return None
+    left = deadline - asyncio.get_running_loop().time()
+    return left - RESPONSE_RESERVE_SHARE * invocation_timeout_s
 
 
 class _FilteredFields(TypedDict, total=False):

@@ -3,11 +3,14 @@
 The model sees opaque per-invocation ids, source names, masked titles and masked bounded
 fragments only — never record keys, restricted fields or provider scores, which would anchor
 it to the lexical ranking. Its answer is validated against the ids actually sent; anything
-else is ignored and counted, and any failure falls back to the weighted (lexical) order.
+else is ignored and counted, and any failure falls back to the weighted (lexical) order —
+a model call that overruns its time budget included, so a slow model costs the rerank, not
+the whole invocation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Mapping as AbcMapping
@@ -17,6 +20,7 @@ import attrs
 
 from esra.core.codes import WarningCode
 from esra.core.config.capability import RerankWeights
+from esra.core.config.mapping import Mapping
 from esra.core.fragments import content_text, make_fragment
 from esra.core.masking import masked_values
 from esra.core.pipeline.aggregation import Candidate
@@ -31,6 +35,7 @@ __all__ = [
     "RankedCandidate",
     "RerankOutcome",
     "issue_result_id",
+    "record_item",
     "rerank",
     "rerank_item",
     "round_robin",
@@ -102,32 +107,69 @@ def round_robin(candidates: Sequence[Candidate], limit: int) -> list[Candidate]:
     return taken
 
 
-def _shown_values(candidate: Candidate) -> dict[str, RowValue]:
+def _shown_values(mapping: Mapping, values: AbcMapping[str, RowValue]) -> dict[str, RowValue]:
     # Only the title and content fields, and only if the mapping allows returning them: the
     # rest of the row (record key, restricted fields) must never reach the model.
-    mapping = candidate.mapping
     shown: dict[str, RowValue] = {}
     for name in (mapping.title_field, *mapping.content_fields):
         spec = mapping.field(name)
         if spec is not None and spec.is_returnable and not spec.is_restricted:
-            shown[name] = candidate.values.get(name)
+            shown[name] = values.get(name)
     return shown
+
+
+def _item(
+    mapping: Mapping,
+    values: AbcMapping[str, RowValue],
+    terms: Sequence[str],
+    result_id: str,
+    *,
+    fragment_chars: int,
+    source_name: str,
+) -> RerankItem:
+    texts = masked_values(_shown_values(mapping, values), mapping)
+    title = make_fragment(texts.get(mapping.title_field, ""), (), _TITLE_CHARS)
+    fragment = make_fragment(content_text(texts, mapping), terms, fragment_chars)
+    return RerankItem(
+        result_id=result_id,
+        source_name=strip_markers(source_name),
+        title=title,
+        fragments=(fragment,) if fragment else (),
+    )
 
 
 def rerank_item(
     candidate: Candidate, result_id: str, *, fragment_chars: int, source_name: str
 ) -> RerankItem:
     """Return what the model may see of ``candidate``: masked, bounded, marker-free text."""
-    texts = masked_values(_shown_values(candidate), candidate.mapping)
-    title = make_fragment(texts.get(candidate.mapping.title_field, ""), (), _TITLE_CHARS)
-    fragment = make_fragment(
-        content_text(texts, candidate.mapping), candidate.matched_terms, fragment_chars
+    return _item(
+        candidate.mapping,
+        candidate.values,
+        candidate.matched_terms,
+        result_id,
+        fragment_chars=fragment_chars,
+        source_name=source_name,
     )
-    return RerankItem(
-        result_id=result_id,
-        source_name=strip_markers(source_name),
-        title=title,
-        fragments=(fragment,) if fragment else (),
+
+
+def record_item(
+    mapping: Mapping,
+    values: AbcMapping[str, RowValue],
+    *,
+    fragment_chars: int,
+    source_name: str = "",
+    result_id: str = "",
+) -> RerankItem:
+    """Return what a rerank prompt would show of a record: for warming a model's caches.
+
+    ``values`` are the record's field values by field name. The same allowlist, masking and
+    bounds apply as in every rerank, with no matched term: a content that fits in
+    ``fragment_chars`` (the exposure's) is shown whole, exactly as any invocation finding the
+    record shows it; a longer one is cut around the first term a search matched, so only an
+    invocation matching none of its terms (or one near its start) shows this same excerpt.
+    """
+    return _item(
+        mapping, values, (), result_id, fragment_chars=fragment_chars, source_name=source_name
     )
 
 
@@ -152,6 +194,7 @@ async def rerank(
     source_names: AbcMapping[str, str],
     model_profile: str,
     datamark: str | None = None,
+    timeout_s: float | None = None,
 ) -> RerankOutcome:
     """Rerank ``candidates`` with the model and return them in ESRA's final order.
 
@@ -161,6 +204,10 @@ async def rerank(
     or an answer with no known id falls back to the weighted order with
     ``ESRA_RERANK_FALLBACK``. ``max_candidates <= 0`` disables reranking (weighted order, no
     model call, no warning). ``datamark`` turns on datamarking of the prompt's reference data.
+
+    ``timeout_s`` bounds the model call (``None``: no bound of its own). A call still running
+    when it passes is cancelled and the weighted order returned with ``ESRA_RERANK_FALLBACK``;
+    at zero or below the model is not asked at all, with the same fallback.
     """
     if not candidates:
         return RerankOutcome(ranked=())
@@ -186,14 +233,23 @@ async def rerank(
         )
         for c in sent
     ]
+    if timeout_s is not None and timeout_s <= 0:
+        _LOG.warning("no time left for the rerank model call; using weighted order")
+        return _lexical(ordered, (_FALLBACK,), 0)
+    budget = asyncio.timeout(timeout_s)
     try:
-        answer = await model.complete(
-            build_rerank_prompt(request, items, model_profile=model_profile, datamark=datamark)
-        )
+        prompt = build_rerank_prompt(request, items, model_profile=model_profile, datamark=datamark)
+        async with budget:
+            answer = await model.complete(prompt)
         scores = parse_rerank(answer)
     except Exception as exc:
-        # The exception text may quote the model or the prompt: only its type is logged.
-        _LOG.warning("rerank model call failed (%s); using weighted order", type(exc).__name__)
+        if budget.expired():
+            _LOG.warning(
+                "rerank model call overran its %.3f s budget; using weighted order", timeout_s
+            )
+        else:
+            # The exception text may quote the model or the prompt: only its type is logged.
+            _LOG.warning("rerank model call failed (%s); using weighted order", type(exc).__name__)
         return _lexical(ordered, (_FALLBACK,), 0)
     sent_ids = {item.result_id for item in items}
     known = {rid: score for rid, score in scores.items() if rid in sent_ids}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from esra.core.prompts.model import Prompt, PromptTask
 
@@ -67,16 +68,27 @@ class FakeLanguageModel:
     Pass ``{PromptTask.ANSWER: responder}`` to script answers (each reference item's tag is
     the result id it may cite). A responder may raise to simulate a failing model.
 
+    A task in ``stalled`` never answers: its call waits until it is cancelled, like a model
+    too slow for any deadline (its prompt is still recorded).
+
     ``prompts`` keeps every prompt received, so tests can inspect exactly what a model saw.
     """
 
-    def __init__(self, responders: dict[PromptTask, Responder] | None = None) -> None:
+    def __init__(
+        self,
+        responders: dict[PromptTask, Responder] | None = None,
+        *,
+        stalled: Collection[PromptTask] = (),
+    ) -> None:
         self._responders = {**_DEFAULTS, **(responders or {})}
+        self._stalled = frozenset(stalled)
         self.prompts: list[Prompt] = []
 
     async def complete(self, prompt: Prompt) -> str:
-        """Record ``prompt`` and return its responder's answer."""
+        """Record ``prompt`` and return its responder's answer (a stalled task never returns)."""
         self.prompts.append(prompt)
+        if prompt.task in self._stalled:
+            await asyncio.Event().wait()
         return self._responders[prompt.task](prompt)
 
     def prompts_for(self, task: PromptTask) -> list[Prompt]:
