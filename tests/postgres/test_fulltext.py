@@ -27,7 +27,7 @@ def _idf_rank(*names: str) -> str:
     return " + ".join(
         f"ln(1.0 + ((esra_stats.n - esra_stats.df_{n}) + 0.5) / "
         f"CAST((esra_stats.df_{n} + 0.5) AS FLOAT)) * "
-        f'ts_rank(b."Doc Fts", {_Q.format(n)}, 1)'
+        f"ts_rank(CAST('{{1,1,1,1}}' AS float4[]), b.\"Doc Fts\", {_Q.format(n)}, 1)"
         for n in names
     )
 

@@ -10,7 +10,8 @@ name is bound too. The operators combining those queries come from this module a
   least one must match;
 - excluded terms are removed with ``!!`` (``vector @@ (positive && !!(x0 || x1))``, one
   indexable match); with excluded terms only, ``NOT (vector @@ (x0 || x1))``;
-- the score weighs each term by its rarity: ``Σ idf(t) × ts_rank(vector, t, 1)`` over the
+- the score weighs each term by its rarity: ``Σ idf(t) × ts_rank(vector, t, 1)`` (every
+  occurrence weighted 1, title or body, as FTS5's ``bm25()`` does by default) over the
   required terms, phrases and optional terms, with BM25's ``idf(t) = ln(1 + (N − df + 0.5) /
   (df + 0.5))``. ``ts_rank`` alone knows nothing of the collection, so a common word
   occurring often outranked a rare one occurring once; every other engine ESRA serves (FTS5's
@@ -142,6 +143,10 @@ _STATISTICS_ALIAS = "esra_stats"
 # Constants as SQL text, not bind parameters: the statement's binds are the terms only.
 _ONE = sa.literal_column("1.0", sa.Float)
 _HALF = sa.literal_column("0.5", sa.Float)
+# Every occurrence counts the same, title or body, as in FTS5's bm25() and in BM25 over the
+# whole record. ts_rank's default weights make one title word worth 2.5 body words, so a
+# record that is only a title outranked the abstracts that discuss its subject.
+_EVEN_WEIGHTS = sa.literal_column("CAST('{1,1,1,1}' AS float4[])")
 _DOCUMENTS = "n"
 
 
@@ -173,7 +178,11 @@ def _weighted_rank(
         df = statistics.c[f"df_{name}"]
         idf = sa.func.ln(_ONE + (documents - df + _HALF) / (df + _HALF), type_=sa.Float)
         rank = sa.func.ts_rank(
-            vector, _tsquery(name), sa.literal_column("1", sa.Integer), type_=sa.Float
+            _EVEN_WEIGHTS,
+            vector,
+            _tsquery(name),
+            sa.literal_column("1", sa.Integer),
+            type_=sa.Float,
         )
         term = idf * rank
         score = term if score is None else score + term

@@ -10,8 +10,9 @@ The index is a column named by ``Mapping.text_index`` on the mapping's relation:
     CREATE INDEX IF NOT EXISTS <text_index>_gin ON <relation> USING gin (<text_index>);
 
 PostgreSQL keeps a generated column in step with every insert and update, so no trigger is
-needed. The title field weighs ``A`` and the other indexed columns ``B`` (``ts_rank`` ranks a
-title match higher); concatenating per-column vectors also keeps a phrase from matching
+needed. The title field is labelled ``A`` and the other indexed columns ``B``, for queries of
+your own that weigh them (ESRA's provider ranks every occurrence alike, as BM25 over the whole
+record does); concatenating per-column vectors also keeps a phrase from matching
 across the end of one column and the start of the next. The configuration must be the one
 the provider binds (``PostgresProvider(text_search_config=...)``).
 
