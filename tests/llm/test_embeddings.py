@@ -125,9 +125,9 @@ def test_meaning_lifts_a_match_the_words_miss() -> None:
 
 
 def test_words_break_ties_between_results_equally_close_in_meaning() -> None:
-    """Two results on the same topic: the one holding the request's words scores higher."""
+    """Two sources' results on one topic: the one holding the request's words scores higher."""
     results = (
-        RerankItem("r_a", "HR", "Holiday rules", ("Leave requests go to your manager.",)),
+        RerankItem("r_a", "Wiki", "Holiday rules", ("Leave requests go to your manager.",)),
         RerankItem("r_b", "HR", "Vacation carryover", ("Carryover of vacation days.",)),
     )
     scores = _scores(LocalModel(embedder=TopicEmbedder()), "vacation carryover", results)

@@ -73,3 +73,21 @@ def test_word_forms_beyond_plurals_meet() -> None:
     )
     scores = rerank("similarity of wings", results)
     assert scores["r_sim"] > scores["r_other"]
+
+
+def test_within_one_source_the_engine_order_stands() -> None:
+    """One source's results keep the prompt's (engine's) order; the words set their scale."""
+    first = RerankItem("r_1", "Wiki", "Brakes", ("Rim brakes in the wet.",))
+    second = RerankItem("r_2", "Wiki", "Disc brakes squeal", ("Disc brakes squeal when wet.",))
+    scores = rerank("disc brakes squeal", (first, second))
+    assert scores["r_1"] == 1.0
+    assert 0.0 < scores["r_2"] < 1.0
+
+
+def test_across_sources_the_words_decide() -> None:
+    """Results of different sources are compared on one scale: the better match wins."""
+    first = RerankItem("r_1", "Wiki", "Brakes", ("Rim brakes in the wet.",))
+    second = RerankItem("r_2", "Desk", "Disc brakes squeal", ("Disc brakes squeal when wet.",))
+    scores = rerank("disc brakes squeal", (first, second))
+    assert scores["r_2"] == 1.0
+    assert 0.0 < scores["r_1"] < 1.0

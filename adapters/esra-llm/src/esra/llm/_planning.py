@@ -45,19 +45,21 @@ class _Query:
     required: list[str] = field(default_factory=list)
     optional: list[str] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
+    # Keep "layer" and "layers" both (the broad query); otherwise one term per stem.
+    every_form: bool = False
 
 
 def _key(term: str) -> str:
     return " ".join(stem(w) for w in term.split())
 
 
-def _clean(terms: list[str], *, avoid: set[str] | None = None) -> list[str]:
-    """Sanitize, drop blanks, duplicates (by stem) and ``avoid`` stems."""
+def _clean(terms: list[str], *, avoid: set[str] | None = None, by_form: bool = False) -> list[str]:
+    """Sanitize, drop blanks, duplicates (by stem, or by form) and ``avoid`` stems."""
     seen = set(avoid or ())
     kept: list[str] = []
     for term in terms:
         safe = sanitize(term)
-        key = _key(safe)
+        key = safe if by_form else _key(safe)
         if safe and key not in seen:
             seen.add(key)
             kept.append(safe)
@@ -75,9 +77,14 @@ def by_informativeness(words: list[str]) -> list[str]:
 
 
 def _broad(analysis: Analysis, strategy: str, room: int) -> list[_Query]:
-    words = _clean(by_informativeness(list(analysis.words)))
+    # Every form as written: merging "layers" into "layer" would lose it on an engine that
+    # does not stem. Sanitizing may still merge two forms into one term, never drop one.
+    words = _clean(by_informativeness(list(analysis.surface)), by_form=True)
     step = max(1, room)
-    return [_Query(strategy, optional=words[i : i + step]) for i in range(0, len(words), step)]
+    return [
+        _Query(strategy, optional=words[i : i + step], every_form=True)
+        for i in range(0, len(words), step)
+    ]
 
 
 def _marked(analysis: Analysis) -> _Query | None:
@@ -182,7 +189,8 @@ def _render(mapping_id: str, query: _Query, extras: dict[str, Any], room: int) -
     phrases = _clean(query.phrases)[: max(room - len(required), 0)]
     avoid = {_key(t) for t in (*required, *phrases)}
     left = max(room - len(required) - len(phrases), 0)
-    optional = _clean(by_informativeness(query.optional), avoid=avoid)[:left]
+    optional = _clean(by_informativeness(query.optional), avoid=avoid, by_form=query.every_form)
+    optional = optional[:left]
     return {
         "mapping": mapping_id,
         "strategy": query.strategy,

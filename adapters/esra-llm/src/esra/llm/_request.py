@@ -9,6 +9,7 @@ from esra.llm._text import (
     content_words,
     marked_terms,
     quoted_phrases,
+    search_words,
     stem,
     tokens,
     uppercase_tokens,
@@ -32,6 +33,8 @@ class Analysis:
 
     Attributes:
         words: content words (casefolded surface forms, one per stem, in order).
+        surface: every distinct content word as written (casefolded), in order: what a
+            broad search must hold so that an engine without stemming misses no form.
         acronyms: ``(acronym, expansion)`` for known acronyms the request uses.
         contractions: ``(acronym, expansion)`` for known expansions the request spells out.
         recency: whether the request asks for the latest / most recent items.
@@ -44,6 +47,7 @@ class Analysis:
     """
 
     words: tuple[str, ...]
+    surface: tuple[str, ...]
     acronyms: tuple[tuple[str, str], ...]
     contractions: tuple[tuple[str, str], ...]
     recency: bool
@@ -107,6 +111,7 @@ def analyse(request: str) -> Analysis:
         concepts.append(_concept(pairs))
     return Analysis(
         words=tuple(words),
+        surface=tuple(search_words(request)),
         acronyms=tuple(acronyms),
         contractions=tuple(contractions),
         recency=any(w in RECENCY_WORDS for w in all_words),

@@ -1,15 +1,14 @@
-"""Reranking: a lexical-similarity score in [0, 1] for every result id the prompt gives.
+"""Reranking: a lexical-relevance score in [0, 1] for every result id the prompt gives.
 
-``semantic = 0.6 × coverage + 0.4 × cosine``, both over Porter roots of the light stems, with
-the candidates given as the corpus for idf (``1 + ln((N + 1) / (df + 1))``), then divided by
-the best result's score (the best result scores 1.0, a result sharing no word still 0):
-
-* coverage: the idf-weighted share of the request's concepts the result holds — per concept
-  the best of its stems, scaled by the stem's weight (own word 1.0, expansion 0.75, synonym
-  0.5) and by where it occurs (title 1.0, fragments only 0.75); a concept's idf is that of
-  its own word;
-* cosine: tf-idf cosine between the request stems (at their weights) and the result, title
-  tokens counted twice.
+The lexical score is Okapi BM25 (``k1 = 1.2``, ``b = 0.75``, the customary defaults) over
+Porter roots of the light stems, with the candidates given as the collection: ``idf = ln(1 +
+(N − df + 0.5) / (df + 0.5))`` and document length relative to the candidates' mean. Title
+tokens count twice (a title says what its text is about). Each of the request's concepts
+contributes once — its best stem, scaled by the stem's weight (own word 1.0, expansion 0.75,
+synonym 0.5) — so a word with many synonyms does not count many times. Within one source the
+prompt's order (the engine's, ranked with the whole collection's statistics) is kept, its
+results taking that source's BM25 scores best-first; across sources the BM25 scale decides.
+Scores are divided by the best result's (the best scores 1.0, one sharing no word still 0).
 
 With an ``Embedder`` the score blends meaning with words: ``0.7 × cosine + 0.3 × lexical``,
 where cosine is that of the request's and the result's sentence embeddings (title and
@@ -41,8 +40,9 @@ from esra.llm.embeddings import Embedder, cosine
 __all__ = ["SEMANTIC_SHARE", "answer_rerank", "blend_scores", "score_results"]
 
 _TITLE_WEIGHT = 2
-_FRAGMENT_ONLY = 0.75
-_COVERAGE_SHARE = 0.6
+# BM25's customary parameters (Robertson and Zaragoza; Lucene's defaults), not fitted here.
+_K1 = 1.2
+_B = 0.75
 SEMANTIC_SHARE = 0.7
 # Long texts are also embedded in overlapping windows of this many words (see ``_windows``).
 _WINDOW_WORDS = 128
@@ -84,61 +84,81 @@ class _Roots:
 
 
 def score_results(prompt: Prompt) -> list[tuple[str, float]]:
-    """Return ``(result id, semantic score)`` per distinct readable result, in prompt order."""
+    """Return ``(result id, BM25 score / best score)`` per distinct readable result, in order."""
     roots = _Roots()
     concepts = tuple(roots.concept(c) for c in analyse(prompt.request).concepts)
-    request: dict[str, float] = {}
-    for concept in concepts:
-        for key, weight in concept:
-            request[key] = max(request.get(key, 0.0), weight)
-    results: dict[str, tuple[Counter[str], Counter[str]]] = {}
+    documents: dict[str, Counter[str]] = {}
+    sources: dict[str, str] = {}
     for _, obj in items(prompt):
         result_id = string(obj, "id")
-        if result_id and result_id not in results:
-            title = roots.bag(string(obj, "title"))
-            body = roots.bag(" ".join(strings(obj, "fragments")))
-            results[result_id] = (title, body)
-    count = len(results)
+        if result_id and result_id not in documents:
+            sources[result_id] = string(obj, "source")
+            document = Counter(
+                {key: _TITLE_WEIGHT * n for key, n in roots.bag(string(obj, "title")).items()}
+            )
+            document.update(roots.bag(" ".join(strings(obj, "fragments"))))
+            documents[result_id] = document
+    count = len(documents)
     df: Counter[str] = Counter()
-    for title, body in results.values():
-        df.update(set(title) | set(body))
+    for document in documents.values():
+        df.update(document.keys())
+    lengths = {rid: sum(document.values()) for rid, document in documents.items()}
+    mean_length = sum(lengths.values()) / count if count else 0.0
 
     def idf(key: str) -> float:
-        return 1.0 + math.log((count + 1) / (df[key] + 1))
+        return math.log(1.0 + (count - df[key] + 0.5) / (df[key] + 0.5))
 
-    idfs = {key: idf(key) for key in request}
-    total = sum(idfs[concept[0][0]] for concept in concepts)
-    query_norm = math.sqrt(sum((weight * idfs[key]) ** 2 for key, weight in request.items()))
+    def saturated(tf: int, length: int) -> float:
+        norm = 1.0 - _B + _B * (length / mean_length if mean_length else 1.0)
+        return tf * (_K1 + 1.0) / (tf + _K1 * norm)
+
+    idfs = {key: idf(key) for concept in concepts for key, _ in concept}
     scores: list[tuple[str, float]] = []
-    for result_id, (title, body) in results.items():
-        if not total:
-            scores.append((result_id, 0.0))
-            continue
-        covered = sum(
-            idfs[concept[0][0]]
-            * max(
+    for result_id, document in documents.items():
+        length = lengths[result_id]
+        score = sum(
+            max(
                 (
-                    w * (1.0 if key in title else _FRAGMENT_ONLY)
-                    for key, w in concept
-                    if key in title or key in body
+                    weight * idfs[key] * saturated(document[key], length)
+                    for key, weight in concept
+                    if document[key]
                 ),
                 default=0.0,
             )
             for concept in concepts
         )
-        doc = {key: _TITLE_WEIGHT * n for key, n in title.items()}
-        for key, n in body.items():
-            doc[key] = doc.get(key, 0) + n
-        doc_vector = {key: n * idf(key) for key, n in doc.items()}
-        doc_norm = math.sqrt(sum(v * v for v in doc_vector.values()))
-        dot = sum(weight * idfs[key] * doc_vector.get(key, 0.0) for key, weight in request.items())
-        cosine = dot / (doc_norm * query_norm) if doc_norm and query_norm else 0.0
-        score = _COVERAGE_SHARE * covered / total + (1 - _COVERAGE_SHARE) * cosine
-        scores.append((result_id, min(1.0, max(0.0, score))))
+        scores.append((result_id, score))
+    return _in_engine_order(scores, sources)
+
+
+def _in_engine_order(
+    scores: list[tuple[str, float]], sources: dict[str, str]
+) -> list[tuple[str, float]]:
+    """Keep each source's prompt order, with the BM25 scores as the scale; best result 1.0.
+
+    The prompt lists each source's results in its engine's order, ranked with the whole
+    collection's statistics; the BM25 above knows only the candidates. So within a source the
+    engine's order stands — its matching results take that source's BM25 scores, best score
+    to first result — while across sources, whose engine scores cannot be compared, the BM25
+    scores on one scale decide. A result sharing no word with the request keeps 0.
+    """
+    by_source: dict[str, list[int]] = {}
+    for position, (result_id, score) in enumerate(scores):
+        if score > 0:
+            by_source.setdefault(sources.get(result_id, ""), []).append(position)
+    ordered = [score for _, score in scores]
+    for positions in by_source.values():
+        for position, score in zip(
+            positions, sorted((scores[p][1] for p in positions), reverse=True), strict=True
+        ):
+            ordered[position] = score
     # Relative to the best result: the core blends this with a retrieval score that is min-max
     # normalised per query, so the best candidate is 1.0 on both scales; no match stays 0.
-    best = max((score for _, score in scores), default=0.0)
-    return [(rid, round(score / best, 6) if best else 0.0) for rid, score in scores]
+    best = max(ordered, default=0.0)
+    return [
+        (result_id, round(value / best, 6) if best else 0.0)
+        for (result_id, _), value in zip(scores, ordered, strict=True)
+    ]
 
 
 def _min_max(values: list[float]) -> list[float]:

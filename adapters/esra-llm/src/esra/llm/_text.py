@@ -20,6 +20,7 @@ __all__ = [
     "quoted_phrases",
     "root",
     "sanitize",
+    "search_words",
     "stem",
     "stems",
     "tokens",
@@ -36,7 +37,9 @@ _QUOTED = re.compile(r"\"([^\"]{1,200})\"|“([^”]{1,200})”|«([^»]{1,200})
 # Sequences a planner must never emit (the validator rejects them as UNSAFE_CONTENT).
 _UNSAFE = ("--", "/*", "*/", ";", "#")
 
-# A word block reads better than 150 quoted strings one per line.
+# Function words and question boilerplate ("what methods exist", "has anyone made"), the
+# SMART list's kind; never subject words like "information" or "data", which whole
+# collections are about. A word block reads better than 150 quoted strings one per line.
 STOPWORDS = frozenset(
     """
     a about above after again all also am an and any are as at be because been before being
@@ -48,6 +51,8 @@ STOPWORDS = frozenset(
     until up us very via was we were what when where which while who whom why will with within
     without would you your yours find search list look looking need needs want wants know
     anything something everything thing things stuff regarding related relating much many
+    against done may must shall upon yet anyone available exist existing given made make
+    obtained one
     """.split()  # noqa: SIM905
 )
 
@@ -269,6 +274,15 @@ def content_words(text: str) -> list[str]:
             seen.add(key)
             words.append(word)
     return words
+
+
+def search_words(text: str) -> list[str]:
+    """Return every distinct content word of ``text`` as written (casefolded), in order.
+
+    Unlike ``content_words`` no two forms of one stem are merged: an engine that does not
+    stem finds "layers" only when asked for "layers", whatever it finds for "layer".
+    """
+    return list(dict.fromkeys(w for w in tokens(text) if _is_content(w)))
 
 
 def stems(words: Iterable[str]) -> list[str]:
