@@ -131,12 +131,18 @@ QUESTIONS: tuple[Question, ...] = (
         _PRODUCTS,
         "product_reviews:1",
     ),
-    # One description shared by every size and colour of the frame.
+    # One description shared by every size and colour of a frame. Every mountain frame is
+    # aluminum: the ML's "heat-treated aluminum frame", the HL's "welded aluminum frame" and
+    # the LL's "same, ground-breaking frame technology as the ML aluminum frame".
     _q(
         "aluminum-frame",
         "mountain bike frame made of aluminum",
         _PRODUCTS,
-        where=("products", "model", ("ML Mountain Frame", "ML Mountain Frame-W")),
+        where=(
+            "products",
+            "model",
+            ("ML Mountain Frame", "ML Mountain Frame-W", "LL Mountain Frame", "HL Mountain Frame"),
+        ),
     ),
     _q("helmet", "lightweight helmet", _PRODUCTS, where=("products", "model", ("Sport-100",))),
     _q("pedals", "pedals reviews mud and sand", _PRODUCTS, "product_reviews:2"),
