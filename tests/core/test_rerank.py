@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from esra.core.codes import WarningCode
@@ -118,6 +119,27 @@ async def test_prompt_never_shows_keys_restricted_or_hidden_fields_or_scores() -
     assert payload["source"] == "Alpha Wiki"
     assert payload["title"] == "****7766"
     assert payload["fragments"] == ["quarterly report on payroll"]
+
+
+async def test_a_source_searched_through_two_mappings_names_each_one() -> None:
+    """Products and their reviews in one source: each result says which kind it is; a source
+    with one mapping keeps its plain name."""
+    reviews = attrs.evolve(mapping("m-reviews", "s-a"), business_name="Product reviews")
+    model = _model()
+    await _rerank(
+        [
+            candidate("s-a", "k1", 0.9),
+            candidate("s-a", "k2", 0.8, m=reviews),
+            candidate("s-b", "k3", 0.7),
+        ],
+        model,
+    )
+    (prompt,) = model.prompts_for(PromptTask.RERANK)
+    assert sorted(p["source"] for p in item_payloads(prompt)) == [
+        "Alpha Wiki: Documents",
+        "Alpha Wiki: Product reviews",
+        "Beta Tickets",
+    ]
 
 
 async def test_marker_text_in_content_cannot_forge_a_boundary() -> None:

@@ -173,6 +173,31 @@ def record_item(
     )
 
 
+def _place(candidate: Candidate) -> tuple[str, str]:
+    return (candidate.source_id, candidate.mapping.id)
+
+
+def _source_labels(
+    sent: Sequence[Candidate], source_names: AbcMapping[str, str]
+) -> dict[tuple[str, str], str]:
+    """Name where each candidate comes from: the source, and its mapping when it has several.
+
+    A source searched through two mappings (products and their reviews) gives two kinds of
+    record whose search scores were normalised separately; the mapping's business name tells
+    the model which kind it is reading, as the planning prompt already told it.
+    """
+    mappings: dict[str, set[str]] = {}
+    for candidate in sent:
+        mappings.setdefault(candidate.source_id, set()).add(candidate.mapping.id)
+    labels: dict[tuple[str, str], str] = {}
+    for candidate in sent:
+        name = source_names.get(candidate.source_id, candidate.source_id)
+        if len(mappings[candidate.source_id]) > 1:
+            name = f"{name}: {candidate.mapping.business_name}"
+        labels[_place(candidate)] = name
+    return labels
+
+
 def _lexical(
     ordered: Sequence[tuple[Candidate, str]], warnings: tuple[ResponseWarning, ...], unknown: int
 ) -> RerankOutcome:
@@ -224,13 +249,9 @@ async def rerank(
     sent = round_robin([c for c, _ in ordered], min(max_candidates, MAX_RERANK_SCORES))
     if not sent:
         return _lexical(ordered, (), 0)
+    labels = _source_labels(sent, source_names)
     items = [
-        rerank_item(
-            c,
-            id_of[id(c)],
-            fragment_chars=fragment_chars,
-            source_name=source_names.get(c.source_id, c.source_id),
-        )
+        rerank_item(c, id_of[id(c)], fragment_chars=fragment_chars, source_name=labels[_place(c)])
         for c in sent
     ]
     if timeout_s is not None and timeout_s <= 0:
