@@ -146,7 +146,7 @@ _HALF = sa.literal_column("0.5", sa.Float)
 # Every occurrence counts the same, title or body, as in FTS5's bm25() and in BM25 over the
 # whole record. ts_rank's default weights make one title word worth 2.5 body words, so a
 # record that is only a title outranked the abstracts that discuss its subject.
-_EVEN_WEIGHTS = sa.literal_column("CAST('{1,1,1,1}' AS float4[])")
+_EVEN_WEIGHTS: ColumnElement[Any] = sa.literal_column("CAST('{1,1,1,1}' AS float4[])")
 _DOCUMENTS = "n"
 
 
