@@ -9,7 +9,7 @@ import pytest
 
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.model import Claim, DocumentState, StoreSettings
+from esra.core.docstore.model import Claim, DocumentState, IndexedContent, StoreSettings
 from esra.core.docstore.scanner import ScanPolicy
 from esra.core.testing import FakeClock
 from esra.core.testing.docstore import InMemoryDocumentRepository
@@ -87,6 +87,33 @@ async def test_a_turn_indexes_clean_text_and_quarantines_injection() -> None:
     assert quarantined.state is DocumentState.QUARANTINED
     assert {f.rule for f in quarantined.findings} >= {"instruction_override"}
     assert await repository.text(TENANT, hostile, scopes={"all"}) is None
+
+
+async def test_on_indexed_sees_each_indexed_document_and_never_fails_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The hook gets each Indexed document's claim and segments (not the Quarantined one); an
+    error it raises is logged by type, never its message, and the document stays Indexed."""
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    clean, _ = await _upload(repository, clock, ("a.txt", POLICY), ("b.txt", HOSTILE))
+    seen: list[tuple[str, IndexedContent]] = []
+
+    async def hook(claim: Claim, content: IndexedContent) -> None:
+        seen.append((claim.document_id, content))
+        raise RuntimeError("28 days of paid leave")
+
+    worker = IngestionWorker(repository, worker_id="w1", clock=clock, on_indexed=hook)
+    (turn,) = await worker.run_turn()
+    assert (turn.indexed, turn.quarantined, turn.unreachable) == (1, 1, False)
+    ((document_id, content),) = seen
+    assert document_id == clean
+    assert any("28 days" in segment.body for segment in content.segments)
+    document = await repository.get(TENANT, clean)
+    assert document is not None
+    assert document.state is DocumentState.INDEXED
+    (line,) = [r.getMessage() for r in caplog.records if "after indexing" in r.getMessage()]
+    assert "RuntimeError" in line
+    assert "28 days" not in line
 
 
 @pytest.mark.parametrize(

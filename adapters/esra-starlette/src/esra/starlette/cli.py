@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from esra.starlette.serve import HostServer
+    from esra.starlette.settings import HostSettings
+    from esra.starlette.warming import StoreWarmer
 
 __all__ = ["build_parser", "default_data_dir", "host_server", "main"]
 
@@ -320,22 +323,48 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stores(args: argparse.Namespace) -> dict[str, Path]:
-    """Per tenant, the store database the command works on: configured, or the embedded one.
+def _settings(args: argparse.Namespace) -> HostSettings | None:
+    """The ``--config`` settings, or ``None`` for the embedded default.
 
     Raises:
         SettingsError: ``--config`` names unusable settings.
     """
-    from esra.starlette.embedded import EMBEDDED_TENANT, STORE_FILE  # noqa: PLC0415
-    from esra.starlette.host import store_databases  # noqa: PLC0415
     from esra.starlette.settings import load_settings  # noqa: PLC0415
 
-    if args.config is not None:
-        # Neither command calls the model, so its key need not be in this environment.
-        return store_databases(load_settings(args.config, model_key=False))
+    if args.config is None:
+        return None
+    # Neither command calls the model, so its key need not be in this environment.
+    return load_settings(args.config, model_key=False)
+
+
+def _stores(args: argparse.Namespace, settings: HostSettings | None) -> dict[str, Path]:
+    """Per tenant, the store database the command works on: configured, or the embedded one.
+
+    Raises:
+        OSError: the embedded default's data directory cannot be created.
+    """
+    from esra.starlette.embedded import EMBEDDED_TENANT, STORE_FILE  # noqa: PLC0415
+    from esra.starlette.host import store_databases  # noqa: PLC0415
+
+    if settings is not None:
+        return store_databases(settings)
     data_dir: Path = args.data_dir or default_data_dir()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     return {EMBEDDED_TENANT: data_dir / STORE_FILE}
+
+
+def _warmer(
+    settings: HostSettings | None,
+) -> contextlib.AbstractContextManager[StoreWarmer | None]:
+    """What warms the embedding cache after indexing, when ``[model]`` keeps one on disk.
+
+    The embedded default's model has no embeddings: nothing to warm.
+    """
+    if settings is None:
+        return contextlib.nullcontext()
+    from esra.starlette.warming import open_store_warmer  # noqa: PLC0415
+
+    return open_store_warmer(settings)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -349,7 +378,8 @@ def _worker(args: argparse.Namespace) -> int:
     )
 
     try:
-        stores = _stores(args)
+        settings = _settings(args)
+        stores = _stores(args, settings)
     except SettingsError as exc:
         return _fail(f"worker: {args.config}: {exc}")
     except OSError as exc:
@@ -367,14 +397,16 @@ def _worker(args: argparse.Namespace) -> int:
                     f"esra: worker: {database} is not initialised; it is served once an "
                     "administrator initialises it (POST /admin/v1/store/initialise)\n"
                 )
-        return asyncio.run(
-            serve_worker(
-                stores,
-                once=args.once,
-                interval_s=args.interval,
-                worker_id=args.worker_id or default_worker_id(),
+        with _warmer(settings) as warmer:
+            return asyncio.run(
+                serve_worker(
+                    stores,
+                    once=args.once,
+                    interval_s=args.interval,
+                    worker_id=args.worker_id or default_worker_id(),
+                    on_indexed=warmer,
+                )
             )
-        )
     except StoreUnavailableError as exc:
         sys.stderr.write(f"esra: worker: {exc}\n")
         return 1
@@ -401,7 +433,8 @@ def _ingest(args: argparse.Namespace) -> int:
     tenant = args.tenant or EMBEDDED_TENANT
     try:
         files = collect_files(args.path)
-        stores = _stores(args)
+        settings = _settings(args)
+        stores = _stores(args, settings)
     except IngestUsageError as exc:
         return _fail(f"ingest: {exc}")
     except SettingsError as exc:
@@ -411,20 +444,23 @@ def _ingest(args: argparse.Namespace) -> int:
     if tenant not in stores:
         return _fail(f"ingest: tenant {tenant!r} has no document store in {args.config}")
     try:
-        rows = asyncio.run(
-            ingest(
-                files,
-                store=stores[tenant],
-                tenant_id=tenant,
-                scope=DEFAULT_SCOPE if args.scope is None else args.scope,
-                index=args.index,
-                clock=SystemClock(),
-                worker_id=default_worker_id(),
-                err=sys.stderr,
-                # The embedded default's store is the host's own and always initialised.
-                initialise=args.config is None,
+        # Without indexing nothing is embedded: the worker that indexes warms.
+        with _warmer(settings if args.index else None) as warmer:
+            rows = asyncio.run(
+                ingest(
+                    files,
+                    store=stores[tenant],
+                    tenant_id=tenant,
+                    scope=DEFAULT_SCOPE if args.scope is None else args.scope,
+                    index=args.index,
+                    clock=SystemClock(),
+                    worker_id=default_worker_id(),
+                    err=sys.stderr,
+                    # The embedded default's store is the host's own and always initialised.
+                    initialise=args.config is None,
+                    on_indexed=warmer,
+                )
             )
-        )
     except IngestUsageError as exc:
         return _fail(f"ingest: {exc}")
     except StoreUnavailableError as exc:

@@ -19,7 +19,7 @@ from typing import TextIO
 
 import attrs
 
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
+from esra.core.docstore.ingestion import IndexedHook, IngestionWorker, upload_files
 from esra.core.docstore.model import DocumentState, StoredDocument, StoreSettings
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.upload import UploadLimits
@@ -199,6 +199,7 @@ async def ingest(
     limits: UploadLimits | None = None,
     store_settings: StoreSettings | None = None,
     initialise: bool = False,
+    on_indexed: IndexedHook | None = None,
 ) -> list[IngestRow]:
     """Upload ``files`` into ``tenant_id``'s store at ``store`` and (with ``index``) index them.
 
@@ -215,6 +216,8 @@ async def ingest(
         store_settings: the indexing settings (the store defaults otherwise).
         initialise: create the store's schema where missing (the embedded default's store,
             which the host owns; a configured store is initialised by an administrator).
+        on_indexed: awaited after each document indexed (``esra.starlette.warming``'s
+            ``StoreWarmer``); its errors are logged by type and never fail the indexing.
 
     Returns:
         One row per file, in order.
@@ -241,7 +244,11 @@ async def ingest(
             )
             if index and stored:
                 worker = IngestionWorker(
-                    repository, worker_id=worker_id, clock=clock, settings_for=lambda _t: settings
+                    repository,
+                    worker_id=worker_id,
+                    clock=clock,
+                    settings_for=lambda _t: settings,
+                    on_indexed=on_indexed,
                 )
                 progress = _Progress(err, len(stored))
                 await _drain(

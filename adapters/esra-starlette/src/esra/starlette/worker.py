@@ -24,7 +24,7 @@ from pathlib import Path
 import attrs
 
 from esra.core.clock import SystemClock
-from esra.core.docstore.ingestion import IngestionWorker, TenantTurn
+from esra.core.docstore.ingestion import IndexedHook, IngestionWorker, TenantTurn
 from esra.core.docstore.model import StoreSettings
 from esra.core.docstore.worker_loop import TurnTotals, run_turns
 from esra.core.ports import Clock
@@ -135,6 +135,7 @@ async def run_worker(
     once: bool = False,
     interval_s: float = DEFAULT_INTERVAL_S,
     settings_for: Callable[[str], StoreSettings] = lambda _tenant: StoreSettings(),
+    on_indexed: IndexedHook | None = None,
 ) -> WorkerReport:
     """Drain the stores' queues until ``stop`` is set (or, with ``once``, until none has work).
 
@@ -146,6 +147,8 @@ async def run_worker(
         once: return as soon as a turn claims nothing, instead of waiting for more work.
         interval_s: how long to wait after a turn that claimed nothing.
         settings_for: the store settings of a tenant.
+        on_indexed: awaited after each document indexed (``esra.starlette.warming``'s
+            ``StoreWarmer``); its errors are logged by type and never fail the indexing.
 
     Raises:
         StoreUnavailableError: a database cannot be opened.
@@ -165,7 +168,11 @@ async def run_worker(
                 (repository,) = await opened.enter_async_context(open_repositories([database]))
                 workers.append(
                     IngestionWorker(
-                        repository, worker_id=worker_id, clock=clock, settings_for=settings_for
+                        repository,
+                        worker_id=worker_id,
+                        clock=clock,
+                        settings_for=settings_for,
+                        on_indexed=on_indexed,
                     )
                 )
             if report.turns == 0 and waiting:
@@ -216,9 +223,16 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 
 
 async def serve_worker(
-    stores: Mapping[str, Path], *, once: bool, interval_s: float, worker_id: str
+    stores: Mapping[str, Path],
+    *,
+    once: bool,
+    interval_s: float,
+    worker_id: str,
+    on_indexed: IndexedHook | None = None,
 ) -> int:
     """Run the worker as a process does, until a signal (or drained, with ``once``).
+
+    ``on_indexed``: see :func:`run_worker`.
 
     Returns:
         0, or 1 when a run with ``once`` left a store unreachable or not initialised.
@@ -229,7 +243,12 @@ async def serve_worker(
     stop = asyncio.Event()
     stop_on_signals(stop)
     report = await run_worker(
-        stores, stop=stop, worker_id=worker_id, once=once, interval_s=interval_s
+        stores,
+        stop=stop,
+        worker_id=worker_id,
+        once=once,
+        interval_s=interval_s,
+        on_indexed=on_indexed,
     )
     if once and report.unreachable_tenants:
         _log.error("unreachable stores: %s", ", ".join(sorted(report.unreachable_tenants)))

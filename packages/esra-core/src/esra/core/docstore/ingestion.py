@@ -2,13 +2,16 @@
 
 upload → inspect → persist Pending → per-file outcome; worker: claim → extract → scan →
 segment → complete (Indexed, or Quarantined with findings), each step fenced to the claim.
+A host may follow each document it indexed with its own work (``on_indexed``: warming a
+model's caches from the segments), which can never fail the indexing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeAlias
 
 import attrs
 
@@ -29,6 +32,7 @@ from esra.core.docstore.upload import AcceptedUpload, UploadLimits, inspect_uplo
 from esra.core.ports import Clock
 
 __all__ = [
+    "IndexedHook",
     "IngestionWorker",
     "TenantTurn",
     "UploadOutcome",
@@ -36,6 +40,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+# Called with the claim and the content of each document this worker indexed (owned and
+# Indexed, not Quarantined), once the store holds it.
+IndexedHook: TypeAlias = Callable[[Claim, IndexedContent], Awaitable[None]]
 # Refusals that re-extraction cannot cure: the document fails at once, attempts or not.
 _FINAL = frozenset(
     {
@@ -122,6 +129,8 @@ class IngestionWorker:
         clock: time for leases.
         settings_for: the store settings of a tenant.
         pdf_limits: sandbox limits for PDF extraction.
+        on_indexed: awaited after each document this worker indexed, with its claim and
+            content; an error it raises is logged by type and indexing goes on.
     """
 
     def __init__(
@@ -132,12 +141,14 @@ class IngestionWorker:
         clock: Clock,
         settings_for: Callable[[str], StoreSettings] = lambda _tenant: StoreSettings(),
         pdf_limits: PdfLimits | None = None,
+        on_indexed: IndexedHook | None = None,
     ) -> None:
         self._repository = repository
         self._worker_id = worker_id
         self._clock = clock
         self._settings_for = settings_for
         self._pdf_limits = pdf_limits or PdfLimits()
+        self._on_indexed = on_indexed
 
     async def run_turn(self) -> list[TenantTurn]:
         """One pass over every tenant with work; a failing store ends only its tenant's turn."""
@@ -231,6 +242,21 @@ class IngestionWorker:
         )
         owned = await self._repository.complete(claim, content, now=self._clock.now())
         _count(tally, owned, "quarantined" if quarantine else "indexed")
+        if owned and not quarantine and self._on_indexed is not None:
+            await _after_indexed(self._on_indexed, claim, content)
+
+
+async def _after_indexed(hook: IndexedHook, claim: Claim, content: IndexedContent) -> None:
+    try:
+        await hook(claim, content)
+    except Exception as exc:  # the document is indexed whatever follows
+        # By type only: a message could quote the document.
+        _log.warning(
+            "after indexing document %s of tenant %s: %s (the document stays indexed)",
+            claim.document_id,
+            claim.tenant_id,
+            type(exc).__name__,
+        )
 
 
 def _count(tally: _Tally, owned: bool, outcome: str) -> None:
