@@ -233,8 +233,8 @@ def test_a_long_result_is_also_embedded_in_overlapping_windows_headed_by_its_tit
     assert scores["r_long"] > scores["r_vac"]
 
 
-def test_feedback_with_many_results_is_deterministic_and_encodes_once() -> None:
-    """Pseudo-relevance feedback reuses the vectors it has: one encode call, same answer."""
+def test_many_results_are_scored_deterministically_with_one_encode_call() -> None:
+    """Two dozen results: one encode call, the same answer twice, every score in range."""
     results = tuple(
         RerankItem(f"r_{i}", "IT", f"Ticket {i}", (("printer toner" if i % 3 else "car park"),))
         for i in range(24)

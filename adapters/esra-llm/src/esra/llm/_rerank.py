@@ -16,9 +16,7 @@ fragments, clamped to [0, 1]) and lexical is the score above min-max normalised 
 candidates, so the words can only reorder results the embedding finds about equally close.
 A text longer than ``_WINDOW_WORDS`` words is also embedded in overlapping windows (the
 encoder reads only its first few hundred word pieces), and its cosine is the mean of the
-whole text's and the best window's. With ``_FEEDBACK_MIN_RESULTS`` results or more, the
-request vector is then moved towards the ``_FEEDBACK_DOCS`` best-blended results (Rocchio
-pseudo-relevance feedback) and the cosines computed again.
+whole text's and the best window's.
 
 Every id appears once, in prompt order; text inside a result is only ever counted or embedded,
 never read as instructions.
@@ -47,10 +45,6 @@ SEMANTIC_SHARE = 0.7
 # Long texts are also embedded in overlapping windows of this many words (see ``_windows``).
 _WINDOW_WORDS = 128
 _WINDOW_STRIDE = 96
-# Pseudo-relevance feedback: the best few results move the request vector towards them.
-_FEEDBACK_DOCS = 5
-_FEEDBACK_WEIGHT = 1.0
-_FEEDBACK_MIN_RESULTS = 4 * _FEEDBACK_DOCS
 
 
 class _Roots:
@@ -207,11 +201,6 @@ def _windows(title: str, body: str) -> list[str]:
     return windows
 
 
-def _unit(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector] if norm else list(vector)
-
-
 def _closeness(
     query: Sequence[float], whole: Sequence[float], windows: Sequence[Sequence[float]]
 ) -> float:
@@ -226,11 +215,7 @@ def blend_scores(prompt: Prompt, embedder: Embedder) -> list[tuple[str, float]]:
     """Return ``(result id, 0.7 × cosine + 0.3 × normalised lexical)`` in prompt order.
 
     The cosine is the request's with the result's text (averaged with its best window's when
-    the text is longer than the encoder reads). With at least ``_FEEDBACK_MIN_RESULTS``
-    results, the request vector is then moved towards the mean of the ``_FEEDBACK_DOCS``
-    best-blended results (Rocchio pseudo-relevance feedback, weight ``_FEEDBACK_WEIGHT``) and
-    every cosine computed again: the request's few words gain the vocabulary of the texts
-    that match it best.
+    the text is longer than the encoder reads).
     """
     lexical = score_results(prompt)
     if not lexical or not prompt.request.strip():
@@ -247,23 +232,11 @@ def blend_scores(prompt: Prompt, embedder: Embedder) -> list[tuple[str, float]]:
     parts = [[next(rest) for _ in windows[rid]] for rid, _ in lexical]
     spread = _min_max([score for _, score in lexical])
 
-    def blend(query: Sequence[float]) -> list[float]:
-        return [
-            SEMANTIC_SHARE * min(1.0, max(0.0, _closeness(query, whole, part)))
-            + (1 - SEMANTIC_SHARE) * words
-            for whole, part, words in zip(wholes, parts, spread, strict=True)
-        ]
-
-    scores = blend(request)
-    if len(lexical) >= _FEEDBACK_MIN_RESULTS:
-        # Ties go to prompt order, so the same prompt always picks the same feedback.
-        best = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:_FEEDBACK_DOCS]
-        centroid = [
-            sum(column) / len(best) for column in zip(*(wholes[i] for i in best), strict=True)
-        ]
-        scores = blend(
-            _unit([q + _FEEDBACK_WEIGHT * c for q, c in zip(request, centroid, strict=True)])
-        )
+    scores = [
+        SEMANTIC_SHARE * min(1.0, max(0.0, _closeness(request, whole, part)))
+        + (1 - SEMANTIC_SHARE) * words
+        for whole, part, words in zip(wholes, parts, spread, strict=True)
+    ]
     return [
         (result_id, round(min(1.0, max(0.0, score)), 6))
         for (result_id, _), score in zip(lexical, scores, strict=True)
