@@ -31,8 +31,6 @@ __all__ = [
 MAX_TERM_CHARS = 64
 
 _WORD = re.compile(r"[^\W_]+")
-# Punctuation that ends a phrase; hyphens and apostrophes sit inside words.
-_PUNCTUATION = re.compile(r"[^\w\s'’-]+")
 _QUOTED = re.compile(r"\"([^\"]{1,200})\"|“([^”]{1,200})”|«([^»]{1,200})»")
 # Sequences a planner must never emit (the validator rejects them as UNSAFE_CONTENT).
 _UNSAFE = ("--", "/*", "*/", ";", "#")
