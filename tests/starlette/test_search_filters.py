@@ -57,17 +57,18 @@ async def test_a_filter_keeps_only_matching_records_of_sources_that_can_apply_it
     assert "ESRA_CALLER_FILTER_UNSUPPORTED" in codes
 
 
-async def test_a_filter_on_a_field_the_tool_does_not_filter_is_never_ignored(
-    tmp_path: Path,
-) -> None:
-    """A filter the validator refuses yields no results from that source, not unfiltered ones."""
+async def test_a_filter_the_validator_refuses_is_never_ignored(tmp_path: Path) -> None:
+    """An allowed field with a value the validator refuses yields no results, not unfiltered
+    ones: the checked filter is still validated like the planner's own."""
     result = await _call(
         tmp_path,
         {
             "prompt": PROMPT,
-            "filters": [{"field": "cost", "operator": "eq", "value": "1; DROP TABLE products"}],
+            "filters": [{"field": "category", "operator": "eq", "value": "1; DROP TABLE products"}],
         },
     )
     assert _sources_and_titles(result) == []
     assert result.structured_content is not None
     assert result.structured_content["status"] == "degraded"
+    codes = {w["code"] for w in result.structured_content["warnings"]}
+    assert "ESRA_PLAN_REJECTED" in codes

@@ -54,7 +54,7 @@ _SETTINGS = (
     "SELECT set_config('statement_timeout', %(ms)s, true), "
     "set_config('search_path', %(path)s, true)"
 )
-_HEALTH_TIMEOUT_S = 5.0
+DEFAULT_HEALTH_TIMEOUT_S = 5.0
 _CANCEL_TIMEOUT_S = 5.0
 _MAPPING_READY = (
     "SELECT c.oid IS NOT NULL, "
@@ -99,6 +99,8 @@ class PostgresProvider:
             it must match the one the text-index columns were generated with.
         search_path: the schema unqualified relations resolve in, when a mapping names none.
         connect_timeout_s: the longest a new connection may take.
+        health_timeout_s: the longest one ``health()`` call may take, connecting included;
+            past it the source is ``UNAVAILABLE``.
         cache: compiled-statement cache; a fresh 256-entry LRU by default.
 
     Call ``await close()`` when done.
@@ -117,10 +119,14 @@ class PostgresProvider:
         text_search_config: str = DEFAULT_TEXT_SEARCH_CONFIG,
         search_path: str = "public",
         connect_timeout_s: float = 10.0,
+        health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S,
         cache: CompiledStatementCache | None = None,
     ) -> None:
         if pool_size < 1:
             msg = "the pool needs at least one connection"
+            raise ValueError(msg)
+        if not health_timeout_s > 0:
+            msg = "health_timeout_s must be positive"
             raise ValueError(msg)
         self._tenant_id = tenant_id
         self._template = connection
@@ -130,6 +136,7 @@ class PostgresProvider:
         self._pool_size = pool_size
         self._search_path = search_path
         self._connect_timeout_s = connect_timeout_s
+        self._health_timeout_s = health_timeout_s
         self._fulltext = TsvectorFullText(text_search_config)
         self._builder = StatementBuilder(
             psycopg_dialect.dialect(paramstyle="pyformat"),  # type: ignore[no-untyped-call]
@@ -339,12 +346,20 @@ class PostgresProvider:
         """``HEALTHY`` if the server answers and every mapping's relation and tsvector exist.
 
         ``DEGRADED`` when only some mappings are usable, ``UNAVAILABLE`` when none is or the
-        server cannot be used. Never raises.
+        server cannot be used — including when the whole check, connecting and login
+        included, does not finish within ``health_timeout_s``: a server that accepts the
+        connection and then never answers (a login outage) must not hold the caller for as
+        long as the driver's own timeouts would. Never raises.
         """
+        timeout_s = self._health_timeout_s
         try:
-            pool = await self._ensure_pool(_HEALTH_TIMEOUT_S)
-            async with pool.connection(timeout=_HEALTH_TIMEOUT_S) as conn:
-                ready = await self._check(conn)
+            async with asyncio.timeout(timeout_s):
+                pool = await self._ensure_pool(timeout_s)
+                async with pool.connection(timeout=timeout_s) as conn:
+                    ready = await self._check(conn)
+        except TimeoutError:
+            _log.warning("postgres health check did not finish within %s s", timeout_s)
+            return SourceHealth.UNAVAILABLE
         except (ProviderError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             _log.warning("postgres health check failed: %s", exc)
             return SourceHealth.UNAVAILABLE
@@ -362,7 +377,7 @@ class PostgresProvider:
             await conn.execute(
                 _SETTINGS,
                 {
-                    "ms": str(int(_HEALTH_TIMEOUT_S * 1000)),
+                    "ms": str(int(self._health_timeout_s * 1000)),
                     "path": search_path_value(self._search_path),
                 },
             )

@@ -1,28 +1,33 @@
 """The JSON Schemas of the two tool kinds, and the parsing of a call's arguments against them.
 
-Every search tool (``esra_{slug}``) shares one input and one output schema, and so does every
-fetch tool (``esra_{slug}_fetch``): what differs between exposures is what they search, not
-the shape of a call. Arguments are parsed here rather than trusted to the client: an unknown
-argument, a wrong type or a value out of range is ``ESRA_INVALID_REQUEST``, and the message
-names the argument, never its value.
+Every search tool (``esra_{slug}``) shares one output schema, and every fetch tool
+(``esra_{slug}_fetch``) one input and one output schema. A search tool's input schema differs
+only in ``filters``: it lists, per field, exactly the fields this caller may filter on through
+this exposure, with their operators and value types (``search_input_schema``). Arguments are
+parsed here rather than trusted to the client: an unknown argument, a wrong type or a value
+out of range is ``ESRA_INVALID_REQUEST``, and the message names the argument, never its value.
+
+The schemas use one dialect every model client reads: JSON Schema 2020-12 without an
+array-valued ``type`` (a nullable value or a union is ``anyOf``) and without ``const`` (a
+single-value ``enum`` instead).
 
 ``filters`` are shape-checked here (field name, operator, scalar or list value) and handed
-to the core as ``PlannedFilter`` objects; whether a field may be filtered, with which
-operator and which value type is the validator's decision, exactly as for the planner's own
-filters (``esra.core.pipeline.caller_filters``).
+to the core as ``PlannedFilter`` objects; which fields, operators and value types the caller
+may use is the core's decision (``esra.core.pipeline.caller_filters``), and the validator
+then checks each filter exactly as the planner's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
-from esra.core.config.mapping import Operator
+from esra.core.config.mapping import FieldType, Operator
 from esra.core.exceptions import InvalidRequestError
 from esra.core.fetch.service import DEFAULT_FETCH_CHARS
-from esra.core.pipeline.caller_filters import MAX_CALLER_FILTERS
+from esra.core.pipeline.caller_filters import MAX_CALLER_FILTERS, CallerFilterField
 from esra.core.query import FilterValue, PlannedFilter, Scalar
 from esra.core.retriever import MAX_REQUEST_CHARS
 
@@ -35,12 +40,12 @@ __all__ = [
     "MAX_FILTER_VALUES",
     "MAX_FILTER_VALUE_CHARS",
     "MAX_TOP_K",
-    "SEARCH_INPUT_SCHEMA",
     "SEARCH_OUTPUT_SCHEMA",
     "FetchArguments",
     "SearchArguments",
     "parse_fetch_arguments",
     "parse_search_arguments",
+    "search_input_schema",
 ]
 
 MAX_TOP_K = 100
@@ -53,6 +58,7 @@ MAX_FILTER_VALUE_CHARS = 256
 MAX_FILTER_VALUES = 50
 
 _STRING: Final = {"type": "string"}
+_NULL: Final = {"type": "null"}
 _STRINGS: Final = {"type": "array", "items": _STRING}
 _FIELDS: Final = {
     "type": "object",
@@ -60,56 +66,91 @@ _FIELDS: Final = {
     "description": "Allowlisted (and, where configured, masked) fields of the record.",
 }
 
-SEARCH_INPUT_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "prompt": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_REQUEST_CHARS,
-            "description": "What to look for, in natural language.",
+_PROMPT: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_REQUEST_CHARS,
+    "description": "What to look for, in natural language.",
+}
+_TOP_K: Final = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_TOP_K,
+    "description": "Return at most this many results; the tool's own limit still applies.",
+}
+# The arguments a search call may pass, whatever fields the caller may filter on.
+_SEARCH_ARGUMENTS: Final = ("prompt", "topK", "filters")
+_SEARCH_REQUIRED: Final = ("prompt",)
+
+# One JSON Schema per field type; never an array-valued "type", which several model clients
+# read poorly (optionality and unions are anyOf).
+_VALUE_SCHEMAS: Final[dict[FieldType, dict[str, Any]]] = {
+    FieldType.TEXT: {"type": "string", "maxLength": MAX_FILTER_VALUE_CHARS},
+    FieldType.DATE: {"type": "string", "format": "date"},
+    FieldType.INTEGER: {"type": "integer"},
+    FieldType.NUMBER: {"type": "number"},
+    FieldType.BOOLEAN: {"type": "boolean"},
+}
+
+
+def _one_of_types(field: CallerFilterField) -> dict[str, Any]:
+    schemas = [_VALUE_SCHEMAS[t] for t in field.types]
+    return dict(schemas[0]) if len(schemas) == 1 else {"anyOf": schemas}
+
+
+def _field_filter_schema(field: CallerFilterField) -> dict[str, Any]:
+    """The filter object for one field: its name, its operators, values of its type."""
+    scalar = _one_of_types(field)
+    value: dict[str, Any] = scalar
+    if Operator.IN in field.operators:
+        listed = {"type": "array", "items": scalar, "minItems": 1, "maxItems": MAX_FILTER_VALUES}
+        value = {"anyOf": [scalar, listed]}
+        value["description"] = "One value, or a list of values for the in operator."
+    operators = [op.value for op in field.operators]
+    about = f"{field.description} — " if field.description else ""
+    return {
+        "type": "object",
+        "description": f"{about}operators: {', '.join(operators)}.",
+        "properties": {
+            "field": {"type": "string", "enum": [field.name]},
+            "operator": {"type": "string", "enum": operators},
+            "value": value,
         },
-        "topK": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_TOP_K,
-            "description": "Return at most this many results; the tool's own limit still applies.",
-        },
-        "filters": {
+        "required": ["field", "operator", "value"],
+        "additionalProperties": False,
+    }
+
+
+def search_input_schema(fields: Sequence[CallerFilterField]) -> dict[str, Any]:
+    """The input schema of a search tool, listing exactly the fields its caller may filter on.
+
+    ``fields`` come from ``esra.core.pipeline.caller_filters.listed_filter_fields`` for this
+    caller and exposure: a field outside them — restricted, hidden, of a source the caller
+    cannot search, or unknown — is never named, and a call naming one is refused with the
+    message that names these.
+    """
+    if fields:
+        names = ", ".join(f.name for f in fields)
+        filters: dict[str, Any] = {
             "type": "array",
             "maxItems": MAX_CALLER_FILTERS,
-            "description": "Conditions every result must meet, on the business fields the "
-            "tool filters on; a source that cannot apply them all is not searched.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "field": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_FILTER_FIELD_CHARS,
-                    },
-                    "operator": {"type": "string", "enum": [op.value for op in Operator]},
-                    "value": {
-                        "anyOf": [
-                            {"type": ["string", "number", "boolean"]},
-                            {
-                                "type": "array",
-                                "items": {"type": ["string", "number", "boolean"]},
-                                "minItems": 1,
-                                "maxItems": MAX_FILTER_VALUES,
-                            },
-                        ],
-                        "description": "One value, or a list for the in operator.",
-                    },
-                },
-                "required": ["field", "operator", "value"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["prompt"],
-    "additionalProperties": False,
-}
+            "description": "Conditions every result must meet, on these business fields: "
+            f"{names}. A source that cannot apply them all is not searched.",
+            "items": {"anyOf": [_field_filter_schema(f) for f in fields]},
+        }
+    else:
+        filters = {
+            "type": "array",
+            "maxItems": 0,
+            "description": "This tool takes no filters.",
+        }
+    return {
+        "type": "object",
+        "properties": {"prompt": _PROMPT, "topK": _TOP_K, "filters": filters},
+        "required": list(_SEARCH_REQUIRED),
+        "additionalProperties": False,
+    }
+
 
 _RESULT: Final = {
     "type": "object",
@@ -133,7 +174,7 @@ _RESULT: Final = {
             "additionalProperties": False,
         },
         "documentRef": {
-            "type": ["string", "null"],
+            "anyOf": [_STRING, _NULL],
             "description": "Pass to the matching _fetch tool to read more of the record; null "
             "when the tool offers no fetch.",
         },
@@ -197,7 +238,7 @@ FETCH_INPUT_SCHEMA: Final[dict[str, Any]] = {
     "additionalProperties": False,
 }
 
-_OPTIONAL_INT: Final = {"type": ["integer", "null"]}
+_OPTIONAL_INT: Final = {"anyOf": [{"type": "integer"}, _NULL]}
 
 FETCH_OUTPUT_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -249,16 +290,15 @@ def _invalid(message: str) -> InvalidRequestError:
     return InvalidRequestError(message)
 
 
-def _only(arguments: object, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+def _only(arguments: object, known: Collection[str], required: Iterable[str]) -> Mapping[str, Any]:
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, Mapping):
         raise _invalid("The arguments must be an object.")
-    known = schema["properties"].keys()
     if any(name not in known for name in arguments):
         # Argument names are the client's text: name the accepted ones instead.
         raise _invalid(f"Unknown argument; accepted: {', '.join(sorted(known))}.")
-    for name in schema["required"]:
+    for name in required:
         if name not in arguments:
             raise _invalid(f"The argument {name} is required.")
     return arguments
@@ -327,10 +367,13 @@ def _filters(arguments: Mapping[str, Any]) -> tuple[PlannedFilter, ...]:
 def parse_search_arguments(arguments: object) -> SearchArguments:
     """Parse a search call's arguments.
 
+    Which fields, operators and value types ``filters`` may use for this caller is the
+    core's decision (``esra.core.pipeline.caller_filters.check_caller_filters``).
+
     Raises:
         InvalidRequestError: an argument is unknown, missing, of the wrong type or out of range.
     """
-    given = _only(arguments, SEARCH_INPUT_SCHEMA)
+    given = _only(arguments, _SEARCH_ARGUMENTS, _SEARCH_REQUIRED)
     return SearchArguments(
         prompt=_string(given, "prompt", MAX_REQUEST_CHARS),
         top_k=_integer(given, "topK", 1, MAX_TOP_K),
@@ -344,7 +387,7 @@ def parse_fetch_arguments(arguments: object) -> FetchArguments:
     Raises:
         InvalidRequestError: an argument is unknown, missing, of the wrong type or out of range.
     """
-    given = _only(arguments, FETCH_INPUT_SCHEMA)
+    given = _only(arguments, FETCH_INPUT_SCHEMA["properties"], FETCH_INPUT_SCHEMA["required"])
     offset = _integer(given, "offset", 0, None)
     max_chars = _integer(given, "maxChars", 1, MAX_FETCH_CHARS)
     return FetchArguments(

@@ -11,9 +11,13 @@ A call runs authenticate (the SDK's bearer middleware, before this module) → a
 tool is in the caller's list) → audit (one ``esra.invoke`` record, denials included) → the
 core's pipeline. Every failure reaches the client as a classified tool error.
 
+A search tool's input schema lists the fields this caller may filter on through that exposure
+(``esra.core.pipeline.caller_filters.listed_filter_fields``), so two callers of one tool may
+see different schemas; every other part of the schemas is fixed and hand-written.
+
 The low-level ``mcp`` server is used rather than ``MCPServer``: tools here are data from
-configuration, different for every caller, with fixed hand-written schemas, so a registry
-of decorated functions (and its global input-schema lookup) would only be worked around.
+configuration, different for every caller, with per-caller schemas, so a registry of
+decorated functions (and its global input-schema lookup) would only be worked around.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -45,6 +49,7 @@ from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.context import InvocationContext
 from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
 from esra.core.fetch.service import DocumentFetcher
+from esra.core.pipeline.caller_filters import CallerFilterField, listed_filter_fields
 from esra.core.pipeline.scope import admitted_exposure
 from esra.core.ports import AuditSink, Clock, ConfigRepository
 from esra.core.retriever import Retriever
@@ -60,12 +65,12 @@ from esra.starlette.output import (
 from esra.starlette.schemas import (
     FETCH_INPUT_SCHEMA,
     FETCH_OUTPUT_SCHEMA,
-    SEARCH_INPUT_SCHEMA,
     SEARCH_OUTPUT_SCHEMA,
     FetchArguments,
     SearchArguments,
     parse_fetch_arguments,
     parse_search_arguments,
+    search_input_schema,
 )
 
 __all__ = ["EsraTools", "PublishedTool", "TenantServices", "ToolKind"]
@@ -105,8 +110,12 @@ class PublishedTool:
     capability_name: str
     with_fetch: bool = False
 
-    def definition(self) -> Tool:
-        """The MCP tool definition: name, description and the kind's fixed schemas."""
+    def definition(self, filter_fields: Sequence[CallerFilterField] = ()) -> Tool:
+        """The MCP tool definition: name, description and the kind's schemas.
+
+        ``filter_fields`` are the fields this caller may filter a search tool on; the input
+        schema names them and nothing else.
+        """
         search_name = self.exposure.tool_name
         if self.kind is ToolKind.SEARCH:
             description = (
@@ -122,7 +131,7 @@ class PublishedTool:
                 name=self.name,
                 title=self.capability_name,
                 description=description,
-                input_schema=SEARCH_INPUT_SCHEMA,
+                input_schema=search_input_schema(filter_fields),
                 output_schema=SEARCH_OUTPUT_SCHEMA,
                 annotations=_READ_ONLY,
             )
@@ -177,12 +186,38 @@ class EsraTools:
 
     async def visible_to(self, caller: AuthenticatedCaller) -> dict[str, PublishedTool]:
         """The tools ``caller`` may see and call, by name."""
+        return (await self._visible(caller))[1]
+
+    async def definitions_for(self, caller: AuthenticatedCaller) -> list[Tool]:
+        """The definitions of the tools ``caller`` may see, sorted by name.
+
+        A search tool's schema lists the fields this caller may filter on, resolved from
+        the same snapshot as the list itself, through the core's scope resolution: a field of
+        a source outside the caller's scope, or one restricted or hidden, is never named.
+        """
+        snapshot, tools = await self._visible(caller)
+        if snapshot is None:
+            return []
+        capabilities = self._tenants[caller.tenant_id].retriever.capabilities
+        definitions = []
+        for name in sorted(tools):
+            tool = tools[name]
+            fields: tuple[CallerFilterField, ...] = ()
+            if tool.kind is ToolKind.SEARCH:
+                probe = caller.context(tool.exposure.slug, correlation_id="tools-list")
+                fields = await listed_filter_fields(probe, snapshot, capabilities)
+            definitions.append(tool.definition(fields))
+        return definitions
+
+    async def _visible(
+        self, caller: AuthenticatedCaller
+    ) -> tuple[ConfigSnapshot | None, dict[str, PublishedTool]]:
         services = self._tenants.get(caller.tenant_id)
         if services is None:
-            return {}
+            return None, {}
         snapshot = await self._config.snapshot(caller.tenant_id)
         if snapshot is None:
-            return {}
+            return None, {}
         tools: dict[str, PublishedTool] = {}
         clashing: set[str] = set()
         for tool in self._published(caller, snapshot, fetch=services.fetcher is not None):
@@ -194,7 +229,7 @@ class EsraTools:
             # let the caller reach a tool other than the one the name suggests.
             _log.error("tenant %s publishes the tool %s twice; hiding it", caller.tenant_id, name)
             del tools[name]
-        return tools
+        return snapshot, tools
 
     def _published(
         self, caller: AuthenticatedCaller, snapshot: ConfigSnapshot, *, fetch: bool
@@ -221,8 +256,7 @@ class EsraTools:
         caller = current_caller()
         if caller is None:
             return ListToolsResult(tools=[])
-        tools = await self.visible_to(caller)
-        return ListToolsResult(tools=[tools[name].definition() for name in sorted(tools)])
+        return ListToolsResult(tools=await self.definitions_for(caller))
 
     async def _on_call_tool(
         self, _ctx: ServerRequestContext[Any], params: CallToolRequestParams

@@ -58,6 +58,8 @@ class WarningCode(StrEnum):
     ESRA_PLAN_REJECTED = "ESRA_PLAN_REJECTED"
     ESRA_RERANK_FALLBACK = "ESRA_RERANK_FALLBACK"
     ESRA_SOURCE_FAILED = "ESRA_SOURCE_FAILED"
+    # A mandatory or policy-forced source was not searched: its health check found it down.
+    ESRA_SOURCE_UNAVAILABLE = "ESRA_SOURCE_UNAVAILABLE"
     ESRA_SOURCE_DROPPED_MISSING_CLAIM = "ESRA_SOURCE_DROPPED_MISSING_CLAIM"
     ESRA_RESPONSE_TRUNCATED = "ESRA_RESPONSE_TRUNCATED"
     ESRA_INVOCATION_DEADLINE = "ESRA_INVOCATION_DEADLINE"
@@ -146,3 +148,7 @@ class DocumentRefusal(StrEnum):
     MALFORMED_DOCUMENT = "MALFORMED_DOCUMENT"
     DUPLICATE_DOCUMENT = "DUPLICATE_DOCUMENT"
     INJECTION_SUSPECTED = "INJECTION_SUSPECTED"
+    # Extraction ceilings: the text, or the number of segments it splits into, is over the
+    # store's bound (a file of a million one-line headings fits the upload limit).
+    TEXT_TOO_LONG = "TEXT_TOO_LONG"
+    TOO_MANY_SEGMENTS = "TOO_MANY_SEGMENTS"

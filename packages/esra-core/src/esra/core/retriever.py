@@ -18,7 +18,6 @@ from esra.core.clock import SystemClock
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config.exposure import RetentionClass
 from esra.core.config.snapshot import ConfigSnapshot
-from esra.core.config.source import SourceHealth
 from esra.core.context import InvocationContext
 from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S, DocumentRefMinter
@@ -29,16 +28,27 @@ from esra.core.pipeline.answer import compose_answer
 from esra.core.pipeline.caller_filters import (
     MAX_CALLER_FILTERS,
     apply_caller_filters,
+    check_caller_filters,
     filters_digest,
+    listed_filter_fields,
 )
 from esra.core.pipeline.execution import Executor
+from esra.core.pipeline.health import HEALTH_PROBE_TIMEOUT_S, HEALTH_TTL_S, SourceHealthMonitor
 from esra.core.pipeline.planning import plan_searches
 from esra.core.pipeline.rerank import rerank
 from esra.core.pipeline.respond import respond
 from esra.core.pipeline.result_cache import ResultCache
 from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.pipeline.selection import select_sources
-from esra.core.ports import AuditSink, Cache, Clock, ConfigRepository, LanguageModel, SearchProvider
+from esra.core.ports import (
+    AuditSink,
+    Cache,
+    Clock,
+    ConfigRepository,
+    LanguageModel,
+    ProviderCapabilities,
+    SearchProvider,
+)
 from esra.core.prompts import datamark_for
 from esra.core.query import PlannedFilter
 from esra.core.response import ResponseWarning, RetrievalResponse
@@ -47,7 +57,6 @@ from esra.core.validation import ValidationOutcome, validate
 __all__ = ["MAX_REQUEST_CHARS", "RESPONSE_RESERVE_SHARE", "Retriever"]
 
 MAX_REQUEST_CHARS = 4_000
-HEALTH_TTL_S = 15.0
 # The rerank's model call may run until this share of the invocation timeout is left before
 # the deadline (2 s of the default 20 s). What follows the rerank must still fit: respond()
 # (allowlist, masking, size cap, sanitization), the answer when the exposure asks for one,
@@ -64,7 +73,8 @@ class Retriever:
     """Runs invocations against a tenant's configuration, through injected ports.
 
     One instance serves a runtime instance: it owns the executor (breakers and the
-    instance-wide concurrency bound) and a short-lived cache of provider health.
+    instance-wide concurrency bound) and the providers' health, probed once per source at a
+    time, within a bound, and kept briefly (see ``esra.core.pipeline.health``).
 
     Args:
         config: where tenant snapshots come from.
@@ -84,6 +94,9 @@ class Retriever:
             hold one tenant's data should be bound to it: a context of any other tenant is
             then refused as ``ESRA_EXPOSURE_NOT_FOUND`` before its snapshot is read, and can
             never run that tenant's configuration against these providers.
+        health_ttl_s: how long one health probe's answer about a source is used.
+        health_probe_timeout_s: the longest a source's health probe may take; a source
+            whose provider has not answered by then is unavailable until the next probe.
     """
 
     def __init__(
@@ -99,6 +112,8 @@ class Retriever:
         keyring: Keyring | None = None,
         document_ref_ttl_s: float = DEFAULT_REF_TTL_S,
         tenant_id: str | None = None,
+        health_ttl_s: float = HEALTH_TTL_S,
+        health_probe_timeout_s: float = HEALTH_PROBE_TIMEOUT_S,
     ) -> None:
         if not document_ref_ttl_s > 0:
             msg = "document_ref_ttl_s must be positive"
@@ -110,7 +125,12 @@ class Retriever:
         self._clock = clock or SystemClock()
         self._cache = cache
         self._executor = executor or Executor(clock=self._clock)
-        self._health: dict[str, tuple[float, SourceHealth]] = {}
+        self._health = SourceHealthMonitor(
+            self._providers,
+            clock=self._clock,
+            ttl_s=health_ttl_s,
+            timeout_s=health_probe_timeout_s,
+        )
         self._keyring = keyring
         self._ref_ttl_s = document_ref_ttl_s
         self._tenant_id = tenant_id
@@ -119,6 +139,11 @@ class Retriever:
     def executor(self) -> Executor:
         """The executor searches run through; pass it to ``DocumentFetcher`` to share breakers."""
         return self._executor
+
+    @property
+    def capabilities(self) -> dict[str, ProviderCapabilities]:
+        """What each source's provider supports, by source id (a tool's filter schema uses it)."""
+        return {source_id: p.capabilities for source_id, p in self._providers.items()}
 
     async def retrieve(
         self,
@@ -166,10 +191,12 @@ class Retriever:
         snapshot = await self._config.snapshot(ctx.tenant_id)
         if snapshot is None:
             raise ExposureNotFoundError
-        health = await self._health_of(self._bound_sources(snapshot, ctx.exposure_slug))
+        health = await self._health.health_of(self._bound_sources(snapshot, ctx.exposure_slug))
         scope = await resolve_scope(
             ctx, snapshot, health=health, audit=self._audit, clock=self._clock
         )
+        if filters:
+            await self._check_filters(ctx, snapshot, filters)
         results = self._result_cache(ctx, scope, request, filters)
         if results is not None:
             cached = await results.load(self._refs(ctx))
@@ -189,7 +216,7 @@ class Retriever:
             response = respond(
                 (),
                 scope=scope,
-                warnings=(warning,),
+                warnings=(*scope.warnings, warning),
                 correlation_id=ctx.correlation_id,
                 source_names={},
             )
@@ -198,6 +225,30 @@ class Retriever:
         if results is not None:
             await results.store(response)
         return response
+
+    async def _check_filters(
+        self, ctx: InvocationContext, snapshot: ConfigSnapshot, filters: tuple[PlannedFilter, ...]
+    ) -> None:
+        """Refuse, before any model call, a filter the caller's tool schema does not offer.
+
+        The allowed fields are the ones ``tools/list`` publishes (configured health, not this
+        call's probe): a field listed to the caller is never refused because its source is
+        down at the moment, which the response's ``ESRA_SOURCE_UNAVAILABLE`` says instead.
+        A field not listed is refused with one message whatever it is, restricted or
+        nonexistent.
+        """
+        allowed = await listed_filter_fields(ctx, snapshot, self.capabilities)
+        try:
+            check_caller_filters(filters, allowed)
+        except InvalidRequestError as exc:
+            await self._record(
+                ctx,
+                AuditEvent.RETRIEVE,
+                outcome="rejected",
+                reason=exc.code.value,
+                caller_filters=_field_names(filters),
+            )
+            raise
 
     def _result_cache(
         self,
@@ -268,7 +319,11 @@ class Retriever:
             capabilities=capabilities,
         )
         narrowed = apply_caller_filters(
-            planning.queries, filters, scope=scope, source_names=source_names
+            planning.queries,
+            filters,
+            scope=scope,
+            source_names=source_names,
+            capabilities=self.capabilities,
         )
         validation = validate(
             narrowed.queries,
@@ -317,6 +372,7 @@ class Retriever:
                 count=reranked.unknown_ids,
             )
         warnings = (
+            *scope.warnings,
             *selection.warnings,
             *planning.warnings,
             *narrowed.warnings,
@@ -357,33 +413,6 @@ class Retriever:
         exposure = snapshot.exposure_by_slug(slug)
         capability = snapshot.capability(exposure.capability_id) if exposure else None
         return tuple(b.source_id for b in capability.bindings) if capability else ()
-
-    async def _health_of(self, source_ids: tuple[str, ...]) -> dict[str, SourceHealth]:
-        """Ask each bound source's provider for its health, cached briefly per source.
-
-        A source without a provider, or whose health check fails, is UNAVAILABLE: scope
-        resolution then drops it (fail closed).
-        """
-        now = self._clock.monotonic()
-        stale = [
-            sid for sid in source_ids if sid not in self._health or self._health[sid][0] <= now
-        ]
-
-        async def probe(source_id: str) -> SourceHealth:
-            provider = self._providers.get(source_id)
-            if provider is None:
-                return SourceHealth.UNAVAILABLE
-            try:
-                return await provider.health()
-            except Exception:
-                _log.warning("health check failed for source %s", source_id, exc_info=True)
-                return SourceHealth.UNAVAILABLE
-
-        for source_id, state in zip(
-            stale, await asyncio.gather(*(probe(s) for s in stale)), strict=True
-        ):
-            self._health[source_id] = (now + HEALTH_TTL_S, state)
-        return {sid: self._health[sid][1] for sid in source_ids}
 
     async def _audit_validation(
         self, ctx: InvocationContext, scope: EffectiveScope, outcome: ValidationOutcome

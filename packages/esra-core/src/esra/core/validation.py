@@ -405,6 +405,16 @@ def _dropped_warning(scoped: ScopedSource) -> ResponseWarning:
     )
 
 
+# What a response may say about a field a plan named: whether it is restricted, hidden or
+# not filterable would tell a caller (who can steer the planner through the prompt) that a
+# field of that name exists, so all of them read as unknown. The audit keeps the precise one.
+_PUBLIC_REASON = {
+    RejectionReason.FIELD_NOT_RETURNABLE: RejectionReason.UNKNOWN_FIELD,
+    RejectionReason.FIELD_RESTRICTED: RejectionReason.UNKNOWN_FIELD,
+    RejectionReason.FIELD_NOT_FILTERABLE: RejectionReason.UNKNOWN_FIELD,
+}
+
+
 def _rejection_warnings(
     rejections: Sequence[Rejection], scope: EffectiveScope
 ) -> list[ResponseWarning]:
@@ -417,7 +427,7 @@ def _rejection_warnings(
         scoped = scope.by_id(source_id)
         # A source outside the scope is never named, not even by the id a planner wrote.
         label = f"source '{scoped.source.name}'" if scoped else "a source outside the scope"
-        codes = ", ".join(sorted({r.value for r in reasons}))
+        codes = ", ".join(sorted({_PUBLIC_REASON.get(r, r).value for r in reasons}))
         noun = "query" if len(reasons) == 1 else "queries"
         warnings.append(
             ResponseWarning(

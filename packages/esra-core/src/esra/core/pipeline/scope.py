@@ -7,7 +7,7 @@ from collections.abc import Mapping as MappingABC
 import attrs
 
 from esra.core.audit import AuditDimension, AuditRecord
-from esra.core.codes import AuditEvent, ErrorCode
+from esra.core.codes import AuditEvent, ErrorCode, WarningCode
 from esra.core.config.capability import BindingMode, Capability, CapabilityLimits, ResponseMode
 from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
@@ -16,6 +16,7 @@ from esra.core.config.source import LifecycleState, Source, SourceHealth
 from esra.core.context import InvocationContext
 from esra.core.exceptions import ExposureNotFoundError, NoSourcesAvailableError
 from esra.core.ports import AuditSink, Clock
+from esra.core.response import ResponseWarning
 
 __all__ = ["EffectiveScope", "ScopedSource", "admitted_exposure", "resolve_scope"]
 
@@ -32,7 +33,12 @@ class ScopedSource:
 
 @attrs.frozen
 class EffectiveScope:
-    """The intersection of the four levels, after health, with the effective limits."""
+    """The intersection of the four levels, after health, with the effective limits.
+
+    ``warnings`` say which sources the caller is entitled to and would have had searched
+    unconditionally were left out because they are unavailable; every response of the
+    invocation carries them.
+    """
 
     exposure: Exposure
     capability: Capability
@@ -40,6 +46,7 @@ class EffectiveScope:
     limits: CapabilityLimits
     response_modes: frozenset[ResponseMode]
     config_version: str
+    warnings: tuple[ResponseWarning, ...] = ()
 
     def forced(self) -> tuple[ScopedSource, ...]:
         """Mandatory and policy-forced sources: searched unconditionally, never model-chosen."""
@@ -68,6 +75,13 @@ async def resolve_scope(
     (2) the capability's bindings; (3) the exposure's source subset; (4) the platform's runtime
     authorization. A source reported ``UNAVAILABLE`` (by ``health``, else by its configured
     health) or without mappings is dropped. Sources keep their binding order.
+
+    A mandatory or policy-forced source dropped for health leaves an
+    ``ESRA_SOURCE_UNAVAILABLE`` warning naming it by its business name: it passed all four
+    levels, so the caller may know it, and it would have been searched whatever the
+    request. An optional source dropped for health leaves none — it is never offered to the
+    model, so no selection ever chose it, and a response is not degraded by a source it
+    would not have searched.
 
     The audit record names only effective sources: a source removed at any level never appears
     in it, not even as a count per source.
@@ -107,10 +121,13 @@ async def resolve_scope(
         if ctx.authorized_source_ids is None or b.source_id in ctx.authorized_source_ids
     ]
     available: list[ScopedSource] = []
+    unavailable: list[ResponseWarning] = []
     for binding in authorized:
         source = by_id[binding.source_id]
         state = health.get(source.id, source.health)
         if state is SourceHealth.UNAVAILABLE:
+            if binding.mode is not BindingMode.OPTIONAL and snapshot.mappings_of(source.id):
+                unavailable.append(_unavailable_warning(source))
             continue
         available.append(
             ScopedSource(
@@ -161,6 +178,14 @@ async def resolve_scope(
         limits=capability.limits,
         response_modes=capability.response_modes,
         config_version=snapshot.version,
+        warnings=tuple(unavailable),
+    )
+
+
+def _unavailable_warning(source: Source) -> ResponseWarning:
+    return ResponseWarning(
+        WarningCode.ESRA_SOURCE_UNAVAILABLE,
+        f"Source '{source.name}' is unavailable and was not searched.",
     )
 
 

@@ -1,0 +1,147 @@
+"""Source health for scope resolution: one bounded, shared probe per source, kept briefly.
+
+Scope resolution drops a source its provider reports ``UNAVAILABLE``. Asking the providers
+on every invocation would put every probe on every call's path, and during an outage each
+concurrent caller would wait out its own probe of the same dead database — the latency of
+the outage multiplied by the callers. So, per source:
+
+- a probe's answer is kept for ``ttl_s`` on the injected clock, healthy or not;
+- callers that need a source's health while its probe is in flight wait for that probe
+  instead of starting their own (single flight), so an outage costs one probe per TTL, not
+  one per call — also at the moment a cached answer expires under load;
+- a probe is bounded by ``timeout_s``: a provider that has not answered by then is
+  ``UNAVAILABLE`` (fail closed), whether or not it honours the cancellation;
+- sources are probed concurrently, so a slow source delays no other beyond that bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from esra.core.config.source import SourceHealth
+from esra.core.ports import Clock, SearchProvider
+
+__all__ = ["HEALTH_PROBE_TIMEOUT_S", "HEALTH_TTL_S", "SourceHealthMonitor"]
+
+HEALTH_TTL_S = 15.0
+# Long enough for a cold connection (TCP, TLS, login) to a database a network away, short
+# enough that the one caller who waits out a dead source's probe still gets an answer well
+# within the default 20 s invocation timeout.
+HEALTH_PROBE_TIMEOUT_S = 2.0
+
+_log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class _Known:
+    """A probe's answer and the monotonic reading it is good until."""
+
+    state: SourceHealth
+    fresh_until: float
+
+
+class SourceHealthMonitor:
+    """Reports each source's health from its provider, probing at most once per TTL.
+
+    Args:
+        providers: the search provider of each source, keyed by source id; a source without
+            one is ``UNAVAILABLE``.
+        clock: the time source the TTL is measured on.
+        ttl_s: how long one probe's answer is used.
+        timeout_s: the longest one probe may take before its source counts as unavailable.
+    """
+
+    def __init__(
+        self,
+        providers: Mapping[str, SearchProvider],
+        *,
+        clock: Clock,
+        ttl_s: float = HEALTH_TTL_S,
+        timeout_s: float = HEALTH_PROBE_TIMEOUT_S,
+    ) -> None:
+        if not ttl_s >= 0:
+            msg = "ttl_s must not be negative"
+            raise ValueError(msg)
+        if not timeout_s > 0:
+            msg = "timeout_s must be positive"
+            raise ValueError(msg)
+        self._providers = providers
+        self._clock = clock
+        self._ttl_s = ttl_s
+        self._timeout_s = timeout_s
+        self._known: dict[str, _Known] = {}
+        self._probes: dict[str, asyncio.Task[SourceHealth]] = {}
+
+    async def health_of(self, source_ids: Iterable[str]) -> dict[str, SourceHealth]:
+        """Return the health of each of ``source_ids``; never raises for a provider's fault."""
+        ids = tuple(dict.fromkeys(source_ids))
+        states = await asyncio.gather(*(self._health(source_id) for source_id in ids))
+        return dict(zip(ids, states, strict=True))
+
+    async def _health(self, source_id: str) -> SourceHealth:
+        known = self._known.get(source_id)
+        if known is not None and known.fresh_until > self._clock.monotonic():
+            return known.state
+        loop = asyncio.get_running_loop()
+        probe = self._probes.get(source_id)
+        # A probe left behind by another event loop (a test's, say) can never finish here.
+        if probe is None or probe.get_loop() is not loop:
+            probe = loop.create_task(self._probe(source_id), name=f"esra-health-{source_id}")
+            self._probes[source_id] = probe
+        # Shielded: one caller giving up (a client gone) must not cancel the probe the
+        # others are waiting for; the probe is bounded on its own.
+        return await asyncio.shield(probe)
+
+    async def _probe(self, source_id: str) -> SourceHealth:
+        try:
+            state = await self._ask(source_id)
+            self._known[source_id] = _Known(state, self._clock.monotonic() + self._ttl_s)
+            return state
+        finally:
+            if self._probes.get(source_id) is asyncio.current_task():
+                del self._probes[source_id]
+
+    async def _ask(self, source_id: str) -> SourceHealth:
+        provider = self._providers.get(source_id)
+        if provider is None:
+            return SourceHealth.UNAVAILABLE
+        # Its own task, waited for with a timeout rather than cancelled into: a provider
+        # that swallows the cancellation still cannot hold its source's probe past the bound.
+        check = asyncio.ensure_future(provider.health())
+        try:
+            done, _ = await asyncio.wait({check}, timeout=self._timeout_s)
+        except BaseException:
+            _abandon(check)
+            raise
+        if not done:
+            _abandon(check)
+            _log.warning(
+                "health check for source %s did not answer within %s s", source_id, self._timeout_s
+            )
+            return SourceHealth.UNAVAILABLE
+        try:
+            # Typed as SourceHealth, checked at run time: scope resolution drops a source
+            # only on ``is UNAVAILABLE``, so a plain "unavailable" string would keep it.
+            state: object = check.result()
+        except Exception:
+            _log.warning("health check failed for source %s", source_id, exc_info=True)
+            return SourceHealth.UNAVAILABLE
+        if not isinstance(state, SourceHealth):
+            _log.warning("health check of source %s answered %r", source_id, type(state))
+            return SourceHealth.UNAVAILABLE
+        return state
+
+
+def _abandon(check: asyncio.Future[SourceHealth]) -> None:
+    """Cancel a check nobody waits for any more, and consume whatever it ends with."""
+    check.cancel()
+    check.add_done_callback(_consume)
+
+
+def _consume(check: asyncio.Future[SourceHealth]) -> None:
+    if not check.cancelled() and check.exception() is not None:
+        _log.debug("abandoned health check ended with %r", check.exception())
