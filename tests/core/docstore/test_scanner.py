@@ -14,7 +14,7 @@ def _payload_lines(folder: str) -> list[str]:
     root = shared_data(f"prompt_injection/ai-seclists/{folder}")
     return [
         line
-        for path in sorted(root.glob("*.txt"))
+        for path in sorted(root.rglob("*.txt"))
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
         if line.strip() and not line.startswith("#")
     ]
@@ -60,19 +60,24 @@ def test_findings_are_capped() -> None:
 
 
 @pytest.mark.external_data
-def test_recall_on_public_injection_payloads_stays_above_its_floor() -> None:
-    """Measured 27 % of one-line injection payloads; a regression below 25 % fails."""
-    lines = _payload_lines("prompt-injection")
+@pytest.mark.parametrize(("folder", "floor"), [("prompt-injection", 0.54), ("rag-poisoning", 0.46)])
+def test_recall_on_public_injection_payloads_stays_above_its_floor(
+    folder: str, floor: float
+) -> None:
+    """Measured 56 % of ai-seclists prompt-injection lines (25 % before folding and the rules
+    for authority claims, AI-addressed text and encoded payloads) and 49 % of rag-poisoning
+    lines (22 %); a regression below the floor fails. bench/scanner_quality.py has the rest."""
+    lines = _payload_lines(folder)
     flagged = sum(1 for line in lines if scan_text(line))
-    assert flagged / len(lines) >= 0.25
+    assert flagged / len(lines) >= floor
 
 
 @pytest.mark.external_data
 def test_false_positives_on_benign_lines_and_real_policies_stay_low() -> None:
-    """Benign control lines: at most 3 % flagged (measured 1.7 %); the 18F handbook's real
-    policy pages: none flagged."""
+    """Benign control lines: at most 2 % flagged (measured 1.7 %, 3 of 175); the 18F
+    handbook's real policy pages: none flagged."""
     benign = _payload_lines("benign")
-    assert sum(1 for line in benign if scan_text(line)) / len(benign) <= 0.03
+    assert sum(1 for line in benign if scan_text(line)) / len(benign) <= 0.02
     handbook = shared_data("documents/markdown_policies_18F_handbook")
     pages: list[Path] = sorted(handbook.rglob("*.md"))
     flagged = [p.name for p in pages if scan_text(p.read_text(encoding="utf-8"))]

@@ -6,13 +6,18 @@ import json
 import re
 from typing import Any
 
+from esra.core.text_normalisation import INVISIBLE, FoldedText
+
 __all__ = ["MARKER_TOKEN", "begin_marker", "end_marker", "strip_markers", "wrap_untrusted"]
 
 MARKER_TOKEN = "ESRA-DATA"
-_TOKEN = re.compile(r"(?i)(?:end-)?esra-data")
-# Characters that could hide a token from the pattern above (zero-width joiners and friends).
-_INVISIBLE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
-_SUSPECT = re.compile("(?i)esra-data|[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
+# The token as it can be disguised, matched in folded text (see esra.core.text_normalisation):
+# any dash or underscore between the words, or none, with or without the END prefix; and with
+# spaces too when it directly follows "<<", where it can only be read as a boundary. Spaced
+# words elsewhere ("ESRA data sources") are ordinary prose and stay.
+_TOKEN = re.compile(
+    r"(?i)(?<=<<)\s*(?:end[\s_-]*)?esra[\s_-]*data|(?:end[_-]*)?esra[_-]*data",
+)
 
 
 def begin_marker(tag: str) -> str:
@@ -26,23 +31,42 @@ def end_marker(tag: str) -> str:
 
 
 def strip_markers(text: str) -> str:
-    """Remove every occurrence of the marker token so content cannot forge a boundary.
+    """Remove every occurrence of the marker token, however disguised, so content cannot forge
+    a boundary.
 
-    Repeats until nothing changes, so removing one occurrence can never assemble another
-    (``esra-esra-datadata`` → ``esra-data`` → ``""``).
+    Invisible characters (Default_Ignorable_Code_Point) are removed everywhere: they render as
+    nothing, and a model reads them as text. The token is then looked for in the folded text
+    (NFKC-style decomposition, marks dropped, look-alike letters and dashes folded), so
+    ``ＥＳＲＡ-ＤＡＴＡ``, ``ЕSRA‑DATA`` or ``ESRA\u034f–DATA`` are removed like
+    ``ESRA-DATA``; the original characters of each match are cut, everything else is kept as
+    it was. Repeats until nothing changes, so removing one occurrence can never assemble
+    another (``esra-esra-datadata`` → ``esra-data`` → ``""``): afterwards no part of the
+    result folds to the token.
     """
-    if text.isascii() and "esra-data" not in text.lower():
-        # The common case — ASCII (so no invisible character) and no token — stays cheap:
-        # a case-insensitive regex scan costs about twenty times more on the hot path.
-        return text
-    if not _SUSPECT.search(text):
-        return text
-    previous = None
-    current = text
-    while previous != current:
-        previous = current
-        current = _TOKEN.sub("", _INVISIBLE.sub("", current))
-    return current
+    if text.isascii():
+        # The common case stays cheap: ASCII holds no invisible or look-alike character, and
+        # without "esra" in it no token can be there at all.
+        if "esra" not in text.lower():
+            return text
+        previous = None
+        current = text
+        while previous != current:
+            previous = current
+            current = _TOKEN.sub("", current)
+        return current
+    current = INVISIBLE.sub("", text)
+    while True:
+        folded = FoldedText(current)
+        kept: list[str] = []
+        last = 0
+        for match in _TOKEN.finditer(folded.folded):
+            start, end = folded.original_span(match.start(), match.end())
+            kept.append(current[last:start])
+            last = max(last, end)
+        if not kept:
+            return current
+        kept.append(current[last:])
+        current = "".join(kept)
 
 
 def _strip_all(value: Any) -> Any:
