@@ -3,7 +3,7 @@
 Workers are ``python -m esra.postgres.store_worker`` processes. To hold a document
 mid-extraction, a worker is started through a ``python -c`` wrapper that replaces the
 extraction function the ingestion module calls with one that sleeps first (the test hook),
-then runs the same entry point.
+then runs the same entry point; ``tests._gated_extraction`` holds it until a file appears.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,6 +26,7 @@ from psycopg import sql
 from esra.core.docstore.ingestion import upload_files
 from esra.core.testing import FakeClock
 from esra.postgres import PostgresDocumentRepository, apply_store_schema
+from tests._gated_extraction import SLOW, gated_command
 from tests.postgres.conftest import admin
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
@@ -135,15 +137,33 @@ async def test_a_killed_workers_document_is_recovered_after_its_lease(
 
 @pytest.mark.slow
 async def test_a_stale_owners_completion_is_ignored(
-    pg_dsn: str, store: str, repository: PostgresDocumentRepository
+    pg_dsn: str, store: str, repository: PostgresDocumentRepository, tmp_path: Path
 ) -> None:
-    """A worker that outlived its lease finds the document re-claimed: its result is dropped."""
-    (doc,) = await _upload(repository, "acme", 1)
-    stale = _worker(pg_dsn, store, "w1", "--lease-s", "1", "--until-idle", stall_s=8)
-    _wait_for(pg_dsn, store, "SELECT state = 'processing' AND locked_by = 'w1' FROM {d}")
-    _wait_for(pg_dsn, store, "SELECT lease_until <= now() FROM {d}")
-    fresh = _summary(_worker(pg_dsn, store, "w2", "--until-idle"))
-    assert fresh["indexed"] == 1
+    """A worker frozen mid-extraction (SIGSTOP: no heartbeat either) outlives its lease; the
+    document is re-claimed, and once thawed its result is dropped as lost."""
+    body = b"# Slow\n\nThe quokka ledger.\n"
+    (outcome,) = await upload_files(
+        repository, "acme", [(SLOW, body)], scope="all", clock=FakeClock()
+    )
+    assert outcome.document is not None
+    doc = outcome.document.id
+    release, log = tmp_path / "release", tmp_path / "extractions.log"
+    args = ["--dsn", pg_dsn, "--worker-id", "w1", "--schema", store, "--lease-s", "1"]
+    stale = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        gated_command(release, log, "esra.postgres.store_worker:main", [*args, "--until-idle"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(pg_dsn, store, "SELECT state = 'processing' AND locked_by = 'w1' FROM {d}")
+        stale.send_signal(signal.SIGSTOP)
+        release.touch()  # the frozen worker sees it only once thawed
+        _wait_for(pg_dsn, store, "SELECT lease_until <= now() FROM {d}")
+        fresh = _summary(_worker(pg_dsn, store, "w2", "--until-idle"))
+        assert fresh["indexed"] == 1
+    finally:
+        stale.send_signal(signal.SIGCONT)
     late = _summary(stale)
     assert (late["claimed"], late["indexed"], late["lost"]) == (1, 0, 1)
     state, attempts, revision = _row(

@@ -3,8 +3,9 @@
 Runs ``esra.core.docstore.ingestion.IngestionWorker`` turns over a
 ``PostgresDocumentRepository`` until stopped (SIGTERM / SIGINT finish the current turn first)
 or, with ``--until-idle``, until a turn finds no work. Any number of these may run against
-one store: claims use ``FOR UPDATE SKIP LOCKED``, and a worker that dies mid-document loses
-its lease, so another worker picks the document up once it expires.
+one store: claims use ``FOR UPDATE SKIP LOCKED`` and take one document at a time, whose lease
+the worker renews every ``--heartbeat-s`` while extracting it; a worker that dies mid-document
+stops renewing, so another worker picks the document up once the lease (``--lease-s``) lapses.
 
 On exit it prints one JSON line: what it did and its peak resident memory (its own, and
 the largest of the PDF extraction subprocesses it waited for).
@@ -96,7 +97,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--worker-id", required=True, help="unique per worker process")
     parser.add_argument("--schema", default=DEFAULT_STORE_SCHEMA)
-    parser.add_argument("--lease-s", type=float, default=StoreSettings().lease_s)
+    parser.add_argument(
+        "--lease-s",
+        type=float,
+        default=StoreSettings().lease_s,
+        help="the lease on the document being extracted; a worker that dies is noticed when "
+        "it lapses (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--heartbeat-s",
+        type=float,
+        default=None,
+        help="how often the lease is renewed during extraction; below --lease-s (default: a "
+        "third of it)",
+    )
     parser.add_argument("--max-attempts", type=int, default=StoreSettings().max_attempts)
     parser.add_argument("--batch", type=int, default=StoreSettings().batch_per_tenant)
     parser.add_argument("--poll-s", type=float, default=1.0)
@@ -109,14 +123,11 @@ async def _main(args: argparse.Namespace) -> WorkerSummary:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    settings = StoreSettings(
-        lease_s=args.lease_s, max_attempts=args.max_attempts, batch_per_tenant=args.batch
-    )
     return await run_worker(
         args.dsn,
         worker_id=args.worker_id,
         schema=args.schema,
-        settings=settings,
+        settings=args.settings,
         until_idle=args.until_idle,
         poll_s=args.poll_s,
         stop=stop,
@@ -129,6 +140,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.dsn:
         parser.error("--dsn or ESRA_STORE_DSN is required")
+    try:
+        args.settings = StoreSettings(
+            lease_s=args.lease_s,
+            heartbeat_s=args.heartbeat_s,
+            max_attempts=args.max_attempts,
+            batch_per_tenant=args.batch,
+        )
+    except ValueError as exc:
+        parser.error(
+            str(exc).replace("lease_s", "--lease-s").replace("heartbeat_s", "--heartbeat-s")
+        )
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     summary = asyncio.run(_main(args))
     sys.stdout.write(json.dumps(attrs.asdict(summary)) + "\n")

@@ -1,11 +1,13 @@
 """``esra worker``: the ingestion worker process over every document store the host serves.
 
 Each store database gets one ``IngestionWorker``, and a turn gives every store one
-``run_turn()`` (a bounded batch per tenant with work). While any document was claimed the
-next turn starts at once; when nothing was, the worker waits ``interval_s`` or until it is
-stopped. A stop (SIGINT, SIGTERM, or the ``stop`` event in tests) takes effect between turns,
-so a claimed document is finished rather than left to its lease; a worker killed outright
-loses only leases, which expire so another worker claims the documents again.
+``run_turn()`` (a bounded batch per tenant with work, each document claimed as it is started
+and its lease renewed while it is extracted, so several workers share a store fairly). While
+any document was claimed the next turn starts at once; when nothing was, the worker waits
+``interval_s`` or until it is stopped. A stop (SIGINT, SIGTERM, or the ``stop`` event in
+tests) takes effect between turns, so a claimed document is finished rather than left to its
+lease; a worker killed outright stops renewing the one lease it holds, which lapses so another
+worker claims that document again at its next attempt.
 """
 
 from __future__ import annotations
@@ -229,10 +231,12 @@ async def serve_worker(
     interval_s: float,
     worker_id: str,
     on_indexed: IndexedHook | None = None,
+    store_settings: StoreSettings | None = None,
 ) -> int:
     """Run the worker as a process does, until a signal (or drained, with ``once``).
 
-    ``on_indexed``: see :func:`run_worker`.
+    ``on_indexed``: see :func:`run_worker`. ``store_settings``: every store's settings (the
+    lease and its heartbeat among them); the defaults otherwise.
 
     Returns:
         0, or 1 when a run with ``once`` left a store unreachable or not initialised.
@@ -240,6 +244,7 @@ async def serve_worker(
     Raises:
         StoreUnavailableError: a database cannot be opened.
     """
+    settings = store_settings or StoreSettings()
     stop = asyncio.Event()
     stop_on_signals(stop)
     report = await run_worker(
@@ -249,6 +254,7 @@ async def serve_worker(
         once=once,
         interval_s=interval_s,
         on_indexed=on_indexed,
+        settings_for=lambda _tenant: settings,
     )
     if once and report.unreachable_tenants:
         _log.error("unreachable stores: %s", ", ".join(sorted(report.unreachable_tenants)))

@@ -2,6 +2,10 @@
 
 upload → inspect → persist Pending → per-file outcome; worker: claim → extract → scan →
 segment → complete (Indexed, or Quarantined with findings), each step fenced to the claim.
+A worker claims one document at a time, only when it starts on it, and renews that
+document's lease while extracting it (``LeaseHeartbeat``): no document waits under a lease
+behind a slow neighbour, and a long extraction is never mistaken for a dead worker.
+Extraction, scanning and segmenting run off the event loop, so the renewals keep their beat.
 A host may follow each document it indexed with its own work (``on_indexed``: warming a
 model's caches from the segments), which can never fail the indexing.
 """
@@ -17,6 +21,7 @@ import attrs
 
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core.docstore.heartbeat import LeaseHeartbeat
 from esra.core.docstore.model import (
     Claim,
     DocumentState,
@@ -27,7 +32,7 @@ from esra.core.docstore.model import (
 )
 from esra.core.docstore.refusals import DocumentRefusedError
 from esra.core.docstore.repository import DocumentRepository
-from esra.core.docstore.scanner import ScanPolicy, scan_text
+from esra.core.docstore.scanner import Finding, ScanPolicy, scan_text
 from esra.core.docstore.upload import AcceptedUpload, UploadLimits, inspect_upload
 from esra.core.ports import Clock
 
@@ -168,34 +173,42 @@ class IngestionWorker:
             await self._repository.fail_exhausted(
                 max_attempts=settings.max_attempts, now=self._clock.now()
             )
-            claims = await self._repository.claim(
-                tenant_id,
-                worker_id=self._worker_id,
-                limit=settings.batch_per_tenant,
-                lease_s=settings.lease_s,
-                max_attempts=settings.max_attempts,
-                now=self._clock.now(),
-            )
         except Exception:
             _log.warning("store of tenant %s unreachable; turn ended", tenant_id, exc_info=True)
             return TenantTurn(tenant_id=tenant_id, unreachable=True)
         tally = _Tally()
+        claimed = 0
         unreachable = False
-        for claim in claims:
+        # One document at a time, claimed only as it is started: a claim never holds a
+        # document this worker is not working on.
+        while claimed < settings.batch_per_tenant:
             try:
-                await self._process(claim, settings, tally)
+                claims = await self._repository.claim(
+                    tenant_id,
+                    worker_id=self._worker_id,
+                    limit=1,
+                    lease_s=settings.lease_s,
+                    max_attempts=settings.max_attempts,
+                    now=self._clock.now(),
+                )
+                if not claims:
+                    break
+                claimed += len(claims)
+                for claim in claims:
+                    await self._process(claim, settings, tally)
             except Exception:
-                # The store went away mid-batch: stop this tenant; leases expire and the
-                # remaining claims are reclaimed later.
+                # The store went away: stop this tenant; the lease of a document in hand
+                # lapses and it is reclaimed later.
                 _log.warning("store of tenant %s failed mid-turn", tenant_id, exc_info=True)
                 unreachable = True
                 break
-        if len(claims) >= settings.batch_per_tenant:
-            _log.info("tenant %s reached its batch bound of %d", tenant_id, len(claims))
+        bound_reached = claimed >= settings.batch_per_tenant
+        if bound_reached:
+            _log.info("tenant %s reached its batch bound of %d", tenant_id, claimed)
         return TenantTurn(
             tenant_id=tenant_id,
-            claimed=len(claims),
-            bound_reached=len(claims) >= settings.batch_per_tenant,
+            claimed=claimed,
+            bound_reached=bound_reached,
             unreachable=unreachable,
             **attrs.asdict(tally),
         )
@@ -204,8 +217,19 @@ class IngestionWorker:
         upload = AcceptedUpload(
             display_name=claim.title, format=claim.format, data=claim.data, sha256=""
         )
+        heartbeat = LeaseHeartbeat(
+            self._repository,
+            claim,
+            lease_s=settings.lease_s,
+            interval_s=settings.heartbeat_interval_s,
+            clock=self._clock,
+        )
         try:
-            extraction = await asyncio.to_thread(extract, upload, pdf_limits=self._pdf_limits)
+            # The heartbeat stops before the write that ends the claim, never during it.
+            async with heartbeat:
+                extracted = await asyncio.to_thread(
+                    _extract, upload, self._pdf_limits, settings.scan_policy
+                )
         except DocumentRefusedError as refused:
             final = refused.refusal in _FINAL or claim.attempt >= settings.max_attempts
             owned = await self._repository.fail(
@@ -213,7 +237,7 @@ class IngestionWorker:
             )
             _count(tally, owned, "failed" if final else "retried")
             return
-        findings = scan_text(extraction.text)
+        findings = extracted.findings
         if findings and settings.scan_policy is ScanPolicy.REJECT:
             owned = await self._repository.fail(
                 claim,
@@ -225,18 +249,9 @@ class IngestionWorker:
             _count(tally, owned, "failed")
             return
         quarantine = bool(findings) and settings.scan_policy is ScanPolicy.QUARANTINE
-        segments = tuple(
-            StoredSegment(
-                ordinal=s.ordinal,
-                label=s.label,
-                body=s.body(extraction.text),
-                indexed=s.indexed_text(extraction.text),
-            )
-            for s in segment_extraction(extraction)
-        )
         content = IndexedContent(
-            text=extraction.text,
-            segments=segments,
+            text=extracted.text,
+            segments=extracted.segments,
             findings=findings,
             state=DocumentState.QUARANTINED if quarantine else DocumentState.INDEXED,
         )
@@ -244,6 +259,35 @@ class IngestionWorker:
         _count(tally, owned, "quarantined" if quarantine else "indexed")
         if owned and not quarantine and self._on_indexed is not None:
             await _after_indexed(self._on_indexed, claim, content)
+
+
+@attrs.frozen
+class _Extracted:
+    text: str
+    findings: tuple[Finding, ...]
+    segments: tuple[StoredSegment, ...]
+
+
+def _extract(upload: AcceptedUpload, pdf_limits: PdfLimits, policy: ScanPolicy) -> _Extracted:
+    """Extract, scan and (unless it is to be rejected) segment one document, in a thread.
+
+    Raises:
+        DocumentRefusedError: the document cannot be extracted.
+    """
+    extraction = extract(upload, pdf_limits=pdf_limits)
+    findings = scan_text(extraction.text)
+    if findings and policy is ScanPolicy.REJECT:
+        return _Extracted(text=extraction.text, findings=findings, segments=())
+    segments = tuple(
+        StoredSegment(
+            ordinal=s.ordinal,
+            label=s.label,
+            body=s.body(extraction.text),
+            indexed=s.indexed_text(extraction.text),
+        )
+        for s in segment_extraction(extraction)
+    )
+    return _Extracted(text=extraction.text, findings=findings, segments=segments)
 
 
 async def _after_indexed(hook: IndexedHook, claim: Claim, content: IndexedContent) -> None:

@@ -12,6 +12,7 @@ from esra.core.docstore.formats import DocumentFormat
 from esra.core.docstore.scanner import Finding, ScanPolicy
 
 __all__ = [
+    "MAX_LEASE_S",
     "Claim",
     "DocumentState",
     "IndexedContent",
@@ -31,15 +32,48 @@ class DocumentState(StrEnum):
     FAILED = "failed"
 
 
+# The longest lease worth asking for: a day (a lapsed lease is how a dead worker is noticed).
+MAX_LEASE_S = 86_400.0
+
+
+def _positive_lease(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not 0 < value <= MAX_LEASE_S:
+        msg = f"{attribute.name} must be above 0 and at most {MAX_LEASE_S:g} seconds, not {value!r}"
+        raise ValueError(msg)
+
+
 @attrs.frozen
 class StoreSettings:
-    """Per-tenant store settings."""
+    """Per-tenant store settings.
+
+    A worker claims one document at a time, under a lease of ``lease_s`` that it renews
+    every ``heartbeat_s`` (a third of the lease unless set) while extracting it; a worker that
+    dies stops renewing, so its document is reclaimed about ``lease_s`` later.
+
+    Raises:
+        ValueError: ``lease_s`` is not above 0 (at most a day), or ``heartbeat_s`` is not
+            above 0 and below ``lease_s``.
+    """
 
     scan_policy: ScanPolicy = ScanPolicy.QUARANTINE
     retain_bytes: bool = True
     max_attempts: int = 3
-    lease_s: float = 120.0
+    lease_s: float = attrs.field(default=60.0, validator=_positive_lease)
     batch_per_tenant: int = 20
+    heartbeat_s: float | None = attrs.field(default=None)
+
+    @heartbeat_s.validator
+    def _heartbeat_within_the_lease(
+        self, _attribute: attrs.Attribute[float | None], value: float | None
+    ) -> None:
+        if value is not None and not 0 < value < self.lease_s:
+            msg = f"heartbeat_s must be above 0 and below lease_s ({self.lease_s:g}), not {value!r}"
+            raise ValueError(msg)
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """How often a worker renews the lease of the document it is extracting."""
+        return self.heartbeat_s if self.heartbeat_s is not None else self.lease_s / 3
 
 
 @attrs.frozen

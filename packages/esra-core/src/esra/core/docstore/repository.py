@@ -24,10 +24,12 @@ class DocumentRepository(Protocol):
     """**Protocol:** stores documents, their bytes, text and segments, and queues their work.
 
     Claims follow the queue rules of the anchors: claiming increments ``attempts`` (so a
-    file that kills its worker still uses up attempts), a claim holds a lease until
-    ``lease_until``, completion is fenced to the claim's (worker, attempt) so a worker that
-    lost its lease cannot overwrite the retry's outcome, and expired leases are claimable
-    again until the attempt ceiling.
+    file that kills its worker still uses up attempts), each claimed document holds its own
+    lease (owner and ``lease_until``, per document) which ``heartbeat`` renews from ``now``,
+    completion is fenced to the claim's (worker, attempt) so a worker that lost its lease
+    cannot overwrite the retry's outcome, and an expired lease makes only its own document
+    claimable again (at its next attempt) until the attempt ceiling. Workers claim with
+    ``limit=1`` as they start each document, so a claim never holds one not being worked on.
     """
 
     async def add(

@@ -438,6 +438,60 @@ class DocumentRepositoryContract:
         assert await self._claim(repository, worker="w2", at=LEASE_S + 1) == []
         assert len(await self._claim(repository, worker="w2", at=2 * LEASE_S)) == 1
 
+    async def test_a_claim_of_one_leaves_the_rest_to_other_workers(
+        self, repository: DocumentRepository
+    ) -> None:
+        """A worker claims only what it starts: the next document stays Pending, unattempted,
+        for whichever worker asks next."""
+        first, second, third = [await self._add(repository, f"d{i}.txt", at=i) for i in range(3)]
+        (mine,) = await self._claim(repository, worker="w1", limit=1, at=5)
+        assert mine.document_id == first.id
+        for waiting in (second, third):
+            stored = await repository.get(TENANT, waiting.id)
+            assert stored is not None
+            assert (stored.state, stored.attempts) == (DocumentState.PENDING, 0)
+        (theirs,) = await self._claim(repository, worker="w2", limit=1, at=5)
+        assert (theirs.document_id, theirs.attempt) == (second.id, 1)
+
+    async def test_heartbeats_hold_a_document_across_many_lease_lengths(
+        self, repository: DocumentRepository
+    ) -> None:
+        """Each renewal counts from its own ``now``: a document renewed every half lease is
+        never reclaimed, however long it takes, and keeps its first attempt."""
+        document = await self._add(repository, "slow.pdf", "Slow body.")
+        (claim,) = await self._claim(repository, worker="w1", at=0)
+        for beat in range(1, 9):
+            at = beat * LEASE_S / 2
+            assert await repository.heartbeat(claim, lease_s=LEASE_S, now=_at(at))
+            assert await self._claim(repository, worker="w2", at=at + LEASE_S / 2) == []
+            assert await repository.tenants_with_work(now=_at(at + LEASE_S / 2)) == []
+        assert await repository.complete(claim, _content("Slow body."), now=_at(4 * LEASE_S))
+        stored = await repository.get(TENANT, document.id)
+        assert stored is not None
+        assert (stored.state, stored.attempts, stored.revision) == (DocumentState.INDEXED, 1, 1)
+
+    async def test_only_the_document_whose_lease_lapsed_is_reclaimed(
+        self, repository: DocumentRepository
+    ) -> None:
+        """One worker holds two documents and renews one: the other alone is reclaimed, at
+        attempt 2; the renewed one keeps attempt 1 and its owner completes it."""
+        renewed_doc = await self._add(repository, "renewed.txt", "Renewed.", at=0)
+        lapsed_doc = await self._add(repository, "lapsed.txt", "Lapsed.", at=1)
+        (renewed,) = await self._claim(repository, worker="w1", limit=1, at=2)
+        (lapsed,) = await self._claim(repository, worker="w1", limit=1, at=2)
+        assert (renewed.document_id, lapsed.document_id) == (renewed_doc.id, lapsed_doc.id)
+        assert await repository.heartbeat(renewed, lease_s=LEASE_S, now=_at(LEASE_S))
+        (taken,) = await self._claim(repository, worker="w2", at=2 + LEASE_S)
+        assert (taken.document_id, taken.attempt) == (lapsed_doc.id, 2)
+        assert not await repository.complete(lapsed, _content("Lapsed."), now=_at(3 + LEASE_S))
+        assert await repository.complete(renewed, _content("Renewed."), now=_at(3 + LEASE_S))
+        kept = await repository.get(TENANT, renewed_doc.id)
+        assert kept is not None
+        assert (kept.state, kept.attempts) == (DocumentState.INDEXED, 1)
+        moved = await repository.get(TENANT, lapsed_doc.id)
+        assert moved is not None
+        assert (moved.state, moved.attempts) == (DocumentState.PROCESSING, 2)
+
     async def test_a_stale_owner_is_ignored_after_its_lease_was_reclaimed(
         self, repository: DocumentRepository
     ) -> None:
