@@ -88,6 +88,64 @@ async def test_a_foreign_host_header_is_refused_on_loopback() -> None:
     assert response.status_code == 421
 
 
+_HOST_CHECKED = (
+    "/admin/v1/store",
+    "/admin/v1/openapi.json",
+    "/portal/",
+    "/portal/sign-in",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/no-such-route",
+)
+
+
+async def test_a_foreign_host_header_is_refused_on_every_route_on_loopback() -> None:
+    """Issue 13 item 8: /admin/v1 and /portal answered any Host; now every route but
+    /healthz refuses a foreign Host like /mcp does (421), token or not."""
+    async with open_world() as world:
+        for token in (None, idp().token(esra_roles=["ESRA_DATA_MANAGE"])):
+            async with http(world.app, token) as client:
+                for path in _HOST_CHECKED:
+                    foreign = await client.get(path, headers={"Host": "attacker.example"})
+                    assert foreign.status_code == 421, path
+                    assert foreign.text == "Invalid Host header", path
+                    own = await client.get(path)
+                    assert own.status_code != 421, path
+                posted = await client.put(
+                    "/admin/v1/secrets/crm",
+                    json={"value": "x"},
+                    headers={"Host": "attacker.example:8000"},
+                )
+                assert posted.status_code == 421
+                health = await client.get("/healthz", headers={"Host": "10.0.0.7:8000"})
+                assert health.status_code == 200
+
+
+async def test_configured_allowed_hosts_apply_to_admin_and_portal_too() -> None:
+    """With ``allowed_hosts``, only those Host values reach the admin API and the portal."""
+    app = create_app(
+        config=StaticConfigRepository(),
+        providers={},
+        model=FakeLanguageModel(),
+        audit=InMemoryAuditSink(),
+        issuers=[idp().trusted()],
+        resource_url=AUDIENCE,
+        bind_host="0.0.0.0",  # noqa: S104 - the address is only named, nothing listens
+        allowed_hosts=("esra.example.test", "esra.internal:*"),
+    )
+    async with app.router.lifespan_context(app), http(app) as client:
+        for path in _HOST_CHECKED:
+            for host in ("esra.example.test", "esra.internal:8443"):
+                allowed = await client.get(path, headers={"Host": host})
+                assert allowed.status_code != 421, (path, host)
+            for host in ("127.0.0.1:8000", "esra.example.test.evil", "esra.example.test:81"):
+                refused = await client.get(path, headers={"Host": host})
+                assert refused.status_code == 421, (path, host)
+        mcp = await client.post(
+            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "attacker.example"}
+        )
+        assert mcp.status_code == 421
+
+
 def test_metadata_path_inserts_the_well_known_prefix() -> None:
     """RFC 9728 §3.1: the well-known segment goes before the resource's path."""
     assert metadata_path("https://h.example/mcp") == "/.well-known/oauth-protected-resource/mcp"

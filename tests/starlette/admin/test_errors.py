@@ -44,7 +44,9 @@ async def test_unknown_routes_and_methods_answer_json(tmp_path: Path) -> None:
 async def test_bodies_over_the_limit_are_refused_declared_or_streamed(tmp_path: Path) -> None:
     """A declared length over the limit, or a chunked body passing it, gets 413 JSON."""
     limits = AdminLimits(json_bytes=1024, upload_bytes=4096)
-    async with open_admin_host(tmp_path, limits=limits) as host, host.client(MANAGER) as client:
+    # Secrets need SECURITY_MANAGE: without it the body is never read (403 comes first).
+    both = token("ESRA_DATA_MANAGE", "SECURITY_MANAGE")
+    async with open_admin_host(tmp_path, limits=limits) as host, host.client(both) as client:
         big = b'{"value": "' + b"x" * 2048 + b'"}'
         declared = await client.put(
             f"{ADMIN}/secrets/db", content=big, headers={"content-type": "application/json"}

@@ -184,3 +184,24 @@ async def test_a_tenant_b_manager_never_reaches_tenant_a_documents(tmp_path: Pat
                 assert (await other.request(method, url)).status_code == 404
         still = (await manager.get(f"{ADMIN}/store/documents/{row['id']}")).json()
         assert still["state"] == "pending"
+
+
+async def test_the_upload_response_names_files_by_their_sanitised_title(tmp_path: Path) -> None:
+    """Issue 13 item 10: the submitted name (U+202E and the like) was echoed; the response
+    now carries the sanitised name, stored or refused."""
+    stored_name = "invoice\u202efdp.txt"
+    refused_name = "old\u200b\u2066\u202e.doc"
+    async with open_admin_host(tmp_path) as host, host.client(MANAGER) as manager:
+        response = await manager.post(
+            f"{ADMIN}/store/documents",
+            files=files((stored_name, CLEAN[1]), (refused_name, LEGACY[1])),
+        )
+        assert response.status_code == 202
+        for character in ("\u202e", "\u200b", "\u2066"):
+            assert character not in response.text
+            assert character.encode("unicode_escape").decode() not in response.text
+        by_name = {entry["filename"]: entry for entry in response.json()["files"]}
+        assert set(by_name) == {"invoicefdp.txt", "old.doc"}
+        stored = by_name["invoicefdp.txt"]
+        assert (stored["outcome"], stored["title"]) == ("stored", "invoicefdp.txt")
+        assert by_name["old.doc"]["reason"] == "LEGACY_DOC"

@@ -32,6 +32,7 @@ from esra.core.docstore.lifecycle import StoreInitialisationError
 from esra.core.testing import FakeClock, InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette.auth import JwtVerifier
+from esra.starlette.log_redaction import uvicorn_log_config
 from esra.starlette.portal import portal_app
 from esra.starlette.serve import AnnouncingServer, free_port
 from tests._external import shared_data
@@ -112,7 +113,13 @@ class PortalServer:
         )
         app = Starlette(routes=[Mount("/portal", app=portal)])
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", ws="none"
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+            ws="none",
+            log_config=uvicorn_log_config(),  # as esra serve logs: no credential in a line
         )
         self._server = AnnouncingServer(config, self.started)
         try:

@@ -115,6 +115,43 @@ async def test_sign_in_never_redirects_off_the_portal(tmp_path: Path) -> None:
             assert response.headers["location"] == "/portal/", target
 
 
+_ESCAPING_TARGETS = (
+    "/portal/../admin/v1/store",
+    "/portal/./../admin/v1/store",
+    "/portal/documents/../../admin/v1/store",
+    "/portal/%2e%2e/admin/v1/store",
+    "/portal/%2E%2E/admin/v1/store",
+    "/portal/.%2e/admin/v1/store",
+    "/portal/%2e./admin/v1/store",
+    "/portal%2f..%2fadmin/v1/store",
+    "/portal/..%2fadmin/v1/store",
+    "/portal/..%5cadmin/v1/store",
+    "/portal/..\\admin/v1/store",
+    "/portal\\..\\admin",
+    "/portal//evil.test/x",
+    "//evil.test/portal/",
+    "/portal/%0d%0aSet-Cookie:x=1",
+    "/portal/\tx",
+    "/portal/%zz",
+    "/portal/\u202e",
+)
+
+
+async def test_sign_in_never_follows_dot_segments_or_encoded_escapes(tmp_path: Path) -> None:
+    """Issue 13 item 7: ``next=/portal/../admin/v1/store`` was followed; every spelling of a
+    way out of /portal (dot segments, %2e, encoded or back slashes, ``//``, control
+    characters) now lands on the portal's home, and the form does not carry it along."""
+    async with open_site(tmp_path) as site, http(site) as client:
+        for target in _ESCAPING_TARGETS:
+            response = await sign_in(client, manager_token(), next_path=target)
+            assert response.status_code == 303, target
+            assert response.headers["location"] == "/portal/", target
+            form = await client.get("/portal/sign-in", params={"next": target})
+            assert 'name="next" value=""' in form.text, target
+        kept = await sign_in(client, manager_token(), next_path="/portal/documents?state=failed")
+        assert kept.headers["location"] == "/portal/documents?state=failed"
+
+
 async def test_expired_or_tampered_session_sends_back_to_sign_in(tmp_path: Path) -> None:
     """A session whose token stopped verifying ends: 303 to sign-in saying why, cookie dropped."""
     expired = token_for("mara", "ESRA_DATA_MANAGE", exp=int((NOW - timedelta(hours=1)).timestamp()))

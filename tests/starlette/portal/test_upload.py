@@ -130,3 +130,26 @@ async def test_an_upload_over_the_limit_is_refused_before_reading(
         response = await _upload(client, [("big.txt", b"words " * 1000)])
         assert response.status_code == 413
         assert await site.store.repository.list("larkspur") == []
+
+
+BIDI_STORED = "invoice\u202efdp.md"  # reads as "invoicedm.pdf" where the override applies
+BIDI_REFUSED = "min\u200butes\u2066\u202e.doc"
+
+
+async def test_the_result_page_shows_sanitised_names_never_the_submitted_ones(
+    tmp_path: Path,
+) -> None:
+    """Issue 13 item 10: a submitted name with U+202E (and other format characters) was
+    echoed on the result page; each row now shows the sanitised title instead."""
+    async with open_site(tmp_path) as site, http(site) as client:
+        await sign_in(client, manager_token())
+        result = await _upload(client, [(BIDI_STORED, POLICY), (BIDI_REFUSED, LEGACY_DOC)])
+        assert result.status_code == 200
+        for character in ("\u202e", "\u200b", "\u2066"):
+            assert character not in result.text
+        rows = _rows(result)
+        assert set(rows) == {"invoicefdp.md", "minutes.doc"}
+        assert "Stored" in rows["invoicefdp.md"]
+        assert "<code>LEGACY_DOC</code>" in rows["minutes.doc"]
+        (stored,) = await site.store.repository.list("larkspur")
+        assert stored.title == "invoicefdp.md"

@@ -57,6 +57,7 @@ from esra.core.retriever import Retriever
 from esra.starlette.admin import ADMIN_PATH, DEFAULT_ROLES_CLAIM, AdminLimits, admin_app
 from esra.starlette.admin.errors import handle_http
 from esra.starlette.auth import JwtVerifier
+from esra.starlette.host_check import HostHeaderCheck
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.portal import portal_app
 from esra.starlette.stores import TenantStore
@@ -145,9 +146,10 @@ def create_app(
         hourly_fetch_chars: each caller's fetch budget per hour.
         document_ref_ttl_s: how long a ``documentRef`` stays openable.
         bind_host: the address the server listens on; loopback turns on DNS-rebinding
-            protection for loopback Host headers.
+            protection for loopback Host headers (on every route but ``/healthz``).
         allowed_hosts: Host header values (``host:port`` or ``host:*``) to accept; turns on
-            DNS-rebinding protection for these hosts whatever ``bind_host`` is.
+            DNS-rebinding protection for these hosts whatever ``bind_host`` is, on every
+            route but ``/healthz`` (a foreign Host gets 421).
         allowed_origins: Origin header values to accept from browsers.
         resource_name: the human-readable name in the protected-resource metadata.
         document_stores: each tenant's internal document store, opened by the caller (see
@@ -206,11 +208,14 @@ def create_app(
         tenants[tenant_id] = TenantServices(retriever=retriever, fetcher=fetcher)
 
     tools = EsraTools(config=config, tenants=tenants, audit=audit, clock=clock)
+    # One allowed-hosts setting for the whole host: the SDK checks Host and Origin on /mcp,
+    # HostHeaderCheck the Host of every other route.
+    security = _transport_security(bind_host, allowed_hosts, allowed_origins)
     sessions = StreamableHTTPSessionManager(
         app=tools.server(),
         json_response=True,
         stateless=True,
-        security_settings=_transport_security(bind_host, allowed_hosts, allowed_origins),
+        security_settings=security,
     )
     metadata = {
         "resource": resource_url,
@@ -254,13 +259,22 @@ def create_app(
             ),
         ),
     ]
+    middleware = [
+        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+        Middleware(AuthContextMiddleware),
+    ]
+    if security is not None:
+        # Outermost, so a foreign Host is refused before any token is even verified.
+        middleware.insert(
+            0,
+            Middleware(
+                HostHeaderCheck, allowed_hosts=security.allowed_hosts, open_paths={"/healthz"}
+            ),
+        )
     return Starlette(
         routes=routes,
         # Unknown paths and methods anywhere on the host answer in the admin API's JSON shape.
         exception_handlers={HTTPException: handle_http},
-        middleware=[
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
-            Middleware(AuthContextMiddleware),
-        ],
+        middleware=middleware,
         lifespan=lifespan,
     )

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "default_data_dir", "host_server", "main"]
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 def default_data_dir() -> Path:
@@ -158,6 +159,22 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     worker.add_argument(
         "--worker-id", default=None, help="the claims' owner (default: host:pid:random)"
+    )
+    worker.add_argument(
+        "--lease",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the lease on the document being extracted: a worker that dies is noticed when "
+        "it lapses (default: 60)",
+    )
+    worker.add_argument(
+        "--heartbeat",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how often that lease is renewed while extracting; below --lease "
+        "(default: a third of the lease)",
     )
     _add_data_dir(worker)
 
@@ -298,6 +315,7 @@ def host_server(args: argparse.Namespace) -> HostServer:
 
 def _serve(args: argparse.Namespace) -> int:
     from esra.starlette.embedded import EMBEDDED_TENANT  # noqa: PLC0415
+    from esra.starlette.log_redaction import redact_root_handlers  # noqa: PLC0415
     from esra.starlette.settings import SettingsError  # noqa: PLC0415
 
     try:
@@ -307,6 +325,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(f"serve: {exc}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    redact_root_handlers()
     sys.stderr.write(f"ESRA MCP endpoint: {server.resource_url}\n")
     if args.insecure_dev_anonymous:
         sys.stderr.write(
@@ -319,7 +338,12 @@ def _serve(args: argparse.Namespace) -> int:
             f"  esra dev-token --tenant {EMBEDDED_TENANT} --subject you --claim region=emea "
             "--claim document_scopes=general\n"
         )
-    asyncio.run(server.serve())
+    try:
+        asyncio.run(server.serve())
+    except KeyboardInterrupt:
+        # uvicorn shuts down cleanly on Ctrl-C, then re-raises the signal it caught; the
+        # conventional exit status says so without a traceback in the log.
+        return EXIT_INTERRUPTED
     return 0
 
 
@@ -368,6 +392,8 @@ def _warmer(
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from esra.core.docstore.model import StoreSettings  # noqa: PLC0415
+    from esra.starlette.log_redaction import redact_root_handlers  # noqa: PLC0415
     from esra.starlette.settings import SettingsError  # noqa: PLC0415
     from esra.starlette.stores import schema_present  # noqa: PLC0415
     from esra.starlette.worker import (  # noqa: PLC0415
@@ -378,6 +404,12 @@ def _worker(args: argparse.Namespace) -> int:
     )
 
     try:
+        lease_s = StoreSettings().lease_s if args.lease is None else args.lease
+        store_settings = StoreSettings(lease_s=lease_s, heartbeat_s=args.heartbeat)
+    except ValueError as exc:
+        message = str(exc).replace("heartbeat_s", "--heartbeat").replace("lease_s", "--lease")
+        return _fail(f"worker: {message}")
+    try:
         settings = _settings(args)
         stores = _stores(args, settings)
     except SettingsError as exc:
@@ -387,6 +419,7 @@ def _worker(args: argparse.Namespace) -> int:
     if not stores:
         return _fail(f"worker: no tenant in {args.config} has a document store")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    redact_root_handlers()
     try:
         if args.config is None:
             # The embedded default's store is the host's own: initialised like `esra serve`.
@@ -405,6 +438,7 @@ def _worker(args: argparse.Namespace) -> int:
                     interval_s=args.interval,
                     worker_id=args.worker_id or default_worker_id(),
                     on_indexed=warmer,
+                    store_settings=store_settings,
                 )
             )
     except StoreUnavailableError as exc:

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from esra.core.clock import SystemClock
 from esra.core.logging_audit import LoggingAuditSink
 from esra.starlette.host import HostParts, build_app, default_resource_url
+from esra.starlette.log_redaction import uvicorn_log_config
 from esra.starlette.stores import open_tenant_stores
 
 __all__ = ["AnnouncingServer", "HostServer", "free_port"]
@@ -74,6 +75,9 @@ class HostServer:
                 log_level=self._log_level,
                 lifespan="on",
                 ws="none",  # MCP's streamable HTTP needs no WebSocket
+                # The access log names every request target: credentials in a query string
+                # (a refused ?access_token=, say) are redacted before the line is written.
+                log_config=uvicorn_log_config(),
             )
             server = AnnouncingServer(config, self.started)
             self._server = server

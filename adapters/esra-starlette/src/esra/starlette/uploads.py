@@ -2,7 +2,8 @@
 
 Both hand files to ``DocumentStoreService.upload`` one at a time and never read more than
 one byte past the store's per-file limit (enough for the inspection to refuse the file as
-too large), and both read the optional security scope the same way.
+too large), both read the optional security scope the same way, and both show each file by
+its sanitised name (:func:`shown_name`), never the raw name the client submitted.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from collections.abc import Iterator, Sequence
 
 from starlette.datastructures import UploadFile
 
-__all__ = ["MAX_SCOPE_CHARS", "read_each", "upload_scope"]
+from esra.core.docstore.filenames import sanitize_filename
+from esra.core.docstore.ingestion import UploadOutcome
+
+__all__ = ["MAX_SCOPE_CHARS", "read_each", "shown_name", "upload_scope"]
 
 MAX_SCOPE_CHARS = 128
 
@@ -30,3 +34,15 @@ def read_each(files: Sequence[UploadFile], per_file_limit: int) -> Iterator[tupl
     for upload in files:
         upload.file.seek(0)
         yield upload.filename or "unnamed", upload.file.read(per_file_limit + 1)
+
+
+def shown_name(outcome: UploadOutcome) -> str:
+    """The name to show for one uploaded file: its stored title, else its sanitised name.
+
+    The submitted name is the client's text: a bidi override (U+202E) can make
+    ``invoice\u202efdp.exe`` read as ``invoiceexe.pdf``, and control or zero-width characters
+    can hide or forge parts of a page. Only the store's sanitised label is echoed.
+    """
+    if outcome.document is not None:
+        return outcome.document.title
+    return sanitize_filename(outcome.filename)

@@ -10,10 +10,16 @@ field is reported with its path. A body may leave out ``tenant_id``: it is the t
 
 Each tenant's draft starts as the configuration the host already runs, and publishing hands
 the new snapshot to the running host at once.
+
+Every endpoint that takes a body checks the caller's role before reading it: a caller
+without the role gets 403 (audited as a denial, like the core's own check) and its body is
+never parsed, so it can neither make the host parse hostile JSON nor learn how a document
+must be shaped.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -28,9 +34,11 @@ from esra.core.admin.chain import (
     ExposureService,
 )
 from esra.core.admin.publication import ConfigPublisher
-from esra.core.admin.roles import Administrator, NotPermittedError
+from esra.core.admin.roles import Administrator, NotPermittedError, Role
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
+from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.codes import AuditEvent
 from esra.core.config.access_policy import AccessPolicy
 from esra.core.config.capability import Capability
 from esra.core.config.converter import dump_snapshot, load_part
@@ -66,6 +74,8 @@ class ConfigApi:
         roles_claim: str,
     ) -> None:
         self._config = config
+        self._audit = audit
+        self._clock = clock
         self._workspaces = WorkspaceRegistry()
         self._roles_claim = roles_claim
         self._secrets = ConnectionSecretService(self._workspaces, secrets, audit=audit, clock=clock)
@@ -92,6 +102,34 @@ class ConfigApi:
             running = await self._config.snapshot(tenant_id)
             if running is not None:
                 self._workspaces.adopt(running)
+        return admin, tenant_id
+
+    async def _permitted(
+        self,
+        request: Request,
+        role: Role,
+        event: AuditEvent,
+        dimensions: dict[str, AuditDimension],
+    ) -> tuple[Administrator, str]:
+        """The administrator and tenant, once ``role`` is known to be held; else 403.
+
+        Runs before the body is read. The denial is audited as the core records its own
+        (subject, role, and the ids the URL names), since the core never sees this attempt.
+        """
+        admin, tenant_id = await self._admin(request)
+        if not admin.may(role, tenant_id):
+            await self._audit.record(
+                AuditRecord(
+                    event=event,
+                    tenant_id=tenant_id,
+                    correlation_id=f"admin:{uuid.uuid4().hex}",
+                    at=self._clock.now(),
+                    outcome="denied",
+                    reason="role",
+                    dimensions={"subject": admin.subject, "role": role.value, **dimensions},
+                )
+            )
+            raise AdminError(AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action.")
         return admin, tenant_id
 
     @staticmethod
@@ -145,7 +183,13 @@ class ConfigApi:
 
     async def put_secret(self, request: Request) -> Response:
         """PUT /secrets/{reference} ``{"value": "..."}``: create or rotate a secret."""
-        admin, tenant_id = await self._admin(request)
+        reference = request.path_params["reference"]
+        admin, tenant_id = await self._permitted(
+            request,
+            Role.SECURITY_MANAGE,
+            AuditEvent.ADMIN_SECRET_WRITE,
+            {"reference": reference},
+        )
         body = await read_json_object(request)
         value = body.get("value")
         if not isinstance(value, str) or not value or set(body) != {"value"}:
@@ -153,12 +197,16 @@ class ConfigApi:
                 AdminErrorCode.ESRA_INVALID_REQUEST,
                 'The body must be {"value": "<the secret>"} with a non-empty string.',
             )
-        reference = request.path_params["reference"]
         return await self._checked(self._secrets.put_secret(admin, tenant_id, reference, value))
 
     async def model_source(self, request: Request) -> Response:
         """PUT /sources/{id} ``{"source": {...}, "mappings": [...]}``: model a source."""
-        admin, tenant_id = await self._admin(request)
+        admin, tenant_id = await self._permitted(
+            request,
+            Role.ESRA_DATA_MANAGE,
+            AuditEvent.ADMIN_SOURCE_MODEL,
+            {"source_id": request.path_params["source_id"]},
+        )
         body = await read_json_object(request)
         unknown = set(body) - {"source", "mappings"}
         if unknown or "source" not in body:
@@ -178,7 +226,12 @@ class ConfigApi:
 
     async def define_capability(self, request: Request) -> Response:
         """PUT /capabilities/{id}: add or replace a capability."""
-        admin, tenant_id = await self._admin(request)
+        admin, tenant_id = await self._permitted(
+            request,
+            Role.ESRA_DATA_MANAGE,
+            AuditEvent.ADMIN_CAPABILITY_DEFINE,
+            {"capability_id": request.path_params["capability_id"]},
+        )
         capability = self._part(
             await read_json_object(request), Capability, tenant_id, "capability"
         )
@@ -187,14 +240,24 @@ class ConfigApi:
 
     async def author_policy(self, request: Request) -> Response:
         """PUT /access-policies/{slug}: the access policy of a tool."""
-        admin, tenant_id = await self._admin(request)
+        admin, tenant_id = await self._permitted(
+            request,
+            Role.GOVERNANCE_MANAGE,
+            AuditEvent.ADMIN_POLICY_AUTHOR,
+            {"slug": request.path_params["slug"]},
+        )
         policy = self._part(await read_json_object(request), AccessPolicy, tenant_id, "policy")
         self._same("slug", request.path_params["slug"], policy.slug)
         return await self._checked(self._policies.author_policy(admin, tenant_id, policy))
 
     async def bind_exposure(self, request: Request) -> Response:
         """PUT /exposures/{slug}: bind an exposure as a draft (unpublished)."""
-        admin, tenant_id = await self._admin(request)
+        admin, tenant_id = await self._permitted(
+            request,
+            Role.ESRA_EXPOSURE_MANAGE,
+            AuditEvent.ADMIN_EXPOSURE_BIND,
+            {"slug": request.path_params["slug"]},
+        )
         exposure = self._part(await read_json_object(request), Exposure, tenant_id, "exposure")
         self._same("slug", request.path_params["slug"], exposure.slug)
         return await self._checked(self._exposures.bind_exposure(admin, tenant_id, exposure))

@@ -168,7 +168,10 @@ _SCHEMAS: dict[str, Any] = {
                     "type": "object",
                     "required": ["filename", "outcome"],
                     "properties": {
-                        "filename": {"type": "string"},
+                        "filename": {
+                            "type": "string",
+                            "description": "The file's sanitised name (its stored title).",
+                        },
                         "outcome": {"enum": ["stored", "refused"]},
                         "documentId": {"type": "string"},
                         "state": {"type": "string"},

@@ -15,6 +15,7 @@ from esra.core.docstore.lifecycle import StoreState
 from esra.core.docstore.management import DocumentRow
 from esra.core.docstore.model import DocumentState, StoredDocument
 from esra.core.docstore.scanner import Finding
+from esra.starlette.uploads import shown_name
 
 __all__ = ["counts_view", "document_view", "finding_view", "outcome_view", "state_view"]
 
@@ -80,17 +81,20 @@ def counts_view(counts: Mapping[DocumentState, int]) -> dict[str, int]:
 
 
 def outcome_view(outcome: UploadOutcome) -> dict[str, Any]:
-    """One uploaded file's own outcome: stored (with its document) or refused with a remedy."""
+    """One uploaded file's own outcome: stored (with its document) or refused with a remedy.
+
+    ``filename`` is the sanitised name (the stored title), never the submitted one.
+    """
     if outcome.document is not None:
         return {
-            "filename": outcome.filename,
+            "filename": shown_name(outcome),
             "outcome": "stored",
             "documentId": outcome.document.id,
             "title": outcome.document.title,
             "state": outcome.document.state.value,
         }
     return {
-        "filename": outcome.filename,
+        "filename": shown_name(outcome),
         "outcome": "refused",
         "reason": outcome.refusal.value if outcome.refusal else None,
         "remedy": outcome.remedy,

@@ -17,6 +17,7 @@ from esra.core.docstore.model import DocumentState, StoredDocument
 from esra.core.docstore.scanner import Finding, scan_text
 from esra.starlette.portal.layout import callout
 from esra.starlette.portal.markup import Markup, html, join
+from esra.starlette.uploads import shown_name
 
 __all__ = [
     "NOT_RETAINED",
@@ -307,7 +308,7 @@ def upload_outcome_rows(base: str, outcomes: Sequence[UploadOutcome]) -> Markup:
         rows.append(
             html(
                 '<tr><th scope="row">{}</th><td>{}</td><td>{}</td></tr>',
-                outcome.filename,
+                shown_name(outcome),
                 result,
                 advice,
             )
