@@ -1,8 +1,16 @@
-"""The triple-control chain: each link asserted independently, tenants kept apart, all audited."""
+"""The triple-control chain: each link asserted independently, tenants kept apart, all audited.
+
+Every test takes its harness from the ``make_admin`` fixture: in memory here
+(``conftest.py``); ``tests/sqlite/test_config_chain.py`` and
+``tests/postgres/test_config_chain.py`` run these same test bodies with durable stores.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Protocol
 
 import attrs
 import pytest
@@ -11,17 +19,21 @@ from esra.core.admin import (
     AccessPolicy,
     AccessPolicyService,
     Administrator,
+    ConfigConflictError,
     ConnectionSecretService,
     DataModelService,
     ExposureService,
     Grant,
     InMemorySecretVault,
+    InMemoryWorkspaceStore,
     NotPermittedError,
     Role,
-    WorkspaceRegistry,
+    WorkspaceStore,
 )
-from esra.core.codes import AuditEvent, ProviderErrorCode
+from esra.core.admin.workspace import AdminWorkspace
+from esra.core.codes import AuditEvent, ErrorCode, ProviderErrorCode
 from esra.core.config import dump_snapshot, load_snapshot
+from esra.core.durable_config import DurableConfigRepository
 from esra.core.exceptions import ConfigurationError, ProviderError
 from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, InMemoryAuditSink
@@ -49,31 +61,40 @@ CHAIN = (
 
 @attrs.define
 class Admin:
-    """The four services over one registry, audit sink and runtime repository."""
+    """The four services over one workspace store, audit sink and runtime repository."""
 
+    store: WorkspaceStore = attrs.Factory(InMemoryWorkspaceStore)
     vault: InMemorySecretVault = attrs.Factory(InMemorySecretVault)
     audit: InMemoryAuditSink = attrs.Factory(InMemoryAuditSink)
-    runtime: StaticConfigRepository = attrs.Factory(StaticConfigRepository)
-    workspaces: WorkspaceRegistry = attrs.Factory(WorkspaceRegistry)
     clock: FakeClock = attrs.Factory(FakeClock)
+    runtime: DurableConfigRepository = attrs.field(
+        default=attrs.Factory(lambda self: DurableConfigRepository(self.store), takes_self=True)
+    )
+
+    async def current(self, tenant: str) -> AdminWorkspace:
+        return await self.store.load(tenant) or AdminWorkspace(tenant_id=tenant)
 
     @property
     def secrets(self) -> ConnectionSecretService:
-        return ConnectionSecretService(
-            self.workspaces, self.vault, audit=self.audit, clock=self.clock
-        )
+        return ConnectionSecretService(self.store, self.vault, audit=self.audit, clock=self.clock)
 
     @property
     def data(self) -> DataModelService:
-        return DataModelService(self.workspaces, audit=self.audit, clock=self.clock)
+        return DataModelService(self.store, audit=self.audit, clock=self.clock)
 
     @property
     def governance(self) -> AccessPolicyService:
-        return AccessPolicyService(self.workspaces, audit=self.audit, clock=self.clock)
+        return AccessPolicyService(self.store, audit=self.audit, clock=self.clock)
 
     @property
     def exposures(self) -> ExposureService:
-        return ExposureService(self.workspaces, self.runtime, audit=self.audit, clock=self.clock)
+        return ExposureService(self.store, self.runtime, audit=self.audit, clock=self.clock)
+
+
+class AdminFactory(Protocol):
+    """Opens one more harness over a fresh, empty store for the running test."""
+
+    def __call__(self) -> Awaitable[Admin]: ...
 
 
 def policy(tenant: str = TENANT) -> AccessPolicy:
@@ -120,8 +141,8 @@ async def run_until(h: Admin, index: int, tenant: str = TENANT) -> None:
         await step(h, holder(role, tenant), tenant)
 
 
-async def test_the_chain_completes_with_four_holders_in_sequence() -> None:
-    h = Admin()
+async def test_the_chain_completes_with_four_holders_in_sequence(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     await run_until(h, 4)
     published = await h.runtime.snapshot(TENANT)
     assert published is not None
@@ -129,15 +150,17 @@ async def test_the_chain_completes_with_four_holders_in_sequence() -> None:
     assert exposure is not None
     assert exposure.published
     assert exposure.source_subset == frozenset({"s-1"})
-    workspace = h.workspaces.current(TENANT)
+    workspace = await h.current(TENANT)
     # secret, source, capability, policy, bind, publish: six changes, six versions.
     assert workspace.version == 6
     assert workspace.published_version == 6
     assert published.version == "6"
 
 
-async def test_the_published_snapshot_loads_into_a_static_repository() -> None:
-    h = Admin()
+async def test_the_published_snapshot_loads_into_a_static_repository(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
     await run_until(h, 4)
     published = await h.runtime.snapshot(TENANT)
     assert published is not None
@@ -150,32 +173,36 @@ async def test_the_published_snapshot_loads_into_a_static_repository() -> None:
 
 
 @pytest.mark.parametrize("index", range(4), ids=[r.value for r in CHAIN])
-async def test_a_single_role_holder_does_its_step_and_is_rejected_at_the_next(index: int) -> None:
-    h = Admin()
+async def test_a_single_role_holder_does_its_step_and_is_rejected_at_the_next(
+    index: int, make_admin: AdminFactory
+) -> None:
+    h = await make_admin()
     await run_until(h, index)
     own = holder(CHAIN[index])
     await STEPS[index](h, own, TENANT)
     following = (index + 1) % len(STEPS)
     if following == 0:
-        h = Admin()  # the last holder is rejected at the first step of a fresh chain
-    version = h.workspaces.current(TENANT).version
+        h = await make_admin()  # the last holder is rejected at the first step of a fresh chain
+    version = (await h.current(TENANT)).version
     with pytest.raises(NotPermittedError):
         await STEPS[following](h, own, TENANT)
-    assert h.workspaces.current(TENANT).version == version
+    assert (await h.current(TENANT)).version == version
 
 
 @pytest.mark.parametrize("scope", [TENANT, None], ids=["tenant", "cross-tenant"])
 @pytest.mark.parametrize("index", range(4), ids=[r.value for r in CHAIN])
-async def test_each_link_rejects_every_other_role(index: int, scope: str | None) -> None:
+async def test_each_link_rejects_every_other_role(
+    index: int, scope: str | None, make_admin: AdminFactory
+) -> None:
     for role in Role:
         if role is CHAIN[index]:
             continue
-        h = Admin()
+        h = await make_admin()
         await run_until(h, index)
-        version = h.workspaces.current(TENANT).version
+        version = (await h.current(TENANT)).version
         with pytest.raises(NotPermittedError):
             await STEPS[index](h, holder(role, scope), TENANT)
-        assert h.workspaces.current(TENANT).version == version
+        assert (await h.current(TENANT)).version == version
         denial = h.audit.records[-1]
         assert (denial.outcome, denial.reason, denial.tenant_id) == ("denied", "role", TENANT)
         assert denial.dimensions["role"] == CHAIN[index].value
@@ -183,8 +210,10 @@ async def test_each_link_rejects_every_other_role(index: int, scope: str | None)
 
 @pytest.mark.parametrize("scope", [TENANT, None], ids=["tenant", "cross-tenant"])
 @pytest.mark.parametrize("role", list(Role))
-async def test_no_single_grant_completes_the_chain(role: Role, scope: str | None) -> None:
-    h = Admin()
+async def test_no_single_grant_completes_the_chain(
+    role: Role, scope: str | None, make_admin: AdminFactory
+) -> None:
+    h = await make_admin()
     admin = holder(role, scope)
     failures = 0
     for step in STEPS:
@@ -196,9 +225,11 @@ async def test_no_single_grant_completes_the_chain(role: Role, scope: str | None
     assert await h.runtime.snapshot(TENANT) is None
 
 
-async def test_one_administrator_holding_all_four_roles_can_complete_it() -> None:
+async def test_one_administrator_holding_all_four_roles_can_complete_it(
+    make_admin: AdminFactory,
+) -> None:
     # Triple control is about distinct grants; the model does not forbid accumulating them.
-    h = Admin()
+    h = await make_admin()
     everything = Administrator("all", frozenset(Grant(r, TENANT) for r in CHAIN))
     for step in STEPS:
         await step(h, everything, TENANT)
@@ -206,23 +237,25 @@ async def test_one_administrator_holding_all_four_roles_can_complete_it() -> Non
 
 
 @pytest.mark.parametrize("index", range(4), ids=[r.value for r in CHAIN])
-async def test_a_tenant_a_grant_cannot_act_on_tenant_b(index: int) -> None:
-    h = Admin()
+async def test_a_tenant_a_grant_cannot_act_on_tenant_b(
+    index: int, make_admin: AdminFactory
+) -> None:
+    h = await make_admin()
     await run_until(h, index, tenant=OTHER)
-    before = h.workspaces.current(OTHER)
+    before = await h.current(OTHER)
     with pytest.raises(NotPermittedError):
         await STEPS[index](h, holder(CHAIN[index], TENANT), OTHER)
-    assert h.workspaces.current(OTHER) == before
+    assert (await h.current(OTHER)) == before
     denial = h.audit.records[-1]
     assert (denial.tenant_id, denial.outcome) == (OTHER, "denied")
     # A cross-tenant operator of the same role may.
     await STEPS[index](h, holder(CHAIN[index], None), OTHER)
-    assert h.workspaces.current(OTHER).version > before.version
-    assert h.workspaces.current(TENANT).version == 0
+    assert (await h.current(OTHER)).version > before.version
+    assert (await h.current(TENANT)).version == 0
 
 
-async def test_every_action_is_audited_with_its_tenant() -> None:
-    h = Admin()
+async def test_every_action_is_audited_with_its_tenant(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     await run_until(h, 4)
     with pytest.raises(NotPermittedError):
         await step_secret(h, holder(Role.SECURITY_MANAGE, TENANT), OTHER)
@@ -245,8 +278,10 @@ async def test_every_action_is_audited_with_its_tenant() -> None:
     assert len({r.correlation_id for r in h.audit.records}) == len(h.audit.records)
 
 
-async def test_secrets_are_held_by_reference_and_rotate_within_their_tenant() -> None:
-    h = Admin()
+async def test_secrets_are_held_by_reference_and_rotate_within_their_tenant(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
     security = holder(Role.SECURITY_MANAGE)
     await h.secrets.put_secret(security, TENANT, SECRET_REF, "first")
     workspace = await h.secrets.put_secret(security, TENANT, SECRET_REF, "second")
@@ -258,24 +293,26 @@ async def test_secrets_are_held_by_reference_and_rotate_within_their_tenant() ->
     assert "second" not in repr(workspace)
 
 
-async def test_modelling_needs_the_connection_secret() -> None:
-    h = Admin()
+async def test_modelling_needs_the_connection_secret(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     with pytest.raises(ConfigurationError):
         await step_model(h, holder(Role.ESRA_DATA_MANAGE), TENANT)
     rejected = h.audit.records[-1]
     assert (rejected.outcome, rejected.tenant_id) == ("rejected", TENANT)
-    assert h.workspaces.current(TENANT).version == 0
+    assert (await h.current(TENANT)).version == 0
 
 
-async def test_a_secret_of_another_tenant_does_not_satisfy_modelling() -> None:
-    h = Admin()
+async def test_a_secret_of_another_tenant_does_not_satisfy_modelling(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
     await step_secret(h, holder(Role.SECURITY_MANAGE, OTHER), OTHER)
     with pytest.raises(ConfigurationError):
         await step_model(h, holder(Role.ESRA_DATA_MANAGE), TENANT)
 
 
-async def test_modelling_rejects_another_tenants_objects() -> None:
-    h = Admin()
+async def test_modelling_rejects_another_tenants_objects(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     await run_until(h, 1)
     foreign = make_source("s-1", tenant_id=OTHER)
     with pytest.raises(ConfigurationError):
@@ -289,8 +326,10 @@ async def test_modelling_rejects_another_tenants_objects() -> None:
         )
 
 
-async def test_a_policy_needs_a_modelled_capability_and_its_own_tenant() -> None:
-    h = Admin()
+async def test_a_policy_needs_a_modelled_capability_and_its_own_tenant(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
     governance = holder(Role.GOVERNANCE_MANAGE)
     with pytest.raises(ConfigurationError):
         await h.governance.author_policy(governance, TENANT, policy())
@@ -300,16 +339,18 @@ async def test_a_policy_needs_a_modelled_capability_and_its_own_tenant() -> None
     await h.governance.author_policy(governance, TENANT, policy())
 
 
-async def test_binding_needs_the_policy() -> None:
-    h = Admin()
+async def test_binding_needs_the_policy(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     await run_until(h, 2)
     with pytest.raises(ConfigurationError):
         await step_publish(h, holder(Role.ESRA_EXPOSURE_MANAGE), TENANT)
     assert await h.runtime.snapshot(TENANT) is None
 
 
-async def test_publication_revalidates_audience_against_the_policy() -> None:
-    h = Admin()
+async def test_publication_revalidates_audience_against_the_policy(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
     await run_until(h, 3)
     exposure_manager = holder(Role.ESRA_EXPOSURE_MANAGE)
     wide = make_exposure(published=False, audience=(CLIENT_APP, "app-unlisted"))
@@ -320,8 +361,8 @@ async def test_publication_revalidates_audience_against_the_policy() -> None:
     assert h.audit.records[-1].outcome == "rejected"
 
 
-async def test_publication_rejects_duplicate_names() -> None:
-    h = Admin()
+async def test_publication_rejects_duplicate_names(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     await run_until(h, 4)
     data = holder(Role.ESRA_DATA_MANAGE)
     clash = make_source("s-2", name="Source s-1", connection_ref=SECRET_REF)
@@ -329,15 +370,17 @@ async def test_publication_rejects_duplicate_names() -> None:
         await h.data.model_source(data, TENANT, clash)
 
 
-async def test_publishing_an_unknown_slug_is_rejected() -> None:
-    h = Admin()
+async def test_publishing_an_unknown_slug_is_rejected(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     await run_until(h, 3)
     with pytest.raises(ConfigurationError):
         await h.exposures.publish(holder(Role.ESRA_EXPOSURE_MANAGE), TENANT, "nope")
 
 
-async def test_draft_changes_reach_the_runtime_only_when_published() -> None:
-    h = Admin()
+async def test_draft_changes_reach_the_runtime_only_when_published(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
     await run_until(h, 4)
     published = await h.runtime.snapshot(TENANT)
     await h.data.model_source(
@@ -350,8 +393,8 @@ async def test_draft_changes_reach_the_runtime_only_when_published() -> None:
     assert republished.version == "8"
 
 
-async def test_reading_the_workspace_needs_esra_data_read() -> None:
-    h = Admin()
+async def test_reading_the_workspace_needs_esra_data_read(make_admin: AdminFactory) -> None:
+    h = await make_admin()
     await run_until(h, 2)
     reader = holder(Role.ESRA_DATA_READ)
     assert (await h.data.view(reader, TENANT)).version == 3
@@ -362,3 +405,89 @@ async def test_reading_the_workspace_needs_esra_data_read() -> None:
     with pytest.raises(NotPermittedError):
         await h.data.view(reader, OTHER)
     assert h.audit.records[-1].tenant_id == OTHER
+
+
+async def test_two_concurrent_edits_of_one_draft_one_wins_the_other_conflicts(
+    make_admin: AdminFactory,
+) -> None:
+    """Both editors read version 2; the first save wins, the second is refused, audited."""
+    h = await make_admin()
+    await run_until(h, 2)
+    read = (await h.current(TENANT)).version
+    data = holder(Role.ESRA_DATA_MANAGE)
+    edits = [
+        h.data.model_source(
+            data, TENANT, make_source("s-1", description=text), expected_version=read
+        )
+        for text in ("First edit.", "Second edit.")
+    ]
+    outcomes = await asyncio.gather(*edits, return_exceptions=True)
+    conflicts = [o for o in outcomes if isinstance(o, ConfigConflictError)]
+    winners = [o for o in outcomes if isinstance(o, AdminWorkspace)]
+    assert (len(winners), len(conflicts)) == (1, 1), outcomes
+    assert conflicts[0].code is ErrorCode.ESRA_CONFIG_CONFLICT
+    current = await h.current(TENANT)
+    assert current.version == read + 1
+    assert current == winners[0]
+    conflict = h.audit.records[-1]
+    assert (conflict.event, conflict.outcome) == (AuditEvent.ADMIN_SOURCE_MODEL, "conflict")
+
+
+async def test_an_edit_naming_a_stale_version_is_refused_before_anything_happens(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
+    await run_until(h, 1)
+    security = holder(Role.SECURITY_MANAGE)
+    with pytest.raises(ConfigConflictError) as raised:
+        await h.secrets.put_secret(security, TENANT, "secret://new", "v", expected_version=0)
+    assert (raised.value.expected, raised.value.current) == (0, 1)
+    with pytest.raises(ProviderError):
+        await h.vault.resolve(TENANT, "secret://new")  # the effect never ran
+    assert (await h.current(TENANT)).version == 1
+    await h.secrets.put_secret(security, TENANT, "secret://new", "v", expected_version=1)
+    assert (await h.current(TENANT)).version == 2
+
+
+async def test_every_change_is_in_the_history_with_who_when_and_why(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
+    await run_until(h, 3)
+    exposures = holder(Role.ESRA_EXPOSURE_MANAGE)
+    exposure = make_exposure(published=False, source_subset=frozenset({"s-1"}))
+    await h.exposures.bind_exposure(exposures, TENANT, exposure, reason="CHG-7: HR pilot")
+    h.clock.advance(60)
+    await h.exposures.publish(exposures, TENANT, SLUG, reason="CHG-7 approved")
+    history = await h.data.history(holder(Role.ESRA_DATA_READ), TENANT)
+    assert [(c.version, c.action, c.target) for c in history] == [
+        (1, AuditEvent.ADMIN_SECRET_WRITE.value, SECRET_REF),
+        (2, AuditEvent.ADMIN_SOURCE_MODEL.value, "s-1"),
+        (3, AuditEvent.ADMIN_CAPABILITY_DEFINE.value, CAPABILITY_ID),
+        (4, AuditEvent.ADMIN_POLICY_AUTHOR.value, SLUG),
+        (5, AuditEvent.ADMIN_EXPOSURE_BIND.value, SLUG),
+        (6, AuditEvent.ADMIN_EXPOSURE_PUBLISH.value, SLUG),
+    ]
+    assert history[0].subject == holder(Role.SECURITY_MANAGE).subject
+    assert [c.reason for c in history[4:]] == ["CHG-7: HR pilot", "CHG-7 approved"]
+    assert history[5].at - history[4].at == timedelta(seconds=60)
+    assert await h.store.published_versions() == {TENANT: 6}
+    with pytest.raises(NotPermittedError):
+        await h.data.history(holder(Role.GOVERNANCE_MANAGE), TENANT)
+
+
+async def test_the_published_snapshot_is_kept_while_the_draft_moves_on(
+    make_admin: AdminFactory,
+) -> None:
+    h = await make_admin()
+    await run_until(h, 4)
+    published = await h.store.published_at(TENANT, 6)
+    assert published is not None
+    await h.data.model_source(
+        holder(Role.ESRA_DATA_MANAGE), TENANT, make_source("s-1", description="Changed.")
+    )
+    assert await h.store.published(TENANT) == published
+    assert await h.store.published_at(TENANT, 7) is None
+    # A second host reading the same store serves the same publication.
+    other_host = DurableConfigRepository(h.store)
+    assert await other_host.snapshot(TENANT) == published

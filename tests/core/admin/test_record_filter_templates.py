@@ -69,7 +69,7 @@ async def test_a_valid_template_is_versioned_with_the_source_and_audited() -> No
         ("m-1:none",),
     ]
     assert all(TEMPLATE not in repr(r.dimensions) for r in records)
-    workspace = h.workspaces.current(TENANT)
+    workspace = await h.current(TENANT)
     assert workspace.snapshot.mappings[0].record_filter_template is None
     assert workspace.version == 5
 
@@ -91,10 +91,10 @@ async def test_modelling_an_invalid_template_is_rejected_and_audited(
     """The ESRA_DATA_MANAGE step refuses it; the workspace stays at its version."""
     h = Admin()
     await run_until(h, 1)
-    version = h.workspaces.current(TENANT).version
+    version = (await h.current(TENANT)).version
     with pytest.raises(ConfigurationError, match=problem):
         await _model(h, template)
-    assert h.workspaces.current(TENANT).version == version
+    assert (await h.current(TENANT)).version == version
     rejection = h.audit.records[-1]
     assert (rejection.event, rejection.outcome) == (AuditEvent.ADMIN_SOURCE_MODEL, "rejected")
     assert rejection.reason is not None
@@ -109,11 +109,11 @@ async def test_publication_re_asserts_every_template() -> None:
     exposures = holder(Role.ESRA_EXPOSURE_MANAGE)
     exposure = make_exposure(published=False, source_subset=frozenset({"s-1"}))
     await h.exposures.bind_exposure(exposures, TENANT, exposure)
-    mapping = h.workspaces.current(TENANT).snapshot.mappings[0]
+    mapping = (await h.current(TENANT)).snapshot.mappings[0]
     # Forge what no constructor allows, as a future path that skips the snapshot check might.
     object.__setattr__(mapping, "record_filter_template", "region = 'x'; DELETE FROM t")
     with pytest.raises(ConfigurationError, match="statement separator"):
-        publishable_snapshot(h.workspaces.current(TENANT), SLUG)
+        publishable_snapshot((await h.current(TENANT)), SLUG)
     with pytest.raises(ConfigurationError, match="statement separator"):
         await h.exposures.publish(exposures, TENANT, SLUG)
     assert await h.runtime.snapshot(TENANT) is None

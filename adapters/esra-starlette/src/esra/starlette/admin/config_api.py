@@ -11,6 +11,13 @@ field is reported with its path. A body may leave out ``tenant_id``: it is the t
 Each tenant's draft starts as the configuration the host already runs, and publishing hands
 the new snapshot to the running host at once.
 
+Drafts live in a ``WorkspaceStore`` (in memory unless the host passes a durable one). Every
+change answers the new version in an ``ETag`` header; a request carrying ``If-Match:
+"<version>"`` is applied only to that version, and a change that raced another — named
+version or not — is refused ``409 ESRA_CONFLICT`` instead of overwriting it. An optional
+``Esra-Change-Reason`` header is recorded with the change (who and when are the token's
+subject and the host's clock).
+
 Every endpoint that takes a body checks the caller's role before reading it: a caller
 without the role gets 403 (audited as a denial, like the core's own check) and its body is
 never parsed, so it can neither make the host parse hostile JSON nor learn how a document
@@ -21,7 +28,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -33,10 +40,12 @@ from esra.core.admin.chain import (
     DataModelService,
     ExposureService,
 )
+from esra.core.admin.memory_store import InMemoryWorkspaceStore
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
 from esra.core.admin.secrets import WritableSecretStore
-from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
+from esra.core.admin.store import ConfigConflictError, WorkspaceStore, adopt
+from esra.core.admin.workspace import AdminWorkspace
 from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.codes import AuditEvent
 from esra.core.config.access_policy import AccessPolicy
@@ -51,17 +60,69 @@ from esra.starlette.admin.bodies import read_json_object
 from esra.starlette.admin.errors import AdminError, AdminErrorCode
 from esra.starlette.admin.operator import administrator_of, caller_of
 
-__all__ = ["ConfigApi"]
+__all__ = ["REASON_HEADER", "ConfigApi", "change_reason", "expected_version"]
 
 _T = TypeVar("_T")
+
+
+REASON_HEADER = "esra-change-reason"
+_MAX_REASON_CHARS = 500
 
 
 def _workspace_view(workspace: AdminWorkspace) -> dict[str, Any]:
     return {"version": workspace.version, "publishedVersion": workspace.published_version}
 
 
+def _etag(workspace: AdminWorkspace) -> dict[str, str]:
+    return {"ETag": f'"{workspace.version}"'}
+
+
+def expected_version(request: Request) -> int | None:
+    """The draft version ``If-Match`` names (``None`` without one, or for ``*``).
+
+    Raises:
+        AdminError: ``ESRA_INVALID_REQUEST`` for anything but one version number.
+    """
+    raw = request.headers.get("if-match")
+    if raw is None or raw.strip() == "*":
+        return None
+    tag = raw.strip().removeprefix("W/").strip('"')
+    if not tag.isascii() or not tag.isdigit() or len(tag) > 9:
+        raise AdminError(
+            AdminErrorCode.ESRA_INVALID_REQUEST,
+            'If-Match must name one draft version, as the ETag answered it: If-Match: "7".',
+        )
+    return int(tag)
+
+
+def change_reason(request: Request) -> str | None:
+    """The ``Esra-Change-Reason`` header, if any (at most 500 printable characters).
+
+    Raises:
+        AdminError: ``ESRA_INVALID_REQUEST`` for a longer or non-printable reason.
+    """
+    raw = request.headers.get(REASON_HEADER)
+    if raw is None or not raw.strip():
+        return None
+    if len(raw) > _MAX_REASON_CHARS or not raw.isprintable():
+        raise AdminError(
+            AdminErrorCode.ESRA_INVALID_REQUEST,
+            f"Esra-Change-Reason must be at most {_MAX_REASON_CHARS} printable characters.",
+        )
+    return raw.strip()
+
+
+class _Versioned(TypedDict):
+    expected_version: int | None
+    reason: str | None
+
+
+def _versioned(request: Request) -> _Versioned:
+    return {"expected_version": expected_version(request), "reason": change_reason(request)}
+
+
 class ConfigApi:
-    """The configuration endpoints over one ``WorkspaceRegistry``."""
+    """The configuration endpoints over one ``WorkspaceStore``."""
 
     def __init__(
         self,
@@ -72,11 +133,12 @@ class ConfigApi:
         audit: AuditSink,
         clock: Clock,
         roles_claim: str,
+        workspaces: WorkspaceStore | None = None,
     ) -> None:
         self._config = config
         self._audit = audit
         self._clock = clock
-        self._workspaces = WorkspaceRegistry()
+        self._workspaces: WorkspaceStore = workspaces or InMemoryWorkspaceStore()
         self._roles_claim = roles_claim
         self._secrets = ConnectionSecretService(self._workspaces, secrets, audit=audit, clock=clock)
         self._model = DataModelService(self._workspaces, audit=audit, clock=clock)
@@ -98,10 +160,10 @@ class ConfigApi:
     async def _admin(self, request: Request) -> tuple[Administrator, str]:
         admin = administrator_of(request, self._roles_claim)
         tenant_id = caller_of(request).tenant_id
-        if self._workspaces.current(tenant_id).version == 0:
+        if await self._workspaces.load(tenant_id) is None:
             running = await self._config.snapshot(tenant_id)
             if running is not None:
-                self._workspaces.adopt(running)
+                await adopt(self._workspaces, running, subject="esra-host", at=self._clock.now())
         return admin, tenant_id
 
     async def _permitted(
@@ -140,9 +202,11 @@ class ConfigApi:
             raise AdminError(
                 AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action."
             ) from None
+        except ConfigConflictError as exc:
+            raise AdminError(AdminErrorCode.ESRA_CONFLICT, str(exc)) from None
         except ConfigurationError as exc:
             raise AdminError(AdminErrorCode.ESRA_CONFIGURATION_INVALID, str(exc)) from None
-        return JSONResponse(_workspace_view(workspace))
+        return JSONResponse(_workspace_view(workspace), headers=_etag(workspace))
 
     @staticmethod
     def _part(data: object, kind: type[_T], tenant_id: str, what: str) -> _T:
@@ -171,14 +235,15 @@ class ConfigApi:
                 AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action."
             ) from None
         return JSONResponse(
-            {
+            headers=_etag(workspace),
+            content={
                 **_workspace_view(workspace),
                 "secrets": [
                     {"reference": reference, "writes": writes}
                     for reference, writes in sorted(workspace.secret_rotations.items())
                 ],
                 "configuration": dump_snapshot(workspace.snapshot),
-            }
+            },
         )
 
     async def put_secret(self, request: Request) -> Response:
@@ -197,7 +262,9 @@ class ConfigApi:
                 AdminErrorCode.ESRA_INVALID_REQUEST,
                 'The body must be {"value": "<the secret>"} with a non-empty string.',
             )
-        return await self._checked(self._secrets.put_secret(admin, tenant_id, reference, value))
+        return await self._checked(
+            self._secrets.put_secret(admin, tenant_id, reference, value, **_versioned(request))
+        )
 
     async def model_source(self, request: Request) -> Response:
         """PUT /sources/{id} ``{"source": {...}, "mappings": [...]}``: model a source."""
@@ -222,7 +289,9 @@ class ConfigApi:
         mappings = [
             self._part(m, Mapping, tenant_id, f"mappings[{i}]") for i, m in enumerate(raw_mappings)
         ]
-        return await self._checked(self._model.model_source(admin, tenant_id, source, mappings))
+        return await self._checked(
+            self._model.model_source(admin, tenant_id, source, mappings, **_versioned(request))
+        )
 
     async def define_capability(self, request: Request) -> Response:
         """PUT /capabilities/{id}: add or replace a capability."""
@@ -236,7 +305,9 @@ class ConfigApi:
             await read_json_object(request), Capability, tenant_id, "capability"
         )
         self._same("capability id", request.path_params["capability_id"], capability.id)
-        return await self._checked(self._model.define_capability(admin, tenant_id, capability))
+        return await self._checked(
+            self._model.define_capability(admin, tenant_id, capability, **_versioned(request))
+        )
 
     async def author_policy(self, request: Request) -> Response:
         """PUT /access-policies/{slug}: the access policy of a tool."""
@@ -248,7 +319,9 @@ class ConfigApi:
         )
         policy = self._part(await read_json_object(request), AccessPolicy, tenant_id, "policy")
         self._same("slug", request.path_params["slug"], policy.slug)
-        return await self._checked(self._policies.author_policy(admin, tenant_id, policy))
+        return await self._checked(
+            self._policies.author_policy(admin, tenant_id, policy, **_versioned(request))
+        )
 
     async def bind_exposure(self, request: Request) -> Response:
         """PUT /exposures/{slug}: bind an exposure as a draft (unpublished)."""
@@ -260,10 +333,14 @@ class ConfigApi:
         )
         exposure = self._part(await read_json_object(request), Exposure, tenant_id, "exposure")
         self._same("slug", request.path_params["slug"], exposure.slug)
-        return await self._checked(self._exposures.bind_exposure(admin, tenant_id, exposure))
+        return await self._checked(
+            self._exposures.bind_exposure(admin, tenant_id, exposure, **_versioned(request))
+        )
 
     async def publish(self, request: Request) -> Response:
         """POST /exposures/{slug}/publish: re-validate and make the draft the running config."""
         admin, tenant_id = await self._admin(request)
         slug = request.path_params["slug"]
-        return await self._checked(self._exposures.publish(admin, tenant_id, slug))
+        return await self._checked(
+            self._exposures.publish(admin, tenant_id, slug, **_versioned(request))
+        )

@@ -6,10 +6,12 @@ from esra.core.admin.chain import (
     DataModelService,
     ExposureService,
 )
+from esra.core.admin.memory_store import InMemoryWorkspaceStore
 from esra.core.admin.publication import ConfigPublisher, publishable_snapshot
 from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role, implied_roles
 from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
-from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
+from esra.core.admin.store import ConfigChange, ConfigConflictError, WorkspaceStore, adopt
+from esra.core.admin.workspace import AdminWorkspace, adopted_workspace
 from esra.core.config.access_policy import AccessPolicy
 
 __all__ = [
@@ -17,16 +19,21 @@ __all__ = [
     "AccessPolicyService",
     "AdminWorkspace",
     "Administrator",
+    "ConfigChange",
+    "ConfigConflictError",
     "ConfigPublisher",
     "ConnectionSecretService",
     "DataModelService",
     "ExposureService",
     "Grant",
     "InMemorySecretVault",
+    "InMemoryWorkspaceStore",
     "NotPermittedError",
     "Role",
-    "WorkspaceRegistry",
+    "WorkspaceStore",
     "WritableSecretStore",
+    "adopt",
+    "adopted_workspace",
     "implied_roles",
     "publishable_snapshot",
 ]

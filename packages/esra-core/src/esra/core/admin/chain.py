@@ -18,7 +18,8 @@ import attrs
 from esra.core.admin.publication import ConfigPublisher, publishable_snapshot
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
 from esra.core.admin.secrets import WritableSecretStore
-from esra.core.admin.workspace import AdminWorkspace, WorkspaceRegistry
+from esra.core.admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
+from esra.core.admin.workspace import AdminWorkspace
 from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.codes import AuditEvent
 from esra.core.config.access_policy import AccessPolicy
@@ -37,15 +38,24 @@ __all__ = [
 ]
 
 _Change = Callable[[AdminWorkspace], AdminWorkspace]
+_Dimensions = Callable[[AdminWorkspace], dict[str, AuditDimension]]
 
 
 class _AdminService:
-    """Role check, change, commit and audit — shared by the four services."""
+    """Role check, change, versioned save and audit — shared by the four services.
 
-    def __init__(self, workspaces: WorkspaceRegistry, *, audit: AuditSink, clock: Clock) -> None:
+    A change reads the tenant's workspace at version *v* and saves the next one naming *v*
+    (or the ``expected_version`` the caller read earlier, when it gives one), so a change
+    that raced another is refused with ``ConfigConflictError`` instead of overwriting it.
+    """
+
+    def __init__(self, workspaces: WorkspaceStore, *, audit: AuditSink, clock: Clock) -> None:
         self._workspaces = workspaces
         self._audit = audit
         self._clock = clock
+
+    async def _current(self, tenant_id: str) -> AdminWorkspace:
+        return await self._workspaces.load(tenant_id) or AdminWorkspace(tenant_id=tenant_id)
 
     async def _attempt(
         self,
@@ -55,22 +65,48 @@ class _AdminService:
         event: AuditEvent,
         change: _Change,
         *,
+        target: str,
         dimensions: dict[str, AuditDimension],
+        expected_version: int | None,
+        reason: str | None,
+        dimensions_of: _Dimensions | None = None,
         effect: Callable[[], Awaitable[None]] | None = None,
     ) -> AdminWorkspace:
         dims: dict[str, AuditDimension] = {"subject": admin.subject, "role": role.value}
         dims.update(dimensions)
+        current = await self._current(tenant_id)
+        if dimensions_of is not None:
+            dims.update(dimensions_of(current))
         if not admin.may(role, tenant_id):
             await self._record(event, tenant_id, "denied", "role", dims)
             raise NotPermittedError
+        if expected_version is not None and expected_version != current.version:
+            conflict = ConfigConflictError(
+                tenant_id, expected=expected_version, current=current.version
+            )
+            await self._record(event, tenant_id, "conflict", str(conflict), dims)
+            raise conflict
         try:
-            updated = change(self._workspaces.current(tenant_id))
+            updated = change(current)
         except ConfigurationError as exc:
             await self._record(event, tenant_id, "rejected", str(exc), dims)
             raise
         if effect is not None:
             await effect()
-        self._workspaces.commit(updated)
+        record = ConfigChange(
+            tenant_id=tenant_id,
+            version=updated.version,
+            subject=admin.subject,
+            at=self._clock.now(),
+            action=event.value,
+            target=target,
+            reason=reason,
+        )
+        try:
+            await self._workspaces.save(updated, expected_version=current.version, change=record)
+        except ConfigConflictError as exc:
+            await self._record(event, tenant_id, "conflict", str(exc), dims)
+            raise
         dims["version"] = updated.version
         await self._record(event, tenant_id, "ok", None, dims)
         return updated
@@ -127,7 +163,7 @@ class ConnectionSecretService(_AdminService):
 
     def __init__(
         self,
-        workspaces: WorkspaceRegistry,
+        workspaces: WorkspaceStore,
         secrets: WritableSecretStore,
         *,
         audit: AuditSink,
@@ -137,9 +173,21 @@ class ConnectionSecretService(_AdminService):
         self._secrets = secrets
 
     async def put_secret(
-        self, admin: Administrator, tenant_id: str, reference: str, value: str
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        reference: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
     ) -> AdminWorkspace:
-        """Write ``value`` under ``reference``; the workspace records only the reference."""
+        """Write ``value`` under ``reference``; the workspace records only the reference.
+
+        ``expected_version`` (every service takes it) is the workspace version the caller
+        read; a workspace that moved on since raises ``ConfigConflictError``. ``reason`` is
+        recorded with the change.
+        """
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             if not reference:
@@ -157,7 +205,10 @@ class ConnectionSecretService(_AdminService):
             Role.SECURITY_MANAGE,
             AuditEvent.ADMIN_SECRET_WRITE,
             change,
+            target=reference,
             dimensions={"reference": reference},
+            expected_version=expected_version,
+            reason=reason,
             effect=effect,
         )
 
@@ -175,7 +226,20 @@ class DataModelService(_AdminService):
             await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims)
             raise NotPermittedError
         await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims)
-        return self._workspaces.current(tenant_id)
+        return await self._current(tenant_id)
+
+    async def history(self, admin: Administrator, tenant_id: str) -> list[ConfigChange]:
+        """Every saved change of the tenant's configuration; needs ``ESRA_DATA_READ``."""
+        dims: dict[str, AuditDimension] = {
+            "subject": admin.subject,
+            "role": Role.ESRA_DATA_READ.value,
+            "part": "history",
+        }
+        if not admin.may(Role.ESRA_DATA_READ, tenant_id):
+            await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims)
+            raise NotPermittedError
+        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims)
+        return await self._workspaces.history(tenant_id)
 
     async def model_source(
         self,
@@ -183,6 +247,9 @@ class DataModelService(_AdminService):
         tenant_id: str,
         source: Source,
         mappings: Iterable[Mapping] = (),
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
     ) -> AdminWorkspace:
         """Add or replace ``source`` with exactly ``mappings``; its secret must exist.
 
@@ -191,7 +258,6 @@ class DataModelService(_AdminService):
         ``{mapping_id}:{fingerprint}`` (``none`` once removed), never the template text.
         """
         new_mappings = tuple(mappings)
-        current = self._workspaces.current(tenant_id).snapshot.mappings_of(source.id)
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             _own_tenant(tenant_id, source, *new_mappings)
@@ -213,15 +279,25 @@ class DataModelService(_AdminService):
             Role.ESRA_DATA_MANAGE,
             AuditEvent.ADMIN_SOURCE_MODEL,
             change,
-            dimensions={
-                "source_id": source.id,
-                "mappings": len(new_mappings),
-                "record_filter_templates": _template_changes(current, new_mappings),
+            target=source.id,
+            dimensions={"source_id": source.id, "mappings": len(new_mappings)},
+            dimensions_of=lambda ws: {
+                "record_filter_templates": _template_changes(
+                    ws.snapshot.mappings_of(source.id), new_mappings
+                )
             },
+            expected_version=expected_version,
+            reason=reason,
         )
 
     async def define_capability(
-        self, admin: Administrator, tenant_id: str, capability: Capability
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        capability: Capability,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
     ) -> AdminWorkspace:
         """Add or replace ``capability``; every source it binds must be modelled."""
 
@@ -237,7 +313,10 @@ class DataModelService(_AdminService):
             Role.ESRA_DATA_MANAGE,
             AuditEvent.ADMIN_CAPABILITY_DEFINE,
             change,
+            target=capability.id,
             dimensions={"capability_id": capability.id},
+            expected_version=expected_version,
+            reason=reason,
         )
 
 
@@ -245,7 +324,13 @@ class AccessPolicyService(_AdminService):
     """Step 3, ``GOVERNANCE_MANAGE``: the access policy of an exposure's tool."""
 
     async def author_policy(
-        self, admin: Administrator, tenant_id: str, policy: AccessPolicy
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        policy: AccessPolicy,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
     ) -> AdminWorkspace:
         """Add or replace the policy for ``policy.slug``; its capability must be modelled."""
 
@@ -264,7 +349,10 @@ class AccessPolicyService(_AdminService):
             Role.GOVERNANCE_MANAGE,
             AuditEvent.ADMIN_POLICY_AUTHOR,
             change,
+            target=policy.slug,
             dimensions={"slug": policy.slug, "capability_id": policy.capability_id},
+            expected_version=expected_version,
+            reason=reason,
         )
 
 
@@ -273,7 +361,7 @@ class ExposureService(_AdminService):
 
     def __init__(
         self,
-        workspaces: WorkspaceRegistry,
+        workspaces: WorkspaceStore,
         publisher: ConfigPublisher,
         *,
         audit: AuditSink,
@@ -283,7 +371,13 @@ class ExposureService(_AdminService):
         self._publisher = publisher
 
     async def bind_exposure(
-        self, admin: Administrator, tenant_id: str, exposure: Exposure
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        exposure: Exposure,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
     ) -> AdminWorkspace:
         """Add or replace ``exposure`` as a draft; its tool's access policy must exist."""
 
@@ -307,11 +401,26 @@ class ExposureService(_AdminService):
             Role.ESRA_EXPOSURE_MANAGE,
             AuditEvent.ADMIN_EXPOSURE_BIND,
             change,
+            target=exposure.slug,
             dimensions={"slug": exposure.slug, "audience": tuple(sorted(exposure.audience))},
+            expected_version=expected_version,
+            reason=reason,
         )
 
-    async def publish(self, admin: Administrator, tenant_id: str, slug: str) -> AdminWorkspace:
-        """Re-validate the draft, mark ``slug`` published and hand the snapshot to the runtime."""
+    async def publish(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        slug: str,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> AdminWorkspace:
+        """Re-validate the draft, mark ``slug`` published and hand the snapshot to the runtime.
+
+        The store keeps the published snapshot under its version, in the same write as the
+        workspace, before the runtime is told.
+        """
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             return ws.next(snapshot=publishable_snapshot(ws, slug), published=True)
@@ -322,7 +431,10 @@ class ExposureService(_AdminService):
             Role.ESRA_EXPOSURE_MANAGE,
             AuditEvent.ADMIN_EXPOSURE_PUBLISH,
             change,
+            target=slug,
             dimensions={"slug": slug},
+            expected_version=expected_version,
+            reason=reason,
         )
         self._publisher.publish(updated.snapshot)
         return updated

@@ -3,7 +3,8 @@
 The workspace holds the draft ``ConfigSnapshot`` (access policies included, so the runtime
 evaluates exactly what was published) plus the secret references that exist (never their
 values) and the last published version. Every change
-produces a new workspace one version later; the snapshot carries the same version.
+produces a new workspace one version later; the snapshot carries the same version. Where
+workspaces are kept is a ``WorkspaceStore`` (``esra.core.admin.store``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import attrs
 
 from esra.core.config.snapshot import ConfigSnapshot
 
-__all__ = ["AdminWorkspace", "WorkspaceRegistry"]
+__all__ = ["AdminWorkspace", "adopted_workspace"]
 
 
 def _empty_snapshot(instance: AdminWorkspace) -> ConfigSnapshot:
@@ -61,45 +62,19 @@ class AdminWorkspace:
         )
 
 
-class WorkspaceRegistry:
-    """The current workspace of each tenant, in memory; a tenant starts empty at version 0."""
+def adopted_workspace(snapshot: ConfigSnapshot) -> AdminWorkspace:
+    """The version-1 workspace of a tenant that already runs on ``snapshot``.
 
-    def __init__(self) -> None:
-        self._workspaces: dict[str, AdminWorkspace] = {}
-
-    def current(self, tenant_id: str) -> AdminWorkspace:
-        """Return the tenant's current workspace."""
-        return self._workspaces.get(tenant_id) or AdminWorkspace(tenant_id=tenant_id)
-
-    def adopt(self, snapshot: ConfigSnapshot) -> AdminWorkspace:
-        """Start a tenant's workspace from the configuration it already runs on.
-
-        A host that served ``snapshot`` before any administrator touched it adopts it as
-        version 1, so the first change edits the running configuration instead of replacing
-        it with an empty one. Every connection secret its sources name counts as written
-        once; it is published if any of its exposures is.
-
-        Raises:
-            ValueError: the tenant already has a workspace.
-        """
-        if snapshot.tenant_id in self._workspaces:
-            msg = f"tenant {snapshot.tenant_id!r} already has a workspace"
-            raise ValueError(msg)
-        published = any(exposure.published for exposure in snapshot.exposures)
-        workspace = AdminWorkspace(
-            tenant_id=snapshot.tenant_id,
-            version=1,
-            snapshot=snapshot,
-            secret_rotations={source.connection_ref: 1 for source in snapshot.sources},
-            published_version=1 if published else None,
-        )
-        self._workspaces[snapshot.tenant_id] = workspace
-        return workspace
-
-    def commit(self, workspace: AdminWorkspace) -> None:
-        """Make ``workspace`` its tenant's current one; versions only move forward."""
-        current = self.current(workspace.tenant_id)
-        if workspace.version != current.version + 1:
-            msg = "a workspace change must be based on the current version"
-            raise ValueError(msg)
-        self._workspaces[workspace.tenant_id] = workspace
+    A host that served ``snapshot`` before any administrator touched it adopts it, so the
+    first change edits the running configuration instead of replacing it with an empty one.
+    Every connection secret its sources name counts as written once; it is published at
+    version 1 if any of its exposures is.
+    """
+    published = any(exposure.published for exposure in snapshot.exposures)
+    return AdminWorkspace(
+        tenant_id=snapshot.tenant_id,
+        version=1,
+        snapshot=snapshot,
+        secret_rotations={source.connection_ref: 1 for source in snapshot.sources},
+        published_version=1 if published else None,
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, get_origin
 
 import cattrs
 from cattrs.preconf.json import make_converter
@@ -15,6 +16,22 @@ __all__ = ["CONVERTER", "dump_snapshot", "load_part", "load_snapshot"]
 _T = TypeVar("_T")
 
 CONVERTER = make_converter(forbid_extra_keys=True)
+
+
+def _is_frozenset(kind: object) -> bool:
+    return (get_origin(kind) or kind) is frozenset
+
+
+def _sorted_set_dumper(_kind: object) -> Callable[[frozenset[Any]], list[Any]]:
+    # Sets are written sorted, so the same configuration always dumps to the same document
+    # (a stored or exported configuration diffs cleanly in review).
+    def dump(value: frozenset[Any]) -> list[Any]:
+        return sorted((CONVERTER.unstructure(item) for item in value), key=str)
+
+    return dump
+
+
+CONVERTER.register_unstructure_hook_factory(_is_frozenset, _sorted_set_dumper)
 
 
 def load_snapshot(data: dict[str, Any]) -> ConfigSnapshot:
