@@ -20,6 +20,13 @@ SDK ``Client`` instead (its per-call validation then runs on the same cores as t
 ``--rounds`` alternates bare and ESRA runs and reports each, so drift on a shared machine
 shows. Printed: p50, p99 and calls per second of both, and ESRA's throughput as a share of
 the bare route's (target ≥ 0.6).
+
+``--audit`` picks the host's audit sink: ``logging`` (the default, ``LoggingAuditSink``) or a
+durable one through ``BatchingAuditSink`` — ``sqlite`` (a file in the bench's data
+directory), ``jsonl`` (a file there), ``postgres`` (a fresh schema on ``--audit-dsn`` or
+``$ESRA_TEST_POSTGRES_DSN``, dropped afterwards). Run twice and compare the ESRA calls/s to
+price the durable sink (target: PostgreSQL within 5 % of logging); the number of records
+written is printed, so a sink that silently wrote nothing cannot pass for a fast one.
 """
 
 from __future__ import annotations
@@ -30,12 +37,14 @@ import contextlib
 import io
 import json
 import multiprocessing
+import os
 import sqlite3
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -50,6 +59,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+import esra.starlette.serve as serve_module
+from esra.core.audit_batching import AuditBackend, BatchingAuditSink
 from esra.core.query import ResultRow
 from esra.core.validation import ValidatedQuery
 from esra.sqlite import SqliteFts5Provider, open_readonly
@@ -115,6 +126,67 @@ def _in_thread(
     finally:
         stop()
         thread.join(timeout=60)
+
+
+AUDIT_SINKS = ("logging", "sqlite", "jsonl", "postgres")
+_SINK_NAME = "LoggingAuditSink"  # what HostServer.serve() constructs its audit sink from
+
+
+@contextlib.asynccontextmanager
+async def _audit_backend(kind: str, data_dir: Path, dsn: str) -> AsyncIterator[AuditBackend]:
+    """The durable backend ``kind`` names, opened for the run and closed (or dropped) after."""
+    if kind == "jsonl":
+        from esra.core.audit_jsonl import JsonLinesAuditLog  # noqa: PLC0415
+
+        yield JsonLinesAuditLog(data_dir / "audit.jsonl")
+    elif kind == "sqlite":
+        from esra.sqlite.audit import SqliteAuditLog  # noqa: PLC0415
+
+        log = SqliteAuditLog(data_dir / "audit.db")
+        await log.initialize()
+        try:
+            yield log
+        finally:
+            await log.close()
+    else:
+        import psycopg  # noqa: PLC0415
+        from psycopg import sql  # noqa: PLC0415
+
+        from esra.postgres.audit import PostgresAuditLog  # noqa: PLC0415
+        from esra.postgres.audit_schema import apply_audit_schema  # noqa: PLC0415
+
+        schema = f"esra_bench_audit_{uuid.uuid4().hex[:12]}"
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await apply_audit_schema(conn, schema)
+        pg = await PostgresAuditLog.open(dsn, schema=schema)
+        try:
+            yield pg
+        finally:
+            await pg.close()
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+class _AuditedHost(HostServer):
+    """``HostServer`` with its audit records going through ``BatchingAuditSink`` to ``kind``."""
+
+    def __init__(self, kind: str, data_dir: Path, dsn: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._kind, self._data_dir, self._dsn = kind, data_dir, dsn
+        self.written = 0
+
+    async def serve(self) -> None:
+        async with _audit_backend(self._kind, self._data_dir, self._dsn) as backend:
+            sink = BatchingAuditSink(backend)
+            original = getattr(serve_module, _SINK_NAME)
+            # serve() builds its sink from this name; the bench hands it the durable one.
+            setattr(serve_module, _SINK_NAME, lambda: sink)
+            try:
+                await super().serve()
+            finally:
+                setattr(serve_module, _SINK_NAME, original)
+                await sink.aclose()
+                self.written = sink.written
 
 
 def _bare_app(statements: Sequence[Statement]) -> Starlette:
@@ -276,10 +348,15 @@ def _measure(
     sdk_client: bool,
     rounds: int,
     stop_recording: Callable[[], None],
-) -> tuple[list[tuple[Result, Result]], int]:
+    audit: str = "logging",
+    audit_dsn: str = "",
+) -> tuple[list[tuple[Result, Result]], int, int | None]:
     esra_port, bare_port = free_port(), free_port()
-    host = HostServer(
-        lambda: open_embedded(data_dir), host="127.0.0.1", port=esra_port, log_level="warning"
+    options: dict[str, Any] = {"host": "127.0.0.1", "port": esra_port, "log_level": "warning"}
+    host = (
+        HostServer(lambda: open_embedded(data_dir), **options)
+        if audit == "logging"
+        else _AuditedHost(audit, data_dir, audit_dsn, lambda: open_embedded(data_dir), **options)
     )
     esra_url, bare_url = f"http://127.0.0.1:{esra_port}", f"http://127.0.0.1:{bare_port}"
     spawn = multiprocessing.get_context("spawn")
@@ -331,7 +408,8 @@ def _measure(
     if len(RECORDED) != len(statements):
         msg = "statements were still being recorded while ESRA was measured"
         raise RuntimeError(msg)
-    return results, len(statements)
+    written = host.written if isinstance(host, _AuditedHost) else None
+    return results, len(statements), written
 
 
 def _throughput(result: Result) -> float:
@@ -349,7 +427,15 @@ def main() -> None:
         "--sdk-client", action="store_true", help="load ESRA through the MCP SDK's Client"
     )
     parser.add_argument("--rounds", type=int, default=1, help="alternating bare/ESRA runs")
+    parser.add_argument("--audit", choices=AUDIT_SINKS, default="logging", help="audit sink")
+    parser.add_argument(
+        "--audit-dsn",
+        default=os.environ.get("ESRA_TEST_POSTGRES_DSN", ""),
+        help="PostgreSQL for --audit postgres (default: $ESRA_TEST_POSTGRES_DSN)",
+    )
     args = parser.parse_args()
+    if args.audit == "postgres" and not args.audit_dsn:
+        parser.error("--audit postgres needs --audit-dsn or $ESRA_TEST_POSTGRES_DSN")
     calls = 100 if args.quick else args.calls
     stop_recording = _record_statements()
     with tempfile.TemporaryDirectory(prefix="esra-bench-host-") as tmp:
@@ -361,7 +447,7 @@ def main() -> None:
                 msg = "esra dev-token failed"
                 raise RuntimeError(msg)
         token = out.getvalue().strip()
-        results, statements = _measure(
+        results, statements, written = _measure(
             Path(tmp),
             token,
             args.clients,
@@ -369,12 +455,15 @@ def main() -> None:
             sdk_client=args.sdk_client,
             rounds=max(1, args.rounds),
             stop_recording=stop_recording,
+            audit=args.audit,
+            audit_dsn=args.audit_dsn,
         )
     client = "MCP SDK Client" if args.sdk_client else "identical httpx clients"
     print(
         f"host_load: {args.clients} concurrent clients ({client}), {calls} calls each side, "
         f"{statements} SQLite statements per invocation, loopback uvicorn, clients in a "
-        "second process"
+        f"second process; audit sink: {args.audit}"
+        + (f" ({written} records written)" if written is not None else "")
     )
     print(f"{'side':<30} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>8}")
     ratios: list[float] = []

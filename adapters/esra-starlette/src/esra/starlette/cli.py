@@ -124,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_dir(token)
     _add_worker(commands)
     _add_ingest(commands)
+    from esra.starlette import audit_cli  # noqa: PLC0415 - each command loads its own imports
+
+    audit_cli.register(commands)
+    from esra.starlette import config_cli  # noqa: PLC0415 - each command loads its own imports
+
+    config_cli.register(commands)
     return parser
 
 
@@ -523,6 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _worker(args)
     if args.command == "ingest":
         return _ingest(args)
+    if callable(getattr(args, "run", None)):  # commands registered from their own modules
+        return int(args.run(args))
     return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands first
 
 

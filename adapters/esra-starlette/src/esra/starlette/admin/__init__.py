@@ -18,7 +18,10 @@ from starlette.routing import BaseRoute, Route
 
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
+from esra.core.admin.store import WorkspaceStore
+from esra.core.audit_query import AuditReader
 from esra.core.ports import AuditSink, Clock, ConfigRepository
+from esra.starlette.admin.audit_api import AuditApi
 from esra.starlette.admin.config_api import ConfigApi
 from esra.starlette.admin.errors import AdminError, AdminErrorCode, handle_http, handle_unexpected
 from esra.starlette.admin.limits import AdminLimits, BodySizeLimit
@@ -47,9 +50,11 @@ def admin_app(
     clock: Clock,
     publisher: ConfigPublisher | None = None,
     secrets: WritableSecretStore | None = None,
+    workspaces: WorkspaceStore | None = None,
     roles_claim: str = DEFAULT_ROLES_CLAIM,
     limits: AdminLimits | None = None,
     base_path: str = ADMIN_PATH,
+    audit_reader: AuditReader | None = None,
 ) -> Starlette:
     """The admin API as an ASGI app, to mount at ``base_path``.
 
@@ -61,14 +66,19 @@ def admin_app(
         publisher: receives published snapshots; without one the configuration endpoints
             are not served (the configuration is then read-only, from files).
         secrets: where connection secrets are written (in memory by default).
+        workspaces: where drafts, their history and publications are kept (in memory by
+            default; ``SqliteConfigStore`` / ``PostgresConfigStore`` keep them durably).
         roles_claim: the token claim holding the caller's administrative roles.
         limits: request body limits.
         base_path: where the app is mounted (named in the OpenAPI document).
+        audit_reader: reads audit records back for ``GET /audit``; without one that
+            endpoint answers 404 (this host keeps no readable audit log).
     """
     limits = limits or AdminLimits()
     routes: list[BaseRoute] = list(
         StoreApi(stores, roles_claim=roles_claim, limits=limits).routes()
     )
+    routes.extend(AuditApi(audit_reader, roles_claim=roles_claim).routes())
     if publisher is not None:
         config_api = ConfigApi(
             config=config,
@@ -77,12 +87,15 @@ def admin_app(
             audit=audit,
             clock=clock,
             roles_claim=roles_claim,
+            workspaces=workspaces,
         )
         routes.extend(config_api.routes())
     document = openapi_document(base_path)
     if publisher is None:
         document["paths"] = {
-            path: item for path, item in document["paths"].items() if "/store" in path
+            path: item
+            for path, item in document["paths"].items()
+            if "/store" in path or path.endswith("/audit")
         }
 
     async def openapi(_request: Request) -> Response:

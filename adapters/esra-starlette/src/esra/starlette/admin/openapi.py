@@ -76,6 +76,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("post", "/exposures/{slug}/publish",
               "Re-validate the draft and publish the exposure to the running host.",
               "ESRA_EXPOSURE_MANAGE", errors=(401, 403, 422)),
+    Operation("get", "/audit",
+              "The tenant's audit records, newest first, filtered and keyset-paged.",
+              "GOVERNANCE_MANAGE or SECURITY_MANAGE", ok="AuditPage",
+              errors=(400, 401, 403, 404)),
 )  # fmt: skip
 
 _ERROR_TEXT = {
@@ -211,7 +215,42 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {"source": _OBJECT, "mappings": {"type": "array", "items": _OBJECT}},
     },
     "ConfigObject": _OBJECT,
+    "AuditRecord": {
+        "type": "object",
+        "required": ["event", "tenantId", "correlationId", "at", "outcome"],
+        "properties": {
+            "event": {"type": "string"},
+            "tenantId": {"type": "string"},
+            "correlationId": {"type": "string"},
+            "at": {"type": "string", "format": "date-time"},
+            "outcome": {"type": "string"},
+            "reason": _NULLABLE_TEXT,
+            "dimensions": _OBJECT,
+        },
+    },
+    "AuditPage": {
+        "type": "object",
+        "required": ["records", "nextCursor"],
+        "properties": {
+            "records": {"type": "array", "items": {"$ref": "#/components/schemas/AuditRecord"}},
+            "nextCursor": {
+                "type": ["string", "null"],
+                "description": "Pass as ?cursor= for the next page; null on the last.",
+            },
+        },
+    },
 }  # fmt: skip
+
+_TEXT = {"type": "string"}
+_AUDIT_PARAMETERS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("event", {"type": "array", "items": _TEXT}, "Event names (repeatable)."),
+    ("subject", _TEXT, "Who acted."),
+    ("since", {"type": "string", "format": "date-time"}, "Inclusive; with a UTC offset."),
+    ("until", {"type": "string", "format": "date-time"}, "Exclusive; with a UTC offset."),
+    ("correlation_id", _TEXT, "One invocation's records."),
+    ("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "Page size."),
+    ("cursor", _TEXT, "The previous page's nextCursor."),
+)
 
 
 def _responses(operation: Operation) -> dict[str, Any]:
@@ -259,6 +298,12 @@ def _operation(operation: Operation) -> dict[str, Any]:
                 "explode": True,
             }
         )
+    if operation.path == "/audit":
+        parameters.extend(
+            {"name": name, "in": "query", "required": False, "schema": schema,
+             "description": text, **({"explode": True} if name == "event" else {})}
+            for name, schema, text in _AUDIT_PARAMETERS
+        )  # fmt: skip
     if parameters:
         described["parameters"] = parameters
     if operation.body is not None:
