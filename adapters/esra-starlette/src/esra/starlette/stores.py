@@ -19,6 +19,7 @@ from pathlib import Path
 
 import attrs
 
+from esra.core.docstore.extras import require_document_extra
 from esra.core.docstore.lifecycle import StoreInitialisationError, StoreLifecycle, StoreStatus
 from esra.core.docstore.management import DocumentStoreService
 from esra.core.docstore.upload import UploadLimits
@@ -64,7 +65,14 @@ async def open_tenant_stores(
     clock: Clock,
     limits: UploadLimits | None = None,
 ) -> AsyncIterator[dict[str, TenantStore]]:
-    """Open a repository per tenant store database; close them all on exit."""
+    """Open a repository per tenant store database; close them all on exit.
+
+    Raises:
+        MissingExtraError: a store is configured but the ``documents`` extra (pypdf,
+            python-docx) is not installed — refused at start-up, not at the first PDF.
+    """
+    if databases:
+        require_document_extra()
     stores: dict[str, TenantStore] = {}
     try:
         for tenant_id, database in databases.items():

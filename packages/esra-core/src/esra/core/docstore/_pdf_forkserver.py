@@ -1,7 +1,9 @@
 """The PDF sandbox server: a helper process that forks one limited child per document.
 
-Started once per parent process with pypdf already imported, it reads requests on stdin —
-a JSON header line ``{"size", "memory", "cpu", "wall"}`` followed by ``size`` bytes of PDF —
+Started once per owner with pypdf already imported, it first announces itself on stdout —
+``{"ready": true}``, or ``{"missing": "pypdf"}`` and exit when the ``documents`` extra is not
+installed — then reads requests on stdin until it closes: a JSON header line
+``{"size", "memory", "cpu", "wall", "chars"}`` followed by ``size`` bytes of PDF —
 and for each forks a child that sets ``RLIMIT_AS`` and ``RLIMIT_CPU``, extracts, writes its
 JSON result to a pipe and exits. The server kills a child that outlives its wall-clock
 deadline and answers one JSON line per request on stdout. A hostile PDF can only ever take
@@ -17,17 +19,20 @@ import select
 import signal
 import sys
 import time
-
-from esra.core.docstore._pdf_worker import extract_pages
+from collections.abc import Callable
 
 _READ_CHUNK = 1 << 16
 
 
-def _child(data: bytes, memory: int, cpu: int, write_fd: int) -> None:
+_Extractor = Callable[[bytes, int], dict[str, object]]
+
+
+def _child(extract_pages: _Extractor, data: bytes, header: dict[str, int], write_fd: int) -> None:
+    memory, cpu = int(header["memory"]), int(header["cpu"])
     try:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        result: dict[str, object] = extract_pages(data)
+        result: dict[str, object] = extract_pages(data, int(header.get("chars", 1 << 62)))
     except BaseException as exc:
         # MemoryError under the address-space limit, or worse: this document fails, only it.
         result = {"refusal": "MALFORMED_DOCUMENT", "detail": type(exc).__name__}
@@ -64,7 +69,7 @@ def _collect(pid: int, read_fd: int, wall: float) -> dict[str, object]:
     return answer if isinstance(answer, dict) else {"refusal": "MALFORMED_DOCUMENT"}
 
 
-def _serve_one(header: dict[str, int], data: bytes) -> dict[str, object]:
+def _serve_one(extract_pages: _Extractor, header: dict[str, int], data: bytes) -> dict[str, object]:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
@@ -73,7 +78,7 @@ def _serve_one(header: dict[str, int], data: bytes) -> dict[str, object]:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
-        _child(data, int(header["memory"]), int(header["cpu"]), write_fd)
+        _child(extract_pages, data, header, write_fd)
     os.close(write_fd)
     try:
         return _collect(pid, read_fd, float(header["wall"]))
@@ -82,12 +87,20 @@ def _serve_one(header: dict[str, int], data: bytes) -> dict[str, object]:
 
 
 def main() -> None:
-    """Serve requests until stdin closes."""
+    """Announce readiness (or the missing extra), then serve requests until stdin closes."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        from esra.core.docstore._pdf_worker import extract_pages  # noqa: PLC0415
+    except ImportError as exc:
+        stdout.write(json.dumps({"missing": exc.name or "pypdf"}).encode() + b"\n")
+        stdout.flush()
+        return
+    stdout.write(b'{"ready": true}\n')
+    stdout.flush()
     while line := stdin.readline():
         header = json.loads(line)
         data = stdin.read(int(header["size"]))
-        answer = _serve_one(header, data)
+        answer = _serve_one(extract_pages, header, data)
         # The largest child so far (the server waits for every child, so this sees them all).
         answer["sandbox_peak_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         stdout.write(json.dumps(answer).encode() + b"\n")

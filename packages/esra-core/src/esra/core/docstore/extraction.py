@@ -2,50 +2,79 @@
 
 PDF runs in a child process of its own with memory and CPU limits and a wall-clock kill
 (pypdf has shipped dozens of denial-of-service fixes; a hostile file must only ever fail
-itself), forked by a long-lived sandbox server that already imported pypdf. DOCX is read
-with python-docx only after ``inspect_upload`` has checked the package (zip limits, no
+itself), forked by a sandbox server that already imported pypdf (``pdf_sandbox``). DOCX is
+read with python-docx only after ``inspect_upload`` has checked the package (zip limits, no
 DTDs). Text formats are decoded as UTF-8 (or UTF-16 with a byte-order mark).
+
+Every format is bounded by ``ExtractionLimits``: the text's length and the number of units
+are checked while they are found, in one linear pass, and only unit starts are kept — never
+a list of every line, row or blank line — so a file of a million headings or rows fails
+fast with ``TOO_MANY_SEGMENTS`` instead of exhausting memory.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import threading
 
 import attrs
 
 from esra.core.codes import DocumentRefusal
+from esra.core.docstore.extras import MissingExtraError
 from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.pdf_sandbox import PdfLimits, PdfSandbox, default_sandbox
 from esra.core.docstore.refusals import DocumentRefusedError
-from esra.core.docstore.segments import DEFAULT_MAX_CHARS, Segment, segment_text
+from esra.core.docstore.segments import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_SEGMENTS,
+    Segment,
+    segment_text,
+    too_many_segments,
+)
 from esra.core.docstore.upload import AcceptedUpload
 
 __all__ = [
     "Extraction",
+    "ExtractionLimits",
     "PdfLimits",
     "extract",
     "sandbox_peak_rss_kb",
     "segment_extraction",
 ]
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-_FENCE = re.compile(r"^(```|~~~)", re.MULTILINE)
+# One pass over the lines that matter: a fence toggles code, a heading outside code starts a
+# unit. The title is the rest of the line ([^\n]+ is linear; the former lazy title with an
+# optional trailing run backtracked quadratically on a long run of blanks).
+_MARKDOWN_LINE = re.compile(r"^(?:(?P<fence>```|~~~)|#{1,6}[ \t]+(?P<title>[^\n]+))", re.MULTILINE)
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+# One CSV record: unquoted runs and quoted runs (which may hold newlines) up to a newline.
+# Possessive throughout, so it never backtracks; an unclosed quote runs to the end.
+_CSV_RECORD = re.compile(r'(?:[^"\n]++|"[^"]*+"?)*+\n?')
+# As many whole, newline-ended records as fit (matched with an end position: a record cut by
+# it is not whole, so it is left out).
+_CSV_RECORDS = re.compile(r'(?:(?:[^"\n]++|"[^"]*+")*+\n)*+')
 PARAGRAPH_GROUP_CHARS = 1200
 CSV_SEGMENT_CHARS = 3000
+# Labels are display metadata stored with every segment of their unit: a one-megabyte
+# heading line must not be copied into each of its segments.
+LABEL_CHARS = 200
+# The header repeated before every CSV segment is indexed, not part of the document: capped
+# so a huge header line cannot be multiplied by the number of segments.
+CSV_HEADER_PREFIX_CHARS = 2000
 
 
 @attrs.frozen
-class PdfLimits:
-    """Sandbox limits for one PDF extraction subprocess."""
+class ExtractionLimits:
+    """Bounds on what one document may extract to, whatever its format.
 
-    memory_bytes: int = 768 * 1024 * 1024
-    cpu_seconds: int = 30
-    wall_seconds: float = 60.0
+    ``max_chars``: the default upload limit (25 MB) decodes to at most 25 M characters of
+    text; PDF and DOCX compress, so 32 Mi leaves them headroom while a decompression-amplified
+    text is refused (``TEXT_TOO_LONG``). ``max_segments``: see ``DEFAULT_MAX_SEGMENTS``
+    (``TOO_MANY_SEGMENTS``). Both are checked while extracting, before the text or its
+    boundaries are materialised beyond them.
+    """
+
+    max_chars: int = 32 * 1024 * 1024
+    max_segments: int = DEFAULT_MAX_SEGMENTS
 
 
 @attrs.frozen
@@ -57,64 +86,129 @@ class Extraction:
     labels: tuple[str, ...] = ()
     header: str = ""
     group_chars: int = 0
+    max_segments: int = DEFAULT_MAX_SEGMENTS
 
 
-def _decode(data: bytes) -> str:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16")
-    return data.decode("utf-8-sig")
-
-
-def _plain(data: bytes) -> Extraction:
-    text = _decode(data).replace("\r\n", "\n")
-    starts = [m.end() for m in _PARAGRAPH_BREAK.finditer(text)]
-    return Extraction(text=text, boundaries=tuple(starts), group_chars=PARAGRAPH_GROUP_CHARS)
-
-
-def _markdown(data: bytes) -> Extraction:
-    text = _decode(data).replace("\r\n", "\n")
-    fences = [m.start() for m in _FENCE.finditer(text)]
-    starts, labels = [], [""]
-    for match in _HEADING.finditer(text):
-        inside_code = sum(1 for f in fences if f < match.start()) % 2 == 1
-        if not inside_code and match.start() > 0:
-            starts.append(match.start())
-            labels.append(match.group(2).strip())
-        elif match.start() == 0:
-            labels[0] = match.group(2).strip()
-    return Extraction(text=text, boundaries=tuple(starts), labels=tuple(labels))
-
-
-def _csv(data: bytes) -> Extraction:
-    text = _decode(data).replace("\r\n", "\n")
-    row_starts, offset, quotes = [], 0, 0
-    for line in text.splitlines(keepends=True):
-        if quotes % 2 == 0 and offset > 0:
-            row_starts.append(offset)
-        quotes += line.count('"')
-        offset += len(line)
-    header = text[: row_starts[0]] if row_starts else text
-    boundaries, size = [], 0
-    previous = row_starts[0] if row_starts else len(text)
-    for start in [*row_starts[1:], len(text)]:
-        size += start - previous
-        if size > CSV_SEGMENT_CHARS:
-            boundaries.append(previous)
-            size = start - previous
-        previous = start
-    first_rows = row_starts[0] if row_starts else 0
-    # The header travels with the first rows; later segments get it as an indexed prefix.
-    return Extraction(
-        text=text,
-        boundaries=tuple(b for b in boundaries if b > first_rows),
-        header=header if header.endswith("\n") else header + "\n",
+def _text_too_long(limits: ExtractionLimits) -> DocumentRefusedError:
+    return DocumentRefusedError(
+        DocumentRefusal.TEXT_TOO_LONG, detail=f"more than {limits.max_chars} characters"
     )
 
 
-def _docx(data: bytes) -> Extraction:
+def _decode(data: bytes, limits: ExtractionLimits) -> str:
+    # No character takes more than four bytes: a file that must decode to too many is refused
+    # before it is decoded.
+    if len(data) // 4 > limits.max_chars:
+        raise _text_too_long(limits)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16")
+    else:
+        text = data.decode("utf-8-sig")
+    # ``replace`` returns the same object when there is no CRLF: no second copy then.
+    text = text.replace("\r\n", "\n")
+    if len(text) > limits.max_chars:
+        raise _text_too_long(limits)
+    return text
+
+
+def _label(title: str) -> str:
+    return title.strip()[:LABEL_CHARS]
+
+
+class _Units:
+    """Unit starts collected under the segment ceiling (each unit is at least one segment)."""
+
+    def __init__(self, limits: ExtractionLimits) -> None:
+        self.starts: list[int] = []
+        self._limit = limits.max_segments
+
+    def add(self, start: int) -> None:
+        if len(self.starts) + 1 >= self._limit:  # unit 0 is implied
+            raise too_many_segments(self._limit)
+        self.starts.append(start)
+
+
+def _plain(data: bytes, limits: ExtractionLimits) -> Extraction:
+    text = _decode(data, limits)
+    # Paragraph grouping as the breaks stream past: only group starts are kept, never a list
+    # of every break (a file of blank lines has millions).
+    units, group_start = _Units(limits), 0
+    for match in _PARAGRAPH_BREAK.finditer(text):
+        if match.end() - group_start >= PARAGRAPH_GROUP_CHARS and match.end() < len(text):
+            units.add(match.end())
+            group_start = match.end()
+    return Extraction(
+        text=text,
+        boundaries=tuple(units.starts),
+        group_chars=PARAGRAPH_GROUP_CHARS,
+        max_segments=limits.max_segments,
+    )
+
+
+def _markdown(data: bytes, limits: ExtractionLimits) -> Extraction:
+    text = _decode(data, limits)
+    units, labels, inside_code = _Units(limits), [""], False
+    for match in _MARKDOWN_LINE.finditer(text):
+        if match.group("fence") is not None:
+            inside_code = not inside_code
+            continue
+        if inside_code:
+            continue
+        raw = match.group("title")
+        # A closing run of #s is not part of the title ("## Part ##"), unless it is all of it.
+        title = _label(raw.rstrip(" \t#") or raw[:1])
+        if match.start() == 0:
+            labels[0] = title
+        else:
+            units.add(match.start())
+            labels.append(title)
+    return Extraction(
+        text=text,
+        boundaries=tuple(units.starts),
+        labels=tuple(labels),
+        max_segments=limits.max_segments,
+    )
+
+
+def _csv(data: bytes, limits: ExtractionLimits) -> Extraction:
+    """Header-plus-rows blocks: a block takes whole records while it stays within
+    ``CSV_SEGMENT_CHARS``; a record longer than that is a block of its own.
+
+    Each block's records are matched in one regex call over a window of the block's size,
+    so the work in Python is per block, never per row (a file of blank lines has millions).
+    """
+    text = _decode(data, limits)
+    units = _Units(limits)
+    first = _CSV_RECORD.match(text)
+    header_end = first.end() if first is not None else len(text)
+    block = header_end
+    while block + CSV_SEGMENT_CHARS < len(text):
+        fitting = _CSV_RECORDS.match(text, block, block + CSV_SEGMENT_CHARS)
+        following = fitting.end() if fitting is not None else block
+        if following == block:  # one record longer than a block: it is the block
+            record = _CSV_RECORD.match(text, block)
+            following = record.end() if record is not None and record.end() > block else len(text)
+        if following >= len(text):
+            break
+        units.add(following)
+        block = following
+    header = text[: min(header_end, CSV_HEADER_PREFIX_CHARS)]
+    # The header travels with the first rows; later segments get it as an indexed prefix.
+    return Extraction(
+        text=text,
+        boundaries=tuple(units.starts),
+        header=header if header.endswith("\n") else header + "\n",
+        max_segments=limits.max_segments,
+    )
+
+
+def _docx(data: bytes, limits: ExtractionLimits) -> Extraction:
     import io  # noqa: PLC0415 - python-docx is an optional extra
 
-    from docx import Document  # noqa: PLC0415
+    try:
+        from docx import Document  # noqa: PLC0415
+    except ImportError as exc:
+        raise MissingExtraError(("python-docx",)) from exc
 
     try:
         document = Document(io.BytesIO(data))
@@ -123,7 +217,7 @@ def _docx(data: bytes) -> Extraction:
             DocumentRefusal.MALFORMED_DOCUMENT, detail=f"python-docx: {type(exc).__name__}"
         ) from exc
     lines: list[str] = []
-    starts: list[int] = []
+    units = _Units(limits)
     labels: list[str] = [""]
     offset = 0
     for block in document.iter_inner_content():
@@ -135,116 +229,99 @@ def _docx(data: bytes) -> Extraction:
             style = (block.style.name if block.style is not None else "") or ""
             if style.startswith(("Heading", "Title")) and chunk.strip():
                 if offset > 0:
-                    starts.append(offset)
-                    labels.append(chunk.strip())
+                    units.add(offset)
+                    labels.append(_label(chunk))
                 else:
-                    labels[0] = chunk.strip()
+                    labels[0] = _label(chunk)
         lines.append(chunk)
         offset += len(chunk) + 1
-    return Extraction(text="\n".join(lines), boundaries=tuple(starts), labels=tuple(labels))
-
-
-class _Sandbox:
-    """The client side of ``_pdf_forkserver``: one server per parent process, one request at
-    a time, restarted when it dies (or when this process was forked)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._server: subprocess.Popen[bytes] | None = None
-        self._owner = 0
-        self.peak_rss_kb = 0
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PATH": os.defpath}
-        return subprocess.Popen(
-            [sys.executable, "-m", "esra.core.docstore._pdf_forkserver"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-
-    def extract(self, data: bytes, limits: PdfLimits) -> dict[str, object]:
-        header = {
-            "size": len(data),
-            "memory": limits.memory_bytes,
-            "cpu": limits.cpu_seconds,
-            "wall": limits.wall_seconds,
-        }
-        with self._lock:
-            if (
-                self._server is None
-                or self._server.poll() is not None
-                or self._owner != os.getpid()
-            ):
-                self._server, self._owner = self._start(), os.getpid()
-            server = self._server
-            assert server.stdin is not None
-            assert server.stdout is not None
-            try:
-                server.stdin.write(json.dumps(header).encode() + b"\n" + data)
-                server.stdin.flush()
-                line = server.stdout.readline()
-                answer = json.loads(line) if line else None
-            except (OSError, ValueError):
-                answer = None
-            if not isinstance(answer, dict):
-                # The server itself died: this document fails, the next request restarts it.
-                server.kill()
-                self._server = None
-                return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server died"}
-            peak = answer.get("sandbox_peak_kb")
-            if isinstance(peak, int):
-                self.peak_rss_kb = max(self.peak_rss_kb, peak)
-            return answer
-
-
-_SANDBOX = _Sandbox()
+        if offset > limits.max_chars + 1:
+            raise _text_too_long(limits)
+    return Extraction(
+        text="\n".join(lines),
+        boundaries=tuple(units.starts),
+        labels=tuple(labels),
+        max_segments=limits.max_segments,
+    )
 
 
 def sandbox_peak_rss_kb() -> int:
     """The largest resident size any PDF sandbox child of this process reached, in KiB."""
-    return _SANDBOX.peak_rss_kb
+    return default_sandbox().peak_rss_kb
 
 
-def _pdf(data: bytes, limits: PdfLimits) -> Extraction:
-    result = _SANDBOX.extract(data, limits)
+def _pdf(
+    data: bytes, limits: PdfLimits, extraction_limits: ExtractionLimits, sandbox: PdfSandbox
+) -> Extraction:
+    bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
+    result = sandbox.extract(data, bounded)
     if "pages" not in result or not isinstance(result["pages"], list):
         refusal = DocumentRefusal(str(result.get("refusal", "MALFORMED_DOCUMENT")))
         raise DocumentRefusedError(refusal, detail=str(result.get("detail", "")))
     pages = [str(p) for p in result["pages"]]
+    if len(pages) > extraction_limits.max_segments:
+        raise too_many_segments(extraction_limits.max_segments)
     starts, labels, offset = [], [], 0
     for number, page in enumerate(pages, start=1):
         starts.append(offset)
         labels.append(f"page {number}")
         offset += len(page) + 1
-    return Extraction(text="\n".join(pages), boundaries=tuple(starts), labels=tuple(labels))
+    if offset > extraction_limits.max_chars + 1:
+        raise _text_too_long(extraction_limits)
+    return Extraction(
+        text="\n".join(pages),
+        boundaries=tuple(starts),
+        labels=tuple(labels),
+        max_segments=extraction_limits.max_segments,
+    )
 
 
-def extract(upload: AcceptedUpload, *, pdf_limits: PdfLimits | None = None) -> Extraction:
+def extract(
+    upload: AcceptedUpload,
+    *,
+    pdf_limits: PdfLimits | None = None,
+    limits: ExtractionLimits | None = None,
+    sandbox: PdfSandbox | None = None,
+) -> Extraction:
     """Extract ``upload``'s text and natural boundaries.
+
+    Args:
+        upload: an inspected upload.
+        pdf_limits: the PDF sandbox child's limits.
+        limits: bounds on the text and its units, for every format.
+        sandbox: the PDF sandbox server to use (its owner closes it); the process-wide one,
+            closed at exit, by default.
 
     Raises:
         DocumentRefusedError: ``MALFORMED_DOCUMENT`` or ``PASSWORD_PROTECTED`` when the content
-            cannot be read safely — never a partial extraction.
+            cannot be read safely, ``TEXT_TOO_LONG`` or ``TOO_MANY_SEGMENTS`` past ``limits``
+            — never a partial extraction.
+        MissingExtraError: PDF or DOCX without the ``documents`` extra installed.
     """
+    limits = limits or ExtractionLimits()
     match upload.format:
         case DocumentFormat.PDF:
-            return _pdf(upload.data, pdf_limits or PdfLimits())
+            return _pdf(
+                upload.data, pdf_limits or PdfLimits(), limits, sandbox or default_sandbox()
+            )
         case DocumentFormat.DOCX:
-            return _docx(upload.data)
+            return _docx(upload.data, limits)
         case DocumentFormat.MD:
-            return _markdown(upload.data)
+            return _markdown(upload.data, limits)
         case DocumentFormat.CSV:
-            return _csv(upload.data)
+            return _csv(upload.data, limits)
         case _:
-            return _plain(upload.data)
+            return _plain(upload.data, limits)
 
 
 def segment_extraction(
     extraction: Extraction, *, max_chars: int = DEFAULT_MAX_CHARS
 ) -> list[Segment]:
-    """Segment an extraction by its format's rules (pages, headings, rows, paragraph groups)."""
+    """Segment an extraction by its format's rules (pages, headings, rows, paragraph groups).
+
+    Raises:
+        DocumentRefusedError: ``TOO_MANY_SEGMENTS`` past the extraction's segment ceiling.
+    """
     return segment_text(
         extraction.text,
         extraction.boundaries,
@@ -252,4 +329,5 @@ def segment_extraction(
         max_chars=max_chars,
         min_chars=extraction.group_chars,
         prefix=extraction.header,
+        max_segments=extraction.max_segments,
     )

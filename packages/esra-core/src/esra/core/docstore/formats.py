@@ -20,6 +20,7 @@ _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ZIP = (b"PK\x03\x04", b"PK\x05\x06")
 # The PDF header may follow a little leading junk; readers accept it within the first 1 KiB.
 _PDF_WINDOW = 1024
+_TEXT_CONTROLS = frozenset(b"\t\n\r\x0c")
 
 
 class DocumentFormat(StrEnum):
@@ -39,6 +40,8 @@ class HeaderKind(StrEnum):
     ZIP = "zip"
     OLE = "ole"
     TEXT = "text"
+    # Text in a legacy 8-bit encoding (Latin-1, Windows-1252): readable, but not UTF-8.
+    NON_UTF8_TEXT = "non-UTF-8 text"
     BINARY = "binary"
 
 
@@ -65,6 +68,14 @@ def _looks_like_text(header: bytes) -> bool:
     return True
 
 
+def _looks_like_8bit_text(header: bytes) -> bool:
+    """No NUL and (almost) no C0 controls but tab, newlines and form feed: text, not binary."""
+    if b"\x00" in header:
+        return False
+    controls = sum(1 for byte in header if byte < 0x20 and byte not in _TEXT_CONTROLS)
+    return controls <= len(header) // 100
+
+
 def sniff_header(data: bytes) -> HeaderKind:
     """Classify ``data`` by its first bytes only."""
     header = data[:HEADER_BYTES]
@@ -76,4 +87,6 @@ def sniff_header(data: bytes) -> HeaderKind:
         return HeaderKind.PDF
     if _looks_like_text(header):
         return HeaderKind.TEXT
+    if _looks_like_8bit_text(header):
+        return HeaderKind.NON_UTF8_TEXT
     return HeaderKind.BINARY

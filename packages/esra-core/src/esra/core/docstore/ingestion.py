@@ -21,6 +21,7 @@ import attrs
 
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core.docstore.extras import require_document_extra
 from esra.core.docstore.heartbeat import LeaseHeartbeat
 from esra.core.docstore.model import (
     Claim,
@@ -56,6 +57,9 @@ _FINAL = frozenset(
         DocumentRefusal.ACTIVE_CONTENT,
         DocumentRefusal.MACRO_ENABLED,
         DocumentRefusal.TYPE_MISMATCH,
+        # The extraction limits are properties of the bytes: another attempt hits them again.
+        DocumentRefusal.TEXT_TOO_LONG,
+        DocumentRefusal.TOO_MANY_SEGMENTS,
     }
 )
 
@@ -136,6 +140,9 @@ class IngestionWorker:
         pdf_limits: sandbox limits for PDF extraction.
         on_indexed: awaited after each document this worker indexed, with its claim and
             content; an error it raises is logged by type and indexing goes on.
+
+    Raises:
+        MissingExtraError: ``esra-core[documents]`` is not installed (at construction).
     """
 
     def __init__(
@@ -148,6 +155,9 @@ class IngestionWorker:
         pdf_limits: PdfLimits | None = None,
         on_indexed: IndexedHook | None = None,
     ) -> None:
+        # A worker without pypdf / python-docx would fail every PDF and DOCX as a document
+        # error; refuse to start instead, naming the extra to install.
+        require_document_extra()
         self._repository = repository
         self._worker_id = worker_id
         self._clock = clock

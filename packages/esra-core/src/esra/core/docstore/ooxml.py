@@ -16,7 +16,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.refusals import DocumentRefusedError
+from esra.core.docstore.refusals import Breach, DocumentRefusedError
 
 __all__ = ["check_docx_members"]
 
@@ -40,9 +40,17 @@ def _is_xml(name: str) -> bool:
 def _parse_safely(name: str, data: bytes) -> None:
     try:
         fromstring(data, forbid_dtd=True, forbid_entities=True, forbid_external=True)
-    except (DefusedXmlException, ParseError, ValueError) as exc:
+    except DefusedXmlException as exc:
         raise DocumentRefusedError(
-            DocumentRefusal.MALFORMED_DOCUMENT, detail=f"unsafe or invalid XML in {name}"
+            DocumentRefusal.MALFORMED_DOCUMENT,
+            detail=f"DTD or entity in {name}",
+            breach=Breach.XML_DTD_OR_ENTITY,
+        ) from exc
+    except (ParseError, ValueError) as exc:
+        raise DocumentRefusedError(
+            DocumentRefusal.MALFORMED_DOCUMENT,
+            detail=f"invalid XML in {name}",
+            breach=Breach.XML_INVALID,
         ) from exc
 
 

@@ -1,11 +1,20 @@
-"""Document refusals: a classified reason and the remedy an operator can act on."""
+"""Document refusals: a classified reason and the remedy an operator can act on.
+
+A reason may cover several causes: every safety-limit breach of a ``.docx`` is
+``MALFORMED_DOCUMENT`` (the spec's classification), and a text file that is not UTF-8 is a
+``TYPE_MISMATCH``. Telling the operator "re-export it" for a zip bomb, or "use its real
+extension" for a Latin-1 file, sends them the wrong way, so such a refusal also names the
+``Breach`` it was, and the remedy is that breach's.
+"""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 from esra.core.codes import DocumentRefusal, ErrorCode
 from esra.core.exceptions import EsraError
 
-__all__ = ["REMEDIES", "DocumentRefusedError"]
+__all__ = ["BREACH_REMEDIES", "REMEDIES", "Breach", "DocumentRefusedError"]
 
 REMEDIES: dict[DocumentRefusal, str] = {
     DocumentRefusal.EMPTY_DOCUMENT: "The file is empty. Upload a file with content.",
@@ -36,20 +45,80 @@ REMEDIES: dict[DocumentRefusal, str] = {
         "The text contains instructions aimed at AI models and this store rejects such "
         "documents. Remove them, or ask an administrator to quarantine instead of reject."
     ),
+    DocumentRefusal.TEXT_TOO_LONG: (
+        "The document's extracted text is longer than the store's limit and was not indexed. "
+        "Split it into smaller documents and upload those."
+    ),
+    DocumentRefusal.TOO_MANY_SEGMENTS: (
+        "The document splits into more sections (headings, pages, rows or paragraphs) than "
+        "the store's segment limit and was not indexed. Split it into smaller documents, or "
+        "merge its very short sections, and upload again."
+    ),
+}
+
+
+class Breach(StrEnum):
+    """Which rule a refused document broke, when its reason alone does not say."""
+
+    ZIP_ENTRY_COUNT = "zip_entry_count"
+    ZIP_INFLATED_SIZE = "zip_inflated_size"
+    ZIP_COMPRESSION_RATIO = "zip_compression_ratio"
+    ZIP_STRUCTURE = "zip_structure"
+    XML_DTD_OR_ENTITY = "xml_dtd_or_entity"
+    XML_INVALID = "xml_invalid"
+    TEXT_NOT_UTF8 = "text_not_utf8"
+
+
+BREACH_REMEDIES: dict[Breach, str] = {
+    Breach.ZIP_ENTRY_COUNT: (
+        "The package holds more files than the store's entry-count limit (a safety limit "
+        "against zip bombs). A plain Word document stays far below it: save the document "
+        "again as a plain .docx without embedded files and retry."
+    ),
+    Breach.ZIP_INFLATED_SIZE: (
+        "The package unpacks to more than the store's uncompressed-size limit (a zip-bomb "
+        "safety limit). Remove large embedded media or split the document, then retry."
+    ),
+    Breach.ZIP_COMPRESSION_RATIO: (
+        "A part of the package compresses far more than real documents do (a zip-bomb "
+        "safety limit on the compression ratio). Re-export the document from its original "
+        "application as a plain .docx and retry."
+    ),
+    Breach.ZIP_STRUCTURE: (
+        "The package's zip structure is unsafe (overlapping, duplicate, absolute or "
+        "parent-directory entries, or links). Re-export the document from its original "
+        "application and retry."
+    ),
+    Breach.XML_DTD_OR_ENTITY: (
+        "The document's XML declares a DTD or entities, which the store refuses (they enable "
+        "XXE and entity-expansion attacks). Word never writes them: re-save the document in "
+        "Word or LibreOffice as a plain .docx and retry."
+    ),
+    Breach.XML_INVALID: (
+        "The document's XML is damaged. Re-export it from its original application and retry."
+    ),
+    Breach.TEXT_NOT_UTF8: (
+        "The file is not UTF-8 text (it may be Latin-1 or Windows-1252). Save it as UTF-8 "
+        "in your editor and upload it again."
+    ),
 }
 
 
 class DocumentRefusedError(EsraError):
     """One document was refused (at upload) or failed (at extraction), with its remedy.
 
-    The message is the remedy, fixed text safe to show an operator; ``detail`` (for the log
-    only) may say which limit broke. For duplicates the caller adds the existing title.
+    The message is the remedy, fixed text safe to show an operator: the ``breach``'s when one
+    is given, else the reason's. ``detail`` (for the log only) may say more. For duplicates
+    the caller adds the existing title.
     """
 
     code = ErrorCode.ESRA_INVALID_REQUEST
 
-    def __init__(self, refusal: DocumentRefusal, *, detail: str = "") -> None:
+    def __init__(
+        self, refusal: DocumentRefusal, *, detail: str = "", breach: Breach | None = None
+    ) -> None:
         self.refusal = refusal
-        self.remedy = REMEDIES[refusal]
+        self.breach = breach
+        self.remedy = BREACH_REMEDIES[breach] if breach is not None else REMEDIES[refusal]
         self.detail = detail
         super().__init__(self.remedy)

@@ -18,9 +18,30 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["DEFAULT_MAX_CHARS", "Segment", "reconstruct", "segment_text"]
+from esra.core.codes import DocumentRefusal
+from esra.core.docstore.refusals import DocumentRefusedError
+
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "DEFAULT_MAX_SEGMENTS",
+    "Segment",
+    "reconstruct",
+    "segment_text",
+    "too_many_segments",
+]
 
 DEFAULT_MAX_CHARS = 4000
+# A 25 MB text (the default upload limit) in 1,200-character paragraph groups is about 21,000
+# segments, and 3,000-character CSV blocks about 8,700: 50,000 leaves room for any real
+# document while a file of a million one-line headings is refused before it is materialised.
+DEFAULT_MAX_SEGMENTS = 50_000
+
+
+def too_many_segments(limit: int) -> DocumentRefusedError:
+    """The refusal for a document that would split into more than ``limit`` segments."""
+    return DocumentRefusedError(
+        DocumentRefusal.TOO_MANY_SEGMENTS, detail=f"more than {limit} segments"
+    )
 
 
 @attrs.frozen
@@ -90,6 +111,7 @@ def segment_text(
     min_chars: int = 0,
     prefix: str = "",
     prefix_from: int = 1,
+    max_segments: int = DEFAULT_MAX_SEGMENTS,
 ) -> list[Segment]:
     """Cut ``text`` at ``boundaries`` (offsets where a natural unit begins), then bound each.
 
@@ -102,14 +124,21 @@ def segment_text(
             grouping); ``0`` keeps every unit.
         prefix: indexed before every segment from ``prefix_from`` on (CSV header).
         prefix_from: the first ordinal that gets ``prefix``.
+        max_segments: the most segments a document may have.
 
     Returns:
         Segments in order, partitioning ``text`` (empty text gives none). Whitespace-only
         slices are kept, so reconstruction stays exact.
+
+    Raises:
+        DocumentRefusedError: ``TOO_MANY_SEGMENTS`` as soon as the count passes
+            ``max_segments`` — never after building them all.
     """
     if not text:
         return []
     starts = sorted({0, *(b for b in boundaries if 0 < b < len(text))})
+    if len(starts) > max_segments and min_chars <= 0:
+        raise too_many_segments(max_segments)  # one segment per unit at least
     units = [
         (s, e, i) for i, (s, e) in enumerate(zip(starts, [*starts[1:], len(text)], strict=True))
     ]
@@ -120,6 +149,8 @@ def segment_text(
         label = labels[index] if index < len(labels) else ""
         for piece_start, piece_end in _bounded(text, start, end, max_chars):
             ordinal = len(segments)
+            if ordinal >= max_segments:
+                raise too_many_segments(max_segments)
             segments.append(
                 Segment(
                     ordinal=ordinal,

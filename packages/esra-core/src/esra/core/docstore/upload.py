@@ -22,7 +22,7 @@ from esra.core.docstore.formats import (
     sniff_header,
 )
 from esra.core.docstore.ooxml import check_docx_members
-from esra.core.docstore.refusals import DocumentRefusedError
+from esra.core.docstore.refusals import Breach, DocumentRefusedError
 from esra.core.docstore.zipguard import ZipLimits, inflate_members
 
 __all__ = ["AcceptedUpload", "UploadLimits", "inspect_upload"]
@@ -33,7 +33,10 @@ _TEXT_FORMATS = frozenset({DocumentFormat.TXT, DocumentFormat.MD, DocumentFormat
 # An OLE container named .docx is encrypted OOXML when it holds these streams (UTF-16LE names).
 _ENCRYPTED_OOXML = ("EncryptionInfo".encode("utf-16-le"), "EncryptedPackage".encode("utf-16-le"))
 # A spreadsheet cell that launches a DDE command: =cmd|'...'!A0, +cmd|..., @SUM(...)|...
-_CSV_DDE = re.compile(r"(?m)(?:^|[,;\t])\s*\"?[=+\-@][^,;\t\n]*\|[^,;\t\n]*!")
+# Linear by construction (a 25 MB upload is matched in the request): the leading blanks
+# exclude newline and tab, which also start a cell, and the possessive runs stop at the
+# first ``|`` and then the first ``!`` of the cell instead of backtracking through it.
+_CSV_DDE = re.compile(r"(?m)(?:^|[,;\t])[ \r\f\v]*+\"?[=+\-@][^,;\t\n|]*+\|[^,;\t\n!]*+!")
 
 
 @attrs.frozen
@@ -66,6 +69,13 @@ def _format_for(filename: str) -> DocumentFormat:
         raise DocumentRefusedError(DocumentRefusal.UNSUPPORTED_TYPE, detail=suffix) from None
 
 
+def _not_utf8() -> DocumentRefusedError:
+    # Its content is text, so "use the real extension" would mislead: say "save as UTF-8".
+    return DocumentRefusedError(
+        DocumentRefusal.TYPE_MISMATCH, detail="not UTF-8 text", breach=Breach.TEXT_NOT_UTF8
+    )
+
+
 def _check_text(data: bytes, document_format: DocumentFormat) -> None:
     try:
         if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -73,7 +83,7 @@ def _check_text(data: bytes, document_format: DocumentFormat) -> None:
         else:
             text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="not UTF-8 text") from exc
+        raise _not_utf8() from exc
     if "\x00" in text:
         raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="NUL in text")
     if document_format is DocumentFormat.CSV and _CSV_DDE.search(text):
@@ -117,6 +127,8 @@ def inspect_upload(
             raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
         check_docx_members(inflate_members(data, limits.zip))
     elif document_format in _TEXT_FORMATS:
+        if kind is HeaderKind.NON_UTF8_TEXT:
+            raise _not_utf8()
         if kind is not HeaderKind.TEXT:
             raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
         _check_text(data, document_format)

@@ -18,7 +18,7 @@ import zlib
 import attrs
 
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.refusals import DocumentRefusedError
+from esra.core.docstore.refusals import Breach, DocumentRefusedError
 
 __all__ = ["ZipLimits", "inflate_members"]
 
@@ -37,8 +37,9 @@ class ZipLimits:
     ratio_floor_bytes: int = 100 * 1024
 
 
-def _malformed(detail: str) -> DocumentRefusedError:
-    return DocumentRefusedError(DocumentRefusal.MALFORMED_DOCUMENT, detail=detail)
+def _malformed(detail: str, breach: Breach | None = Breach.ZIP_STRUCTURE) -> DocumentRefusedError:
+    # Every breach is MALFORMED_DOCUMENT; the remedy says which limit it was.
+    return DocumentRefusedError(DocumentRefusal.MALFORMED_DOCUMENT, detail=detail, breach=breach)
 
 
 def _check_name(name: str, seen: set[str]) -> None:
@@ -58,7 +59,7 @@ def _check_name(name: str, seen: set[str]) -> None:
 def _check_structure(archive: zipfile.ZipFile, size: int, limits: ZipLimits) -> None:
     entries = archive.infolist()
     if len(entries) > limits.max_entries:
-        raise _malformed("too many entries")
+        raise _malformed("too many entries", Breach.ZIP_ENTRY_COUNT)
     seen: set[str] = set()
     for info in entries:
         _check_name(info.filename, seen)
@@ -75,7 +76,7 @@ def _check_structure(archive: zipfile.ZipFile, size: int, limits: ZipLimits) -> 
     if ordered and ordered[-1].header_offset + ordered[-1].compress_size > size:
         raise _malformed("entry beyond the archive")
     if sum(i.file_size for i in entries) > limits.max_total_bytes:
-        raise _malformed("declared size over the total limit")
+        raise _malformed("declared size over the total limit", Breach.ZIP_INFLATED_SIZE)
 
 
 def _inflate(
@@ -87,9 +88,9 @@ def _inflate(
         while chunk := member.read(_CHUNK):
             count += len(chunk)
             if count > limits.max_entry_bytes or used + count > limits.max_total_bytes:
-                raise _malformed("inflated size over the limit")
+                raise _malformed("inflated size over the limit", Breach.ZIP_INFLATED_SIZE)
             if count > limits.ratio_floor_bytes and info.compress_size / count < limits.min_ratio:
-                raise _malformed("compression ratio below the limit")
+                raise _malformed("compression ratio below the limit", Breach.ZIP_COMPRESSION_RATIO)
             parts.append(chunk)
     return b"".join(parts)
 
@@ -118,4 +119,7 @@ def inflate_members(data: bytes, limits: ZipLimits | None = None) -> dict[str, b
     except DocumentRefusedError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
-        raise _malformed(f"unreadable archive: {type(exc).__name__}") from exc
+        raise _malformed(
+            f"unreadable archive: {type(exc).__name__}",
+            None,  # damaged: the generic remedy
+        ) from exc
