@@ -253,7 +253,7 @@ async def test_breaker_opens_after_threshold_and_skips_the_provider() -> None:
     provider = _failing(ProviderErrorCode.AUTH_FAILED)
     for _ in range(3):
         await _run(executor, _queries(), {"s-1": provider})
-    assert executor.breaker("s-1").state is BreakerState.OPEN
+    assert executor.breaker("s-1", tenant_id="tenant-a").state is BreakerState.OPEN
     _, failures, warnings = await _run(executor, _queries(), {"s-1": provider})
     assert len(provider.executed) == 3
     assert failures == (SourceFailure("s-1", ProviderErrorCode.CIRCUIT_OPEN),)
@@ -280,11 +280,11 @@ async def test_breaker_half_opens_after_reset_and_closes_on_success() -> None:
     _, failures, _ = await _run(executor, _queries(), {"s-1": provider})
     assert failures == (SourceFailure("s-1", ProviderErrorCode.CIRCUIT_OPEN),)
     clock.advance(1.0)
-    assert executor.breaker("s-1").state is BreakerState.HALF_OPEN
+    assert executor.breaker("s-1", tenant_id="tenant-a").state is BreakerState.HALF_OPEN
     results, failures, _ = await _run(executor, _queries(), {"s-1": provider})
     assert failures == ()
     assert len(results) == 1
-    assert executor.breaker("s-1").state is BreakerState.CLOSED
+    assert executor.breaker("s-1", tenant_id="tenant-a").state is BreakerState.CLOSED
     assert len(provider.executed) == 3
 
 
@@ -311,7 +311,7 @@ async def test_attempt_timeout_becomes_timeout_and_breaker_failure() -> None:
     assert failures == (SourceFailure("s-1", ProviderErrorCode.TIMEOUT),)
     assert provider.calls == 2
     assert provider.cancelled == 2
-    assert executor.breaker("s-1").consecutive_failures == 2
+    assert executor.breaker("s-1", tenant_id="tenant-a").consecutive_failures == 2
 
 
 async def test_unexpected_exception_becomes_unknown_without_its_text(
@@ -327,7 +327,7 @@ async def test_unexpected_exception_becomes_unknown_without_its_text(
     assert failures == (SourceFailure("s-1", ProviderErrorCode.UNKNOWN),)
     assert provider.calls == 1
     assert all("hunter2" not in w.message for w in warnings)
-    assert executor.breaker("s-1").consecutive_failures == 1
+    assert executor.breaker("s-1", tenant_id="tenant-a").consecutive_failures == 1
     assert any(r.exc_info and SECRET in str(r.exc_info[1]) for r in caplog.records)
 
 
@@ -467,8 +467,8 @@ async def test_cancellation_propagates_and_is_not_a_failure() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert provider.cancelled == 2
-    assert executor.breaker("s-1").state is BreakerState.CLOSED
-    assert executor.breaker("s-1").consecutive_failures == 0
+    assert executor.breaker("s-1", tenant_id="tenant-a").state is BreakerState.CLOSED
+    assert executor.breaker("s-1", tenant_id="tenant-a").consecutive_failures == 0
 
 
 async def test_provider_error_keeps_its_code() -> None:

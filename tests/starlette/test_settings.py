@@ -200,9 +200,13 @@ def test_tenant_problems_name_their_key(deployment: Path) -> None:
     assert _error(deployment, ISSUER_TABLE + TENANT_TABLE).startswith(
         "tenants[0].databases: source 'hr': no SQLite database 'hr.db'"
     )
-    _with_source_kind(deployment, "postgres")
+    # A kind no installed distribution registers is refused, naming the installed kinds.
+    _with_source_kind(deployment, "cassandra")
     message = _error(deployment, ISSUER_TABLE + TENANT_TABLE)
-    assert message.startswith("tenants[0].config: source 'hr' has provider kind 'postgres'")
+    assert message.startswith("tenants[0].config: source 'hr' has provider kind 'cassandra'")
+    assert "installed kinds: " in message
+    assert "postgres" in message
+    assert "sqlite" in message
     (deployment / "larkspur.json").write_text('{"tenant_id": "larkspur"}')
     assert _error(deployment, ISSUER_TABLE + TENANT_TABLE).startswith("tenants[0].config: ")
 

@@ -257,3 +257,22 @@ def test_the_start_up_check_names_each_missing_reader(module: str, tmp_path: Pat
     )
     expected = {"pypdf": ["pypdf"], "docx": ["python-docx"]}[module]
     assert _run(script, tmp_path)["missing"] == expected
+
+
+@pytest.mark.parametrize("command", [["worker", "--once"], ["serve", "--port", "0"]])
+def test_the_cli_names_the_extra_instead_of_a_traceback(tmp_path: Path, command: list[str]) -> None:
+    """``esra worker`` / ``esra serve`` on the embedded default (which has a store) without
+    the extra exit 1 with the install command on stderr, not a traceback."""
+    script = _BLOCK_IN_PARENT + (
+        "from esra.starlette.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    completed = subprocess.run(  # noqa: S603 - our own interpreter and CLI
+        [sys.executable, "-c", script, *command, "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert INSTALL_HINT in completed.stderr
+    assert "Traceback" not in completed.stderr

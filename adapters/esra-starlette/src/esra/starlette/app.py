@@ -43,6 +43,7 @@ from esra.core.clock import SystemClock
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS, DocumentFetcher
 from esra.core.fetch.tokens import Keyring
+from esra.core.pipeline.execution import Executor
 from esra.core.ports import (
     AuditSink,
     Cache,
@@ -126,8 +127,10 @@ def create_app(
     roles_claim: str = DEFAULT_ROLES_CLAIM,
     admin_limits: AdminLimits | None = None,
     secure_cookies: bool | None = None,
+    executor: Executor | None = None,
 ) -> Starlette:
-    """Compose the host: one ``Retriever`` (and ``DocumentFetcher``) per tenant, behind MCP.
+    """Compose the host: one ``Retriever`` (and ``DocumentFetcher``) per tenant, behind MCP,
+    all running their queries through one shared ``Executor``.
 
     Args:
         config: every tenant's configuration.
@@ -160,6 +163,9 @@ def create_app(
         admin_limits: request body limits of the admin API.
         secure_cookies: force the portal cookie's ``Secure`` flag (``True`` behind a proxy
             that terminates TLS); by default it is set for requests that arrived over https.
+        executor: the process's one executor (its instance-wide concurrency bound, provider
+            limiters and circuit breakers), shared by every tenant's searches and fetches;
+            one is made on ``clock`` when absent — still one for all tenants, never one each.
 
     Raises:
         ValueError: two issuers share an ``iss``, or ``resource_url`` is not an http(s) URL.
@@ -179,6 +185,8 @@ def create_app(
         limits=admin_limits,
     )
     quota = quota or InProcessQuotaStore(clock)
+    # One per process: the spec's per-runtime-instance bound must not grow with the tenants.
+    executor = executor or Executor(clock=clock or SystemClock())
     tenants: dict[str, TenantServices] = {}
     for tenant_id, tenant_providers in providers.items():
         retriever = Retriever(
@@ -188,6 +196,7 @@ def create_app(
             audit=audit,
             clock=clock,
             cache=cache,
+            executor=executor,
             keyring=keyring,
             document_ref_ttl_s=document_ref_ttl_s,
             tenant_id=tenant_id,
@@ -202,7 +211,7 @@ def create_app(
                 quota=quota,
                 hourly_chars=hourly_fetch_chars,
                 clock=clock,
-                executor=retriever.executor,
+                executor=executor,
                 tenant_id=tenant_id,
             )
         tenants[tenant_id] = TenantServices(retriever=retriever, fetcher=fetcher)

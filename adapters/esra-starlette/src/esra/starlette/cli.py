@@ -18,18 +18,22 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from esra.core.docstore.extras import MissingExtraError
 
 if TYPE_CHECKING:
+    from esra.starlette.bootstrap import Runtime
     from esra.starlette.serve import HostServer
     from esra.starlette.settings import HostSettings
     from esra.starlette.warming import StoreWarmer
 
 __all__ = ["build_parser", "default_data_dir", "host_server", "main"]
 
+_T = TypeVar("_T")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
@@ -346,6 +350,11 @@ def _serve(args: argparse.Namespace) -> int:
         )
     try:
         asyncio.run(server.serve())
+    except MissingExtraError as exc:
+        # A store is configured but pypdf / python-docx are not installed: the install
+        # command, not a traceback.
+        sys.stderr.write(f"esra: serve: {exc}\n")
+        return 1
     except KeyboardInterrupt:
         # uvicorn shuts down cleanly on Ctrl-C, then re-raises the signal it caught; the
         # conventional exit status says so without a traceback in the log.
@@ -368,19 +377,28 @@ def _settings(args: argparse.Namespace) -> HostSettings | None:
 
 
 def _stores(args: argparse.Namespace, settings: HostSettings | None) -> dict[str, Path]:
-    """Per tenant, the store database the command works on: configured, or the embedded one.
+    """Per tenant, the store database the command works on: configured, or the embedded one
+    (as ``esra.starlette.bootstrap`` composes them).
 
     Raises:
         OSError: the embedded default's data directory cannot be created.
     """
-    from esra.starlette.embedded import EMBEDDED_TENANT, STORE_FILE  # noqa: PLC0415
-    from esra.starlette.host import store_databases  # noqa: PLC0415
+    from esra.starlette.bootstrap import store_databases_of  # noqa: PLC0415
 
-    if settings is not None:
-        return store_databases(settings)
-    data_dir: Path = args.data_dir or default_data_dir()
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return {EMBEDDED_TENANT: data_dir / STORE_FILE}
+    return store_databases_of(settings, args.data_dir or default_data_dir())
+
+
+async def _in_runtime(
+    args: argparse.Namespace,
+    settings: HostSettings | None,
+    work: Callable[[Runtime], Awaitable[_T]],
+) -> _T:
+    """Run ``work`` inside the process's one composition root, composed for the stores."""
+    from esra.starlette.bootstrap import Purpose, bootstrap  # noqa: PLC0415
+
+    data_dir = args.data_dir or default_data_dir()
+    async with bootstrap(settings, data_dir=data_dir, purpose=Purpose.STORES) as runtime:
+        return await work(runtime)
 
 
 def _warmer(
@@ -438,22 +456,25 @@ def _worker(args: argparse.Namespace) -> int:
                 )
         with _warmer(settings) as warmer:
             return asyncio.run(
-                serve_worker(
-                    stores,
-                    once=args.once,
-                    interval_s=args.interval,
-                    worker_id=args.worker_id or default_worker_id(),
-                    on_indexed=warmer,
-                    store_settings=store_settings,
+                _in_runtime(
+                    args,
+                    settings,
+                    lambda runtime: serve_worker(
+                        runtime.stores,
+                        once=args.once,
+                        interval_s=args.interval,
+                        worker_id=args.worker_id or default_worker_id(),
+                        on_indexed=warmer,
+                        store_settings=store_settings,
+                    ),
                 )
             )
-    except StoreUnavailableError as exc:
+    except (StoreUnavailableError, MissingExtraError) as exc:
         sys.stderr.write(f"esra: worker: {exc}\n")
         return 1
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from esra.core.clock import SystemClock  # noqa: PLC0415
     from esra.starlette.embedded import EMBEDDED_TENANT  # noqa: PLC0415
     from esra.starlette.ingest import (  # noqa: PLC0415
         DEFAULT_SCOPE,
@@ -487,23 +508,27 @@ def _ingest(args: argparse.Namespace) -> int:
         # Without indexing nothing is embedded: the worker that indexes warms.
         with _warmer(settings if args.index else None) as warmer:
             rows = asyncio.run(
-                ingest(
-                    files,
-                    store=stores[tenant],
-                    tenant_id=tenant,
-                    scope=DEFAULT_SCOPE if args.scope is None else args.scope,
-                    index=args.index,
-                    clock=SystemClock(),
-                    worker_id=default_worker_id(),
-                    err=sys.stderr,
-                    # The embedded default's store is the host's own and always initialised.
-                    initialise=args.config is None,
-                    on_indexed=warmer,
+                _in_runtime(
+                    args,
+                    settings,
+                    lambda runtime: ingest(
+                        files,
+                        store=runtime.stores[tenant],
+                        tenant_id=tenant,
+                        scope=DEFAULT_SCOPE if args.scope is None else args.scope,
+                        index=args.index,
+                        clock=runtime.clock,
+                        worker_id=default_worker_id(),
+                        err=sys.stderr,
+                        # The embedded default's store is the host's own, always initialised.
+                        initialise=args.config is None,
+                        on_indexed=warmer,
+                    ),
                 )
             )
     except IngestUsageError as exc:
         return _fail(f"ingest: {exc}")
-    except StoreUnavailableError as exc:
+    except (StoreUnavailableError, MissingExtraError) as exc:
         sys.stderr.write(f"esra: ingest: {exc}\n")
         return 1
     sys.stdout.write(render_table(rows))

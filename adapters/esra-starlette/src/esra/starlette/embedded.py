@@ -11,20 +11,14 @@ from the development issuer (``esra dev-token``), the only issuer trusted here.
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import attrs
 
 from esra.core.config import BindingMode, ConfigSnapshot, Mapping, Source, SourceBinding
-from esra.core.fetch.tokens import Keyring
-from esra.core.static_config import StaticConfigRepository
-from esra.llm import LocalModel
-from esra.sqlite import SqliteDocumentRepository, SqliteFts5Provider, store_source
-from esra.starlette.demo.build import build_demo_databases, demo_providers
+from esra.sqlite import store_source
 from esra.starlette.demo.config import CLIENT_APP, SLUG, TENANT, demo_snapshot
-from esra.starlette.devtoken import load_or_create_dev_issuer
 from esra.starlette.host import HostParts
 
 __all__ = [
@@ -81,37 +75,12 @@ def embedded_snapshot() -> ConfigSnapshot:
 
 @contextlib.asynccontextmanager
 async def open_embedded(data_dir: Path) -> AsyncIterator[HostParts]:
-    """Build the embedded default's parts; remove the demo databases again on exit.
+    """Build the embedded default's parts (through ``esra.starlette.bootstrap``); remove the
+    demo databases again on exit.
 
     ``data_dir`` holds what outlives a run: the development key and the document store.
     """
-    issuer = load_or_create_dev_issuer(data_dir)
-    snapshot = embedded_snapshot()
-    store_path = data_dir / STORE_FILE
-    repository = SqliteDocumentRepository(store_path)
-    try:
-        await repository.initialize()  # idempotent: creates the schema on first use only
-    finally:
-        await repository.close()
-    store, store_mapping = _document_store()
-    with tempfile.TemporaryDirectory(prefix="esra-embedded-") as tmp:
-        directory = Path(tmp)
-        demo = demo_snapshot()
-        build_demo_databases(directory, demo)
-        providers = {
-            **demo_providers(directory, demo),
-            store.id: SqliteFts5Provider(store_path, mappings=(store_mapping,)),
-        }
-        try:
-            yield HostParts(
-                config=StaticConfigRepository([snapshot]),
-                providers={snapshot.tenant_id: providers},
-                issuers=(issuer.trusted(frozenset({snapshot.tenant_id})),),
-                # Fresh each run: document references do not outlive the process.
-                keyring=Keyring.generate(),
-                model=LocalModel(),
-                stores={snapshot.tenant_id: store_path},
-            )
-        finally:
-            for provider in providers.values():
-                provider.close()
+    from esra.starlette.bootstrap import bootstrap  # noqa: PLC0415 - bootstrap imports this
+
+    async with bootstrap(data_dir=data_dir) as runtime:
+        yield runtime.parts()

@@ -1,8 +1,9 @@
 """The parts ``esra serve`` composes, from TOML settings, and how they become the ASGI app.
 
-``open_configured`` turns validated :class:`HostSettings` into running parts (one read-only
-SQLite provider per source, closed again on exit); ``esra.starlette.embedded`` builds the same
-parts for the embedded default. ``build_app`` hands either to :func:`create_app`.
+``open_configured`` turns validated :class:`HostSettings` into running parts through the one
+composition root, ``esra.starlette.bootstrap`` (a provider per source, of any installed
+engine, closed again on exit); ``esra.starlette.embedded`` does the same for the embedded
+default. ``build_app`` hands either to :func:`create_app`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from starlette.applications import Starlette
 
 from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
-from esra.core.ports import AuditSink, ConfigRepository, LanguageModel
+from esra.core.pipeline.execution import Executor
+from esra.core.ports import AuditSink, ConfigRepository, LanguageModel, SearchProvider
 from esra.core.static_config import StaticConfigRepository
-from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel, RemoteModelClient
-from esra.sqlite import STORE_PROVIDER_KIND, SqliteFts5Provider
+from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
+from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette.app import MCP_PATH, create_app
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.settings import (
@@ -39,6 +41,7 @@ __all__ = [
     "build_app",
     "default_resource_url",
     "open_configured",
+    "open_model",
     "store_databases",
 ]
 
@@ -48,7 +51,8 @@ class HostParts:
     """Everything the host needs besides where it listens."""
 
     config: ConfigRepository
-    providers: Mapping[str, Mapping[str, SqliteFts5Provider]]
+    # Per tenant, each source's provider by source id, of whatever engine.
+    providers: Mapping[str, Mapping[str, SearchProvider]]
     issuers: tuple[TrustedIssuer, ...]
     keyring: Keyring = attrs.field(repr=False)
     model: LanguageModel
@@ -56,6 +60,10 @@ class HostParts:
     # Per tenant, the SQLite database of its internal document store (tenants without a
     # store are absent): what the admin API, ``esra worker`` and ``esra ingest`` work on.
     stores: Mapping[str, Path] = attrs.field(factory=dict)
+    # Where audit records go: the ``esra.audit`` logger unless the process composed another.
+    audit: AuditSink = attrs.field(factory=LoggingAuditSink)
+    # The process's one executor, shared by every tenant (``create_app`` makes one if absent).
+    executor: Executor | None = None
 
 
 def default_resource_url(host: str, port: int) -> str:
@@ -84,7 +92,7 @@ def build_app(
 ) -> Starlette:
     """The host's ASGI app over ``parts``, listening on ``host``:``port``.
 
-    Audit records go to the ``esra.audit`` logger unless ``audit`` is given. ``stores`` are
+    Audit records go to ``parts.audit`` unless ``audit`` is given. ``stores`` are
     the tenants' opened document stores (``open_tenant_stores(parts.stores, ...)``). The admin
     API publishes into ``parts.config`` when it is a ``StaticConfigRepository``.
     """
@@ -94,7 +102,7 @@ def build_app(
         config=parts.config,
         providers=parts.providers,
         model=parts.model,
-        audit=audit or LoggingAuditSink(),
+        audit=audit or parts.audit,
         issuers=parts.issuers,
         resource_url=server.resource_url or default_resource_url(host, port),
         keyring=parts.keyring,
@@ -106,10 +114,11 @@ def build_app(
         resource_name=server.resource_name,
         document_stores=stores,
         publisher=config if isinstance(config, StaticConfigRepository) else None,
+        executor=parts.executor,
     )
 
 
-def _model(settings: ModelSettings) -> LanguageModel:
+def open_model(settings: ModelSettings) -> LanguageModel:
     """The model client ``[model]`` describes; its key is read from the environment now.
 
     Raises:
@@ -163,40 +172,12 @@ def _model(settings: ModelSettings) -> LanguageModel:
 
 @contextlib.asynccontextmanager
 async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
-    """Open one read-only provider per configured source; close them all on exit.
+    """The configured host's parts, composed by ``esra.starlette.bootstrap``; closed on exit.
 
     Without ``[fetch] keys_file`` the document-reference keys are generated afresh, so
     references do not survive a restart.
     """
-    providers: dict[str, dict[str, SqliteFts5Provider]] = {}
-    model: LanguageModel | None = None
-    try:
-        model = _model(settings.model)
-        for tenant in settings.tenants:
-            snapshot = tenant.snapshot
-            providers[tenant.id] = {
-                source.id: SqliteFts5Provider(
-                    database_path(tenant.databases, source),
-                    mappings=snapshot.mappings_of(source.id),
-                )
-                for source in snapshot.sources
-            }
-        yield HostParts(
-            config=StaticConfigRepository(t.snapshot for t in settings.tenants),
-            providers=providers,
-            issuers=settings.issuers,
-            keyring=settings.keyring or Keyring.generate(),
-            model=model,
-            server=settings.server,
-            stores=store_databases(settings),
-        )
-    finally:
-        for tenant_providers in providers.values():
-            for provider in tenant_providers.values():
-                provider.close()
-        # A remote model client holds a connection pool; the offline model at most the
-        # embedding cache's file.
-        if isinstance(model, RemoteModelClient):
-            await model.aclose()
-        elif isinstance(model, LocalModel):
-            model.close()
+    from esra.starlette.bootstrap import bootstrap  # noqa: PLC0415 - bootstrap imports this
+
+    async with bootstrap(settings) as runtime:
+        yield runtime.parts()

@@ -16,7 +16,6 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from esra.core.clock import SystemClock
-from esra.core.logging_audit import LoggingAuditSink
 from esra.starlette.host import HostParts, build_app, default_resource_url
 from esra.starlette.log_redaction import uvicorn_log_config
 from esra.starlette.stores import open_tenant_stores
@@ -58,14 +57,11 @@ class HostServer:
 
     async def serve(self) -> None:
         """Open the parts, serve until ``stop()``, then close the parts."""
-        audit = LoggingAuditSink()
         async with (
             self._open_parts() as parts,
-            open_tenant_stores(parts.stores, audit=audit, clock=SystemClock()) as stores,
+            open_tenant_stores(parts.stores, audit=parts.audit, clock=SystemClock()) as stores,
         ):
-            app: ASGIApp = build_app(
-                parts, host=self.host, port=self.port, audit=audit, stores=stores
-            )
+            app: ASGIApp = build_app(parts, host=self.host, port=self.port, stores=stores)
             if self._wrap is not None:
                 app = self._wrap(app)
             config = uvicorn.Config(

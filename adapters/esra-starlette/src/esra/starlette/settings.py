@@ -15,7 +15,9 @@ The layout (every key is documented in ``docs/host.md``)::
                 max_retries, max_tokens
     [[issuers]] issuer, audience, jwks | jwks_file, algorithms, tenant_claim,
                 client_claims, leeway_s, tenants
-    [[tenants]] id, config, databases
+    [[tenants]] id, config, databases, outbound_hosts,
+                [tenants.secrets] env_names, env_prefixes, directories, private_files_only,
+                [tenants.sources.<source id>] the source's provider options
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from esra.core.exceptions import ConfigurationError
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS
 from esra.core.fetch.tokens import KEY_BYTES, Keyring
+from esra.core.outbound_allowlist import parse_host_port
+from esra.core.provider_registry import installed_provider_kinds
+from esra.core.secrets.references import DENY_ALL, ReferencePolicy
 from esra.llm.embedding_cache import DEFAULT_MAX_ENTRIES
 from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette.devtoken import DEV_ISSUER
@@ -50,8 +55,8 @@ from esra.starlette.issuers import (
 )
 
 __all__ = [
+    "FILE_PROVIDER_KINDS",
     "MODEL_KINDS",
-    "SQLITE_PROVIDER_KINDS",
     "HostSettings",
     "ModelSettings",
     "ServerSettings",
@@ -79,9 +84,11 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 # A portable environment variable name: a key pasted here by mistake never matches it
 # (keys carry "-"), so the refusal needs no quote of the value.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# The engines ``esra serve`` opens from settings; embedders compose any other provider with
-# ``create_app(...)``.
-SQLITE_PROVIDER_KINDS = frozenset({"sqlite", STORE_PROVIDER_KIND})
+# The provider kinds whose ``connection_ref`` is a database file inside the tenant's
+# ``databases`` directory; every other kind's is a connection template (a URL whose
+# credentials are ``${secret:...}`` references, its host checked against ``outbound_hosts``).
+FILE_PROVIDER_KINDS = frozenset({"sqlite", STORE_PROVIDER_KIND})
+_SECRET_REFERENCE = re.compile(r"\$\{secret:[^}]*\}")
 
 
 class SettingsError(ValueError):
@@ -102,10 +109,23 @@ class ServerSettings:
 
 @attrs.frozen
 class TenantSettings:
-    """One served tenant: its configuration and where its SQLite databases live."""
+    """One served tenant: its configuration, where its SQLite databases live, and what its
+    server sources may use.
+
+    Attributes:
+        snapshot: the tenant's configuration.
+        databases: the directory file-based sources name their files in.
+        outbound_hosts: the ``host:port`` pairs its connection templates may name.
+        secret_policy: which environment variables and secret-file directories its
+            ``${secret:env:...}`` / ``${secret:file:...}`` references may read.
+        source_options: per source id, the provider options its factory receives.
+    """
 
     snapshot: ConfigSnapshot
     databases: Path
+    outbound_hosts: tuple[str, ...] = ()
+    secret_policy: ReferencePolicy = DENY_ALL
+    source_options: Mapping[str, Mapping[str, object]] = attrs.field(factory=dict)
 
     @property
     def id(self) -> str:
@@ -187,6 +207,9 @@ class _Table:
 
     def has(self, name: str) -> bool:
         return name in self._data
+
+    def names(self) -> list[str]:
+        return list(self._data)
 
     def raw(self, name: str) -> Any:
         self._read.add(name)
@@ -462,7 +485,94 @@ def _issuer(table: _Table, base: Path) -> TrustedIssuer:
     return trusted
 
 
-def _tenant(table: _Table, base: Path) -> TenantSettings:
+def _outbound_hosts(table: _Table) -> tuple[str, ...]:
+    hosts = table.strings("outbound_hosts") or ()
+    for each in hosts:
+        try:
+            parse_host_port(each)
+        except ConfigurationError as exc:
+            raise table.fail("outbound_hosts", str(exc)) from exc
+    return hosts
+
+
+def _secret_policy(table: _Table) -> ReferencePolicy:
+    if not table.has("secrets"):
+        return DENY_ALL
+    secrets = table.table("secrets")
+    private = secrets.raw("private_files_only")
+    if private is not None and not isinstance(private, bool):
+        raise secrets.fail("private_files_only", "must be true or false")
+    names = {
+        "env_names": secrets.strings("env_names") or (),
+        "env_prefixes": secrets.strings("env_prefixes") or (),
+        "directories": secrets.strings("directories") or (),
+    }
+    secrets.done()
+    try:
+        return ReferencePolicy(**names, private_files_only=private is not False)
+    except ConfigurationError as exc:
+        raise table.fail("secrets", str(exc)) from exc
+
+
+def _source_options(table: _Table, snapshot: ConfigSnapshot) -> dict[str, dict[str, object]]:
+    sources = table.table("sources")
+    known = {source.id for source in snapshot.sources}
+    options: dict[str, dict[str, object]] = {}
+    for source_id in sorted(known):
+        if sources.has(source_id):
+            values = sources.table(source_id)
+            options[source_id] = {name: values.raw(name) for name in values.names()}
+            values.done()
+    unknown = sorted(set(sources.names()) - known)
+    if unknown:
+        raise sources.fail(unknown[0], "no source of the tenant's configuration has this id")
+    sources.done()
+    return options
+
+
+def _check_template(table: _Table, source: Source) -> None:
+    """A connection template's password is a secret reference, never the secret."""
+    try:
+        netloc = urlsplit(source.connection_ref).netloc
+    except ValueError:
+        return  # the provider classifies a malformed template when it opens
+    # References may hold ":" themselves (``${secret:env:NAME}``): judge what is left without them.
+    userinfo = _SECRET_REFERENCE.sub("", netloc.rpartition("@")[0])
+    if userinfo.partition(":")[2]:
+        raise table.fail(
+            "config",
+            f"source {source.id!r}: its connection template holds a literal password; name "
+            "the secret instead (${secret:env:NAME}, ${secret:file:/path} or a stored secret)",
+        )
+
+
+def _check_sources(
+    table: _Table, snapshot: ConfigSnapshot, databases: Path, kinds: frozenset[str]
+) -> None:
+    if sum(s.provider_kind == STORE_PROVIDER_KIND for s in snapshot.sources) > 1:
+        raise table.fail("config", "a tenant has at most one document-store source")
+    for source in snapshot.sources:
+        if source.provider_kind not in kinds:
+            shown = ", ".join(sorted(kinds)) or "none"
+            raise table.fail(
+                "config",
+                f"source {source.id!r} has provider kind {source.provider_kind!r}, which no "
+                f"installed distribution opens (installed kinds: {shown}); install the "
+                "adapter distribution for it (esra-postgres, esra-mysql, ...)",
+            )
+        if source.provider_kind not in FILE_PROVIDER_KINDS:
+            _check_template(table, source)
+            continue
+        path = database_path(databases, source)
+        # A document store's file appears when an administrator initialises the store.
+        exists = path.is_file() or source.provider_kind == STORE_PROVIDER_KIND
+        if not path.is_relative_to(databases) or not exists:
+            raise table.fail(
+                "databases", f"source {source.id!r}: no SQLite database {source.connection_ref!r}"
+            )
+
+
+def _tenant(table: _Table, base: Path, kinds: frozenset[str]) -> TenantSettings:
     tenant_id = table.required_string("id")
     config_path = _file(table, "config", base)
     if config_path is None:
@@ -476,25 +586,16 @@ def _tenant(table: _Table, base: Path) -> TenantSettings:
     databases = (base / (table.string("databases", ".") or ".")).resolve()
     if not databases.is_dir():
         raise table.fail("databases", f"no such directory: {databases}")
-    if sum(s.provider_kind == STORE_PROVIDER_KIND for s in snapshot.sources) > 1:
-        raise table.fail("config", "a tenant has at most one document-store source")
-    for source in snapshot.sources:
-        if source.provider_kind not in SQLITE_PROVIDER_KINDS:
-            kinds = ", ".join(sorted(SQLITE_PROVIDER_KINDS))
-            raise table.fail(
-                "config",
-                f"source {source.id!r} has provider kind {source.provider_kind!r}; esra serve "
-                f"opens {kinds} sources (compose other engines with create_app)",
-            )
-        path = database_path(databases, source)
-        # A document store's file appears when an administrator initialises the store.
-        exists = path.is_file() or source.provider_kind == STORE_PROVIDER_KIND
-        if not path.is_relative_to(databases) or not exists:
-            raise table.fail(
-                "databases", f"source {source.id!r}: no SQLite database {source.connection_ref!r}"
-            )
+    _check_sources(table, snapshot, databases, kinds)
+    tenant = TenantSettings(
+        snapshot=snapshot,
+        databases=databases,
+        outbound_hosts=_outbound_hosts(table),
+        secret_policy=_secret_policy(table),
+        source_options=_source_options(table, snapshot),
+    )
     table.done()
-    return TenantSettings(snapshot=snapshot, databases=databases)
+    return tenant
 
 
 def parse_settings(
@@ -503,6 +604,7 @@ def parse_settings(
     base: Path,
     environ: Mapping[str, str] | None = None,
     model_key: bool = True,
+    provider_kinds: frozenset[str] | None = None,
 ) -> HostSettings:
     """Validate parsed TOML ``data``; relative paths are taken from ``base``.
 
@@ -513,6 +615,8 @@ def parse_settings(
             environment, read now).
         model_key: check that the model's key variable is set; commands that never call
             the model (``esra worker``, ``esra ingest``) skip the check.
+        provider_kinds: the provider kinds sources may have (default: those the installed
+            distributions register under the ``esra.providers`` entry points).
 
     Raises:
         SettingsError: the first problem found, naming its key.
@@ -529,7 +633,8 @@ def parse_settings(
     seen = [i.issuer for i in issuers]
     if len(seen) != len(set(seen)):
         raise root.fail("issuers", "the same issuer is configured twice")
-    tenants = tuple(_tenant(t, base) for t in root.tables("tenants"))
+    kinds = installed_provider_kinds() if provider_kinds is None else provider_kinds
+    tenants = tuple(_tenant(t, base, kinds) for t in root.tables("tenants"))
     if not tenants:
         raise root.fail("tenants", "at least one [[tenants]] table is required")
     ids = [t.id for t in tenants]

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TextIO
 
 from esra.core.exceptions import EsraError
-from esra.core.logging_audit import LoggingAuditSink
 from esra.core.response import RetrievalResponse
 from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
-from esra.llm import LocalModel
-from esra.starlette.demo.build import build_demo_databases, demo_providers
-from esra.starlette.demo.config import demo_context, demo_snapshot
+from esra.starlette.demo.config import demo_context
 
 __all__ = ["EXAMPLE_QUESTIONS", "format_response", "run_demo"]
 
@@ -43,31 +37,33 @@ def format_response(question: str, response: RetrievalResponse) -> str:
 
 
 async def run_demo(questions: Sequence[str], *, regions: tuple[str, ...], out: TextIO) -> int:
-    """Build the demo in a temporary directory and answer each question; return exit status."""
-    snapshot = demo_snapshot()
+    """Build the demo in a temporary directory and answer each question; return exit status.
+
+    The process is composed by ``esra.starlette.bootstrap`` like every other command: the
+    demo's providers come from the provider registry and its searches run through the
+    runtime's one executor.
+    """
+    from esra.starlette.bootstrap import Purpose, bootstrap  # noqa: PLC0415 - loads the registry
+
     status = 0
-    with tempfile.TemporaryDirectory(prefix="esra-demo-") as tmp:
-        directory = Path(tmp)
-        build_demo_databases(directory, snapshot)
-        providers = demo_providers(directory, snapshot)
+    async with bootstrap(purpose=Purpose.DEMO) as runtime:
+        (snapshot,) = runtime.snapshots
         retriever = Retriever(
-            config=StaticConfigRepository([snapshot]),
-            providers=providers,
-            model=LocalModel(),
-            audit=LoggingAuditSink(),
+            config=runtime.config,
+            providers=runtime.providers.tenant(snapshot.tenant_id),
+            model=runtime.language_model(),
+            audit=runtime.audit,
+            clock=runtime.clock,
+            executor=runtime.executor,
             tenant_id=snapshot.tenant_id,  # these providers hold this tenant's data only
         )
-        try:
-            for number, question in enumerate(questions, start=1):
-                context = demo_context(f"demo-{number}", regions=regions)
-                try:
-                    response = await retriever.retrieve(context, question)
-                except EsraError as exc:
-                    out.write(f"Q: {question}\n   error {exc.code.value}: {exc}\n\n")
-                    status = 1
-                    continue
-                out.write(format_response(question, response) + "\n\n")
-        finally:
-            for provider in providers.values():
-                provider.close()
+        for number, question in enumerate(questions, start=1):
+            context = demo_context(f"demo-{number}", regions=regions)
+            try:
+                response = await retriever.retrieve(context, question)
+            except EsraError as exc:
+                out.write(f"Q: {question}\n   error {exc.code.value}: {exc}\n\n")
+                status = 1
+                continue
+            out.write(format_response(question, response) + "\n\n")
     return status

@@ -72,9 +72,12 @@ class _Slots:
 class Executor:
     """Runs validated queries against their sources' providers, bounded and resilient.
 
-    Long-lived: one per runtime instance. It owns the per-source circuit breakers, the
-    per-provider limiters and the instance-wide limiter, so their state spans invocations;
-    the per-invocation and per-source limits come from each call's ``CapabilityLimits``.
+    Long-lived: one per runtime instance, shared by every tenant. It owns the per-source
+    circuit breakers, the per-provider limiters and the instance-wide limiter, so their state
+    spans invocations; the per-invocation and per-source limits come from each call's
+    ``CapabilityLimits``. Source ids are unique only within a tenant, so a breaker belongs to
+    a (tenant, source) pair: one tenant's failing source never opens another tenant's
+    breaker for a source of the same id.
     """
 
     def __init__(
@@ -91,13 +94,14 @@ class Executor:
         self._provider_limiters = ProviderLimiters(provider_concurrency)
         self._breaker_threshold = breaker_threshold
         self._breaker_reset_s = breaker_reset_s
-        self._breakers: dict[str, CircuitBreaker] = {}
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
 
-    def breaker(self, source_id: str) -> CircuitBreaker:
-        """Return the circuit breaker of ``source_id``, creating it closed on first use."""
-        breaker = self._breakers.get(source_id)
+    def breaker(self, source_id: str, *, tenant_id: str) -> CircuitBreaker:
+        """Return the circuit breaker of ``tenant_id``'s ``source_id``, closed on first use."""
+        key = (tenant_id, source_id)
+        breaker = self._breakers.get(key)
         if breaker is None:
-            breaker = self._breakers[source_id] = CircuitBreaker(
+            breaker = self._breakers[key] = CircuitBreaker(
                 clock=self._clock,
                 threshold=self._breaker_threshold,
                 reset_s=self._breaker_reset_s,
@@ -184,7 +188,7 @@ class Executor:
         slots: _Slots,
     ) -> Sequence[ResultRow]:
         """One attempt: breaker admission, the four limiters, then the timed provider call."""
-        breaker = self.breaker(query.source_id)
+        breaker = self.breaker(query.source_id, tenant_id=query.mapping.tenant_id)
         breaker.admit()
         try:
             async with (
