@@ -21,7 +21,6 @@ from datetime import datetime
 from typing import Any, Self
 
 import psycopg
-import psycopg_pool
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -31,10 +30,9 @@ from esra.core.audit_query import AuditPage, AuditQuery, audit_subject, page_of
 from esra.core.codes import AuditEvent
 from esra.postgres.audit_schema import DEFAULT_AUDIT_SCHEMA
 from esra.postgres.connection import scrub
+from esra.postgres.pool import Pool, open_pool
 
 __all__ = ["PostgresAuditLog", "prune_audit_before"]
-
-Pool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 
 
 def _text(value: str) -> str:
@@ -56,10 +54,6 @@ def _dimension(value: AuditDimension) -> AuditDimension:
 def _dimensions(record: AuditRecord) -> str:
     clean = {_text(name): _dimension(value) for name, value in record.dimensions.items()}
     return json.dumps(clean, sort_keys=True, separators=(",", ":"))
-
-
-async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
-    await conn.execute("SET TIME ZONE 'UTC'")
 
 
 class PostgresAuditLog:
@@ -95,18 +89,9 @@ class PostgresAuditLog:
         max_size: int = 2,
     ) -> Self:
         """Open a pool (``conninfo`` and/or ``kwargs``) and wrap it."""
-        options = dict(kwargs or {})
-        options["autocommit"] = True
-        pool: Pool = psycopg_pool.AsyncConnectionPool(
-            conninfo,
-            kwargs=options,
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            name="esra-audit",
-            configure=_configure,
+        pool = await open_pool(
+            conninfo, kwargs=kwargs, name="esra-audit", min_size=min_size, max_size=max_size
         )
-        await pool.open(wait=True)
         log = cls(pool, schema=schema)
         log._owns_pool = True
         return log

@@ -36,6 +36,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from esra.postgres.schema_migrations import apply_migrations, recorded_version
+
 __all__ = [
     "AUDIT_SCHEMA_VERSION",
     "DEFAULT_AUDIT_SCHEMA",
@@ -126,32 +128,12 @@ def audit_schema_statements(schema: str = DEFAULT_AUDIT_SCHEMA) -> tuple[sql.Com
     )
 
 
-def _version_table(schema: str) -> sql.Composed:
-    return sql.SQL(
-        "CREATE TABLE IF NOT EXISTS {t} ("
-        " version integer PRIMARY KEY,"
-        " applied_at timestamptz NOT NULL DEFAULT now())"
-    ).format(t=sql.Identifier(schema, "schema_version"))
-
-
 async def audit_schema_version(
     connection: psycopg.AsyncConnection[Any], schema: str = DEFAULT_AUDIT_SCHEMA
 ) -> int:
     """The audit schema version applied in ``schema`` (0 when never applied)."""
     _check_name(schema, "schema")
-    cursor = await connection.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".schema_version',)
-    )
-    row = await cursor.fetchone()
-    if not row or not row[0]:
-        return 0
-    cursor = await connection.execute(
-        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
-            sql.Identifier(schema, "schema_version")
-        )
-    )
-    row = await cursor.fetchone()
-    return int(row[0]) if row else 0
+    return await recorded_version(connection, schema, "schema_version")
 
 
 async def apply_audit_schema(
@@ -167,29 +149,15 @@ async def apply_audit_schema(
         psycopg.Error: the DDL failed (nothing is kept).
     """
     statements = audit_schema_statements(schema)
-    async with connection.transaction():
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"esra.audit:{schema}",)
-        )
-        await connection.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-        )
-        await connection.execute(_version_table(schema))
-        current = await audit_schema_version(connection, schema)
-        if current > AUDIT_SCHEMA_VERSION:
-            msg = f"the audit schema version {current} is newer than {AUDIT_SCHEMA_VERSION}"
-            raise RuntimeError(msg)
-        if current == AUDIT_SCHEMA_VERSION:
-            return False
-        for statement in statements:
-            await connection.execute(statement)
-        await connection.execute(
-            sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(
-                sql.Identifier(schema, "schema_version")
-            ),
-            (AUDIT_SCHEMA_VERSION,),
-        )
-    return True
+    return await apply_migrations(
+        connection,
+        schema=schema,
+        table="schema_version",
+        lock="esra.audit",
+        migrations={1: statements},
+        target=AUDIT_SCHEMA_VERSION,
+        subject="audit",
+    )
 
 
 async def grant_audit_writer(

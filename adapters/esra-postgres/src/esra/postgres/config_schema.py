@@ -23,6 +23,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from esra.postgres.schema_migrations import apply_migrations, recorded_version
+
 __all__ = [
     "CONFIG_NOTIFY_CHANNEL",
     "CONFIG_SCHEMA_VERSION",
@@ -102,19 +104,7 @@ async def config_schema_version(
 ) -> int:
     """The schema version applied in ``schema`` (0 when it was never applied)."""
     _check_name(schema)
-    cursor = await connection.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".schema_version',)
-    )
-    row = await cursor.fetchone()
-    if not row or not row[0]:
-        return 0
-    cursor = await connection.execute(
-        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
-            sql.Identifier(schema, "schema_version")
-        )
-    )
-    row = await cursor.fetchone()
-    return int(row[0]) if row else 0
+    return await recorded_version(connection, schema, "schema_version")
 
 
 async def apply_config_schema(
@@ -130,37 +120,12 @@ async def apply_config_schema(
         psycopg.Error: the DDL fails (nothing is kept).
     """
     _check_name(schema)
-    versions = sql.Identifier(schema, "schema_version")
-    async with connection.transaction():
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"esra.config:{schema}",)
-        )
-        await connection.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-        )
-        await connection.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " version integer PRIMARY KEY,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            ).format(versions)
-        )
-        cursor = await connection.execute(
-            sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(versions)
-        )
-        row = await cursor.fetchone()
-        current = int(row[0]) if row else 0
-        if current > CONFIG_SCHEMA_VERSION:
-            msg = (
-                f"the configuration schema version {current} is newer than {CONFIG_SCHEMA_VERSION}"
-            )
-            raise RuntimeError(msg)
-        if current == CONFIG_SCHEMA_VERSION:
-            return False
-        for statement in _statements(schema):
-            await connection.execute(statement)
-        await connection.execute(
-            sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(versions),
-            (CONFIG_SCHEMA_VERSION,),
-        )
-    return True
+    return await apply_migrations(
+        connection,
+        schema=schema,
+        table="schema_version",
+        lock="esra.config",
+        migrations={1: _statements(schema)},
+        target=CONFIG_SCHEMA_VERSION,
+        subject="configuration",
+    )

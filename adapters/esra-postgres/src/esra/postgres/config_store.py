@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 import psycopg
-import psycopg_pool
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -39,14 +38,9 @@ from esra.postgres.config_schema import (
     DEFAULT_CONFIG_SCHEMA,
     apply_config_schema,
 )
+from esra.postgres.pool import Pool, open_pool
 
 __all__ = ["PostgresConfigStore"]
-
-Pool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
-
-
-async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
-    await conn.execute("SET TIME ZONE 'UTC'")
 
 
 def _change(row: Mapping[str, Any]) -> ConfigChange:
@@ -94,25 +88,18 @@ class PostgresConfigStore:
         max_size: int = 4,
     ) -> Self:
         """Open a pool (``conninfo`` and/or ``kwargs``), apply the schema, and wrap it."""
-        options = dict(kwargs or {})
-        options["autocommit"] = True
-        pool: Pool = psycopg_pool.AsyncConnectionPool(
+
+        async def prepare(conn: psycopg.AsyncConnection[Any]) -> None:
+            await apply_config_schema(conn, schema)
+
+        pool = await open_pool(
             conninfo,
-            kwargs=options,
+            kwargs=kwargs,
+            name="esra-config",
             min_size=min_size,
             max_size=max_size,
-            open=False,
-            name="esra-config",
-            configure=_configure,
+            prepare=prepare if apply_schema else None,
         )
-        await pool.open(wait=True)
-        try:
-            if apply_schema:
-                async with pool.connection() as conn:
-                    await apply_config_schema(conn, schema)
-        except BaseException:
-            await pool.close()
-            raise
         store = cls(pool, schema=schema)
         store._owns_pool = True
         return store

@@ -12,17 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-import psycopg
-import psycopg_pool
 from psycopg import sql
 from psycopg.rows import dict_row
 
 from esra.core.secrets.envelope import SealedSecret
+from esra.postgres.pool import Pool, open_pool
 from esra.postgres.secrets_schema import DEFAULT_SECRET_SCHEMA, _check_name
 
 __all__ = ["PostgresSecretTable"]
-
-Pool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 
 _COLUMNS = sql.SQL("tenant_id, reference, version, kek_id, wrapped_dek, ciphertext")
 
@@ -66,17 +63,15 @@ class PostgresSecretTable:
         max_size: int = 2,
     ) -> Self:
         """Open a pool (``conninfo`` and/or ``kwargs`` from ``connect_kwargs``) and wrap it."""
-        options = dict(kwargs or {})
-        options["autocommit"] = True
-        pool: Pool = psycopg_pool.AsyncConnectionPool(
+        # Sealed rows hold no timestamp the table reads back: the session time zone is moot.
+        pool = await open_pool(
             conninfo,
-            kwargs=options,
+            kwargs=kwargs,
+            name="esra-secrets",
             min_size=min_size,
             max_size=max_size,
-            open=False,
-            name="esra-secrets",
+            utc=False,
         )
-        await pool.open(wait=True)
         table = cls(pool, schema=schema)
         table._owns_pool = True
         return table

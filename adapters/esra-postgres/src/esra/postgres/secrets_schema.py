@@ -18,6 +18,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from esra.postgres.schema_migrations import apply_migrations, recorded_version
+
 __all__ = [
     "DEFAULT_SECRET_SCHEMA",
     "SECRET_SCHEMA_VERSION",
@@ -85,19 +87,7 @@ async def secret_schema_version(
 ) -> int:
     """The schema version applied in ``schema`` (0 when never applied)."""
     _check_name(schema)
-    cursor = await connection.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".{_VERSIONS}',)
-    )
-    row = await cursor.fetchone()
-    if not row or not row[0]:
-        return 0
-    cursor = await connection.execute(
-        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
-            sql.Identifier(schema, _VERSIONS)
-        )
-    )
-    row = await cursor.fetchone()
-    return int(row[0]) if row else 0
+    return await recorded_version(connection, schema, _VERSIONS)
 
 
 async def apply_secret_schema(
@@ -113,35 +103,13 @@ async def apply_secret_schema(
         psycopg.Error: if the DDL fails (nothing is kept).
     """
     _check_name(schema)
-    migrations = _migrations(schema)
-    versions = sql.Identifier(schema, _VERSIONS)
-    async with connection.transaction():
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"esra.secrets:{schema}",)
-        )
-        await connection.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-        )
-        await connection.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " version integer PRIMARY KEY,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            ).format(versions)
-        )
-        cursor = await connection.execute(
-            sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(versions)
-        )
-        row = await cursor.fetchone()
-        current = int(row[0]) if row else 0
-        if current > SECRET_SCHEMA_VERSION:
-            msg = f"the secret schema version {current} is newer than {SECRET_SCHEMA_VERSION}"
-            raise SecretSchemaVersionError(msg)
-        pending = sorted(v for v in migrations if v > current)
-        for version in pending:
-            for statement in migrations[version]:
-                await connection.execute(statement)
-            await connection.execute(
-                sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(versions), (version,)
-            )
-    return bool(pending)
+    return await apply_migrations(
+        connection,
+        schema=schema,
+        table=_VERSIONS,
+        lock="esra.secrets",
+        migrations=_migrations(schema),
+        target=SECRET_SCHEMA_VERSION,
+        subject="secret",
+        newer=SecretSchemaVersionError,
+    )

@@ -34,8 +34,6 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Self
 
-import psycopg
-import psycopg_pool
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -51,11 +49,10 @@ from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.upload import AcceptedUpload
 from esra.postgres.connection import scrub
+from esra.postgres.pool import Pool, open_pool
 from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
 
 __all__ = ["PostgresDocumentRepository"]
-
-Pool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 
 _COLUMNS = (
     "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
@@ -114,10 +111,6 @@ def _document(row: Mapping[str, Any]) -> StoredDocument:
     )
 
 
-async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
-    await conn.execute("SET TIME ZONE 'UTC'")
-
-
 class PostgresDocumentRepository:
     """The document store's repository and work queue on PostgreSQL.
 
@@ -152,18 +145,9 @@ class PostgresDocumentRepository:
         max_size: int = 4,
     ) -> Self:
         """Open a pool (``conninfo`` and/or ``kwargs`` from ``connect_kwargs``) and wrap it."""
-        options = dict(kwargs or {})
-        options["autocommit"] = True
-        pool: Pool = psycopg_pool.AsyncConnectionPool(
-            conninfo,
-            kwargs=options,
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            name="esra-store",
-            configure=_configure,
+        pool = await open_pool(
+            conninfo, kwargs=kwargs, name="esra-store", min_size=min_size, max_size=max_size
         )
-        await pool.open(wait=True)
         repository = cls(pool, schema=schema, retain_bytes=retain_bytes)
         repository._owns_pool = True
         return repository

@@ -27,6 +27,11 @@ import psycopg
 from psycopg import sql
 
 from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG
+from esra.postgres.schema_migrations import (
+    create_versioned_schema,
+    lock_schema,
+    recorded_version,
+)
 
 __all__ = [
     "DEFAULT_STORE_SCHEMA",
@@ -155,19 +160,7 @@ async def store_schema_version(
 ) -> int:
     """The schema version applied in ``schema`` (0 when the store was never applied)."""
     _check_name(schema)
-    cursor = await connection.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".schema_version',)
-    )
-    row = await cursor.fetchone()
-    if not row or not row[0]:
-        return 0
-    cursor = await connection.execute(
-        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
-            sql.Identifier(schema, "schema_version")
-        )
-    )
-    row = await cursor.fetchone()
-    return int(row[0]) if row else 0
+    return await recorded_version(connection, schema, "schema_version")
 
 
 async def apply_store_schema(
@@ -187,14 +180,9 @@ async def apply_store_schema(
     statements = store_schema_statements(schema, config)
     async with connection.transaction():
         # Serialise concurrent initialisations of the same schema (released at commit).
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"esra.store:{schema}",)
-        )
+        await lock_schema(connection, "esra.store", schema)
         await connection.execute("SELECT CAST(%s::text AS regconfig)", (config,))
-        await connection.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-        )
-        await connection.execute(_version_table(schema))
+        await create_versioned_schema(connection, schema, _version_table(schema))
         versions = sql.Identifier(schema, "schema_version")
         cursor = await connection.execute(
             sql.SQL("SELECT version, text_search_config FROM {} ORDER BY version").format(versions)

@@ -12,25 +12,21 @@ value is a bound parameter; the statement text is assembled from this module's c
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
 
 from esra.core.audit import AuditRecord
 from esra.core.audit_codec import dimensions_from_json, dimensions_json
 from esra.core.audit_query import AuditPage, AuditQuery, audit_subject, page_of
 from esra.core.codes import AuditEvent
 from esra.sqlite.audit_schema import apply_audit_schema
+from esra.sqlite.dedicated_connection import DedicatedConnection
 
 __all__ = ["SqliteAuditLog"]
 
-_T = TypeVar("_T")
-_BUSY_TIMEOUT_MS = 10_000
 _INSERT = (
     "INSERT INTO audit_records (tenant_id, at, event, correlation_id, subject, outcome, "
     "reason, dimensions) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -107,62 +103,32 @@ class SqliteAuditLog:
     """
 
     def __init__(self, database: str | os.PathLike[str]) -> None:
-        self._path = Path(database)
-        self._connection: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="esra-audit")
+        self._db = DedicatedConnection(
+            database, thread_name="esra-audit", pragmas=("PRAGMA synchronous = FULL",)
+        )
 
     @property
     def path(self) -> Path:
         """The database file."""
-        return self._path
-
-    def _open(self) -> sqlite3.Connection:
-        if self._connection is None:
-            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = FULL")
-            self._connection = connection
-        return self._connection
-
-    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        def body() -> _T:
-            return work(self._open())
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, body)
+        return self._db.path
 
     async def initialize(self) -> int:
         """Apply the audit schema (idempotent); return the version now recorded."""
-        return await self._run(apply_audit_schema)
+        return await self._db.run(apply_audit_schema)
 
     async def close(self) -> None:
         """Close the connection once queued work has finished, and stop the thread."""
-
-        def close_connection(_connection: sqlite3.Connection) -> None:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-        if self._connection is not None:
-            await self._run(close_connection)
-        self._executor.shutdown(wait=True)
+        await self._db.close()
 
     async def write_batch(self, records: Sequence[AuditRecord]) -> None:
         """Append ``records`` in one transaction."""
         rows = [_row(record) for record in records]
 
         def insert(connection: sqlite3.Connection) -> None:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                connection.executemany(_INSERT, rows)
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
+            connection.executemany(_INSERT, rows)
 
         if rows:
-            await self._run(insert)
+            await self._db.write(insert)
 
     async def query(self, query: AuditQuery) -> AuditPage:
         """The page of ``query``: the tenant's matching records, newest first."""
@@ -172,7 +138,7 @@ class SqliteAuditLog:
             rows = connection.execute(statement, params).fetchall()
             return [(_record(row), int(row["seq"])) for row in rows]
 
-        return page_of(await self._run(read), query.limit)
+        return page_of(await self._db.run(read), query.limit)
 
     async def prune_before(self, cutoff: datetime) -> int:
         """Retention: delete every tenant's records stamped before ``cutoff``; return how many.
@@ -189,19 +155,12 @@ class SqliteAuditLog:
         stamp = _ts(cutoff)
 
         def prune(connection: sqlite3.Connection) -> int:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                connection.execute(
-                    "INSERT INTO audit_retention (cutoff, applied_at) VALUES (?, ?)",
-                    (stamp, _ts(datetime.now(UTC))),
-                )
-                deleted = connection.execute(
-                    "DELETE FROM audit_records WHERE at < ?", (stamp,)
-                ).rowcount
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
-            return int(deleted)
+            connection.execute(
+                "INSERT INTO audit_retention (cutoff, applied_at) VALUES (?, ?)",
+                (stamp, _ts(datetime.now(UTC))),
+            )
+            return int(
+                connection.execute("DELETE FROM audit_records WHERE at < ?", (stamp,)).rowcount
+            )
 
-        return await self._run(prune)
+        return await self._db.write(prune)

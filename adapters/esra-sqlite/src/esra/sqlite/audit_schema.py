@@ -15,19 +15,15 @@ their own names.
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+
+from esra.sqlite.schema_migrations import apply_migrations, recorded_version
 
 __all__ = ["AUDIT_SCHEMA_VERSION", "AUDIT_TABLE", "apply_audit_schema", "audit_schema_version"]
 
 AUDIT_SCHEMA_VERSION = 1
 AUDIT_TABLE = "audit_records"
 
-_VERSION_TABLE = """
-CREATE TABLE IF NOT EXISTS audit_schema (
-    version INTEGER PRIMARY KEY,
-    applied_at TEXT NOT NULL
-)
-"""
+_VERSION_TABLE = "audit_schema"
 
 
 def _refusal(name: str, action: str, table: str, when: str = "") -> str:
@@ -81,13 +77,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 def audit_schema_version(connection: sqlite3.Connection) -> int:
     """The audit schema version recorded in the database (0 when never applied)."""
-    exists = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_schema'"
-    ).fetchone()
-    if exists is None:
-        return 0
-    row = connection.execute("SELECT max(version) FROM audit_schema").fetchone()
-    return int(row[0] or 0)
+    return recorded_version(connection, _VERSION_TABLE)
 
 
 def apply_audit_schema(connection: sqlite3.Connection) -> int:
@@ -99,22 +89,10 @@ def apply_audit_schema(connection: sqlite3.Connection) -> int:
         RuntimeError: the database was created by a newer ESRA.
         sqlite3.Error: the DDL failed (nothing is applied).
     """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        connection.execute(_VERSION_TABLE)
-        current = audit_schema_version(connection)
-        if current > AUDIT_SCHEMA_VERSION:
-            msg = f"the audit schema version {current} is newer than {AUDIT_SCHEMA_VERSION}"
-            raise RuntimeError(msg)
-        now = datetime.now(UTC).isoformat(timespec="microseconds")
-        for version in sorted(v for v in _MIGRATIONS if v > current):
-            for statement in _MIGRATIONS[version]:
-                connection.execute(statement)
-            connection.execute(
-                "INSERT INTO audit_schema (version, applied_at) VALUES (?, ?)", (version, now)
-            )
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
-    return AUDIT_SCHEMA_VERSION
+    return apply_migrations(
+        connection,
+        version_table=_VERSION_TABLE,
+        migrations=_MIGRATIONS,
+        target=AUDIT_SCHEMA_VERSION,
+        subject="audit",
+    )

@@ -16,18 +16,14 @@ write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+
+from esra.sqlite.schema_migrations import apply_migrations, recorded_version
 
 __all__ = ["CONFIG_SCHEMA_VERSION", "apply_config_schema", "config_schema_version"]
 
 CONFIG_SCHEMA_VERSION = 1
 
-_VERSION_TABLE = """
-CREATE TABLE IF NOT EXISTS config_schema (
-    version INTEGER PRIMARY KEY,
-    applied_at TEXT NOT NULL
-)
-"""
+_VERSION_TABLE = "config_schema"
 
 
 def _immutable(table: str, what: str) -> tuple[str, str]:
@@ -81,13 +77,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 def config_schema_version(connection: sqlite3.Connection) -> int:
     """Return the schema version recorded (0 when none was ever applied)."""
-    exists = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'config_schema'"
-    ).fetchone()
-    if exists is None:
-        return 0
-    row = connection.execute("SELECT max(version) FROM config_schema").fetchone()
-    return int(row[0] or 0)
+    return recorded_version(connection, _VERSION_TABLE)
 
 
 def apply_config_schema(connection: sqlite3.Connection) -> int:
@@ -100,24 +90,10 @@ def apply_config_schema(connection: sqlite3.Connection) -> int:
         RuntimeError: if the database was written by a newer ESRA (its version is higher).
         sqlite3.Error: if the DDL fails (nothing is applied).
     """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        connection.execute(_VERSION_TABLE)
-        current = config_schema_version(connection)
-        if current > CONFIG_SCHEMA_VERSION:
-            msg = (
-                f"the configuration schema version {current} is newer than {CONFIG_SCHEMA_VERSION}"
-            )
-            raise RuntimeError(msg)
-        now = datetime.now(UTC).isoformat(timespec="microseconds")
-        for version in sorted(v for v in _MIGRATIONS if v > current):
-            for statement in _MIGRATIONS[version]:
-                connection.execute(statement)
-            connection.execute(
-                "INSERT INTO config_schema (version, applied_at) VALUES (?, ?)", (version, now)
-            )
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
-    return CONFIG_SCHEMA_VERSION
+    return apply_migrations(
+        connection,
+        version_table=_VERSION_TABLE,
+        migrations=_MIGRATIONS,
+        target=CONFIG_SCHEMA_VERSION,
+        subject="configuration",
+    )

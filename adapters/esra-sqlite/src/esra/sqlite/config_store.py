@@ -14,15 +14,12 @@ when the store is first used.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from esra.core.admin.store import (
     ConfigChange,
@@ -35,11 +32,9 @@ from esra.core.admin.workspace import AdminWorkspace
 from esra.core.config.converter import dump_snapshot, load_snapshot
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.sqlite.config_schema import apply_config_schema
+from esra.sqlite.dedicated_connection import DedicatedConnection
 
 __all__ = ["SqliteConfigStore"]
-
-_T = TypeVar("_T")
-_BUSY_TIMEOUT_MS = 10_000
 
 
 def _ts(moment: datetime) -> str:
@@ -74,52 +69,24 @@ class SqliteConfigStore:
     """
 
     def __init__(self, database: str | os.PathLike[str]) -> None:
-        self._path = Path(database)
-        self._connection: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="esra-config")
+        self._db = DedicatedConnection(
+            database, thread_name="esra-config", prepare=apply_config_schema
+        )
 
     @property
     def path(self) -> Path:
         """The database file."""
-        return self._path
+        return self._db.path
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
-        if self._connection is None:
-            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            try:
-                connection.row_factory = sqlite3.Row
-                connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-                connection.execute("PRAGMA journal_mode = WAL")
-                apply_config_schema(connection)
-            except BaseException:
-                connection.close()
-                raise
-            self._connection = connection
-        return self._connection
-
-    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        def body() -> _T:
-            return work(self._open())
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, body)
-
     async def initialize(self) -> int:
         """Open the database and apply the schema (idempotent); return its version."""
-        return await self._run(apply_config_schema)
+        return await self._db.run(apply_config_schema)
 
     async def close(self) -> None:
         """Close the connection once queued work has finished, and stop the thread."""
-
-        def close_connection(_connection: sqlite3.Connection) -> None:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-        if self._connection is not None:
-            await self._run(close_connection)
-        self._executor.shutdown(wait=True)
+        await self._db.close()
 
     # -- the port --------------------------------------------------------------------------
 
@@ -132,7 +99,7 @@ class SqliteConfigStore:
             ).fetchone()
             return str(row["document"]) if row is not None else None
 
-        document = await self._run(query)
+        document = await self._db.run(query)
         return workspace_from_document(json.loads(document)) if document is not None else None
 
     async def save(
@@ -146,61 +113,55 @@ class SqliteConfigStore:
         tenant, version, at = workspace.tenant_id, workspace.version, _ts(change.at)
 
         def write(connection: sqlite3.Connection) -> None:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                if expected_version == 0:
-                    cursor = connection.execute(
-                        "INSERT INTO config_workspaces "
-                        "(tenant_id, version, published_version, document, updated_at) "
-                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO NOTHING",
-                        (tenant, version, workspace.published_version, document, at),
-                    )
-                else:
-                    cursor = connection.execute(
-                        "UPDATE config_workspaces SET version = ?, published_version = ?, "
-                        "document = ?, updated_at = ? WHERE tenant_id = ? AND version = ?",
-                        (
-                            version,
-                            workspace.published_version,
-                            document,
-                            at,
-                            tenant,
-                            expected_version,
-                        ),
-                    )
-                if cursor.rowcount != 1:
-                    row = connection.execute(
-                        "SELECT version FROM config_workspaces WHERE tenant_id = ?", (tenant,)
-                    ).fetchone()
-                    current = int(row["version"]) if row is not None else None
-                    raise ConfigConflictError(tenant, expected=expected_version, current=current)
-                connection.execute(
-                    "INSERT INTO config_changes "
-                    "(tenant_id, version, subject, at, action, target, reason, document) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            if expected_version == 0:
+                cursor = connection.execute(
+                    "INSERT INTO config_workspaces "
+                    "(tenant_id, version, published_version, document, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO NOTHING",
+                    (tenant, version, workspace.published_version, document, at),
+                )
+            else:
+                cursor = connection.execute(
+                    "UPDATE config_workspaces SET version = ?, published_version = ?, "
+                    "document = ?, updated_at = ? WHERE tenant_id = ? AND version = ?",
                     (
-                        tenant,
                         version,
-                        change.subject,
-                        at,
-                        change.action,
-                        change.target,
-                        change.reason,
+                        workspace.published_version,
                         document,
+                        at,
+                        tenant,
+                        expected_version,
                     ),
                 )
-                if snapshot is not None:
-                    connection.execute(
-                        "INSERT INTO config_published (tenant_id, version, snapshot, "
-                        "published_at) VALUES (?, ?, ?, ?)",
-                        (tenant, version, snapshot, at),
-                    )
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
+            if cursor.rowcount != 1:
+                row = connection.execute(
+                    "SELECT version FROM config_workspaces WHERE tenant_id = ?", (tenant,)
+                ).fetchone()
+                current = int(row["version"]) if row is not None else None
+                raise ConfigConflictError(tenant, expected=expected_version, current=current)
+            connection.execute(
+                "INSERT INTO config_changes "
+                "(tenant_id, version, subject, at, action, target, reason, document) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    tenant,
+                    version,
+                    change.subject,
+                    at,
+                    change.action,
+                    change.target,
+                    change.reason,
+                    document,
+                ),
+            )
+            if snapshot is not None:
+                connection.execute(
+                    "INSERT INTO config_published (tenant_id, version, snapshot, "
+                    "published_at) VALUES (?, ?, ?, ?)",
+                    (tenant, version, snapshot, at),
+                )
 
-        await self._run(write)
+        await self._db.write(write)
 
     async def history(self, tenant_id: str) -> list[ConfigChange]:
         """Every change saved for the tenant, oldest first."""
@@ -213,7 +174,7 @@ class SqliteConfigStore:
             ).fetchall()
             return [_change(row) for row in rows]
 
-        return await self._run(query)
+        return await self._db.run(query)
 
     async def workspace_at(self, tenant_id: str, version: int) -> AdminWorkspace | None:
         """The workspace as it was saved at ``version``, if that version exists."""
@@ -225,7 +186,7 @@ class SqliteConfigStore:
             ).fetchone()
             return str(row["document"]) if row is not None else None
 
-        document = await self._run(query)
+        document = await self._db.run(query)
         return workspace_from_document(json.loads(document)) if document is not None else None
 
     async def published(self, tenant_id: str) -> ConfigSnapshot | None:
@@ -248,7 +209,7 @@ class SqliteConfigStore:
             row = connection.execute(statement, params).fetchone()
             return str(row["snapshot"]) if row is not None else None
 
-        text = await self._run(query)
+        text = await self._db.run(query)
         return load_snapshot(json.loads(text)) if text is not None else None
 
     async def published_versions(self) -> dict[str, int]:
@@ -260,4 +221,4 @@ class SqliteConfigStore:
             ).fetchall()
             return {str(row["tenant_id"]): int(row["version"]) for row in rows}
 
-        return await self._run(query)
+        return await self._db.run(query)

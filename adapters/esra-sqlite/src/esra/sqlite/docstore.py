@@ -23,16 +23,14 @@ with microseconds, which sorts and compares in time order.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.formats import DocumentFormat
@@ -45,12 +43,11 @@ from esra.core.docstore.model import (
 from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.upload import AcceptedUpload
+from esra.sqlite.dedicated_connection import DedicatedConnection
 from esra.sqlite.docstore_schema import apply_store_schema
 
 __all__ = ["SqliteDocumentRepository"]
 
-_T = TypeVar("_T")
-_BUSY_TIMEOUT_MS = 10_000
 _EXHAUSTED = DocumentRefusal.MALFORMED_DOCUMENT
 
 # Metadata columns, in StoredDocument order; the bytes are never read with them.
@@ -133,64 +130,25 @@ class SqliteDocumentRepository:
     """
 
     def __init__(self, database: str | os.PathLike[str], *, retain_bytes: bool = True) -> None:
-        self._path = Path(database)
         self._retain = retain_bytes
-        self._connection: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="esra-docstore")
+        self._db = DedicatedConnection(
+            database, thread_name="esra-docstore", pragmas=("PRAGMA foreign_keys = ON",)
+        )
 
     @property
     def path(self) -> Path:
         """The database file (what a store source's provider opens read-only)."""
-        return self._path
+        return self._db.path
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
-        if self._connection is None:
-            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA foreign_keys = ON")
-            self._connection = connection
-        return self._connection
-
-    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        def body() -> _T:
-            return work(self._open())
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, body)
-
-    async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction (rolled back if it raises)."""
-
-        def transaction(connection: sqlite3.Connection) -> _T:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(connection)
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
-            return result
-
-        return await self._run(transaction)
-
     async def initialize(self) -> int:
         """Apply the store schema (idempotent); return the schema version now recorded."""
-        return await self._run(apply_store_schema)
+        return await self._db.run(apply_store_schema)
 
     async def close(self) -> None:
         """Close the connection once queued work has finished, and stop the thread."""
-
-        def close_connection(_connection: sqlite3.Connection) -> None:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-        if self._connection is not None:
-            await self._run(close_connection)
-        self._executor.shutdown(wait=True)
+        await self._db.close()
 
     @staticmethod
     def _get(
@@ -245,7 +203,7 @@ class SqliteDocumentRepository:
             assert stored is not None
             return stored
 
-        return await self._write(insert)
+        return await self._db.write(insert)
 
     async def tenants_with_work(self, *, now: datetime) -> list[str]:
         """Tenants with a Pending document, or a Processing one whose lease expired."""
@@ -259,7 +217,7 @@ class SqliteDocumentRepository:
             ).fetchall()
             return [str(r["tenant_id"]) for r in rows]
 
-        return await self._run(query)
+        return await self._db.run(query)
 
     async def claim(
         self,
@@ -307,7 +265,7 @@ class SqliteDocumentRepository:
                 for r in rows
             ]
 
-        return await self._write(take)
+        return await self._db.write(take)
 
     @staticmethod
     def _owner(claim: Claim) -> dict[str, Any]:
@@ -329,7 +287,7 @@ class SqliteDocumentRepository:
             )
             return cursor.rowcount == 1
 
-        return await self._write(extend)
+        return await self._db.write(extend)
 
     async def complete(self, claim: Claim, content: IndexedContent, *, now: datetime) -> bool:
         """Store text segments and the final state, only if the claim still owns it."""
@@ -366,7 +324,7 @@ class SqliteDocumentRepository:
             )
             return True
 
-        return await self._write(store)
+        return await self._db.write(store)
 
     async def fail(
         self,
@@ -400,7 +358,7 @@ class SqliteDocumentRepository:
             )
             return cursor.rowcount == 1
 
-        return await self._write(mark)
+        return await self._db.write(mark)
 
     async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
         """Fail documents whose lease expired at the attempt ceiling; return how many."""
@@ -421,11 +379,11 @@ class SqliteDocumentRepository:
             )
             return cursor.rowcount
 
-        return await self._write(sweep)
+        return await self._db.write(sweep)
 
     async def get(self, tenant_id: str, document_id: str) -> StoredDocument | None:
         """One document's metadata (soft-deleted ones included, flagged)."""
-        return await self._run(lambda c: self._get(c, tenant_id, document_id))
+        return await self._db.run(lambda c: self._get(c, tenant_id, document_id))
 
     async def list(
         self, tenant_id: str, *, states: Collection[DocumentState] | None = None
@@ -444,7 +402,7 @@ class SqliteDocumentRepository:
             sql += " ORDER BY created_at DESC, seq DESC"
             return [_document(r) for r in connection.execute(sql, params).fetchall()]
 
-        return await self._run(query)
+        return await self._db.run(query)
 
     async def counts(self, tenant_id: str) -> Mapping[DocumentState, int]:
         """Store-wide counts per state (non-deleted), every state present."""
@@ -460,7 +418,7 @@ class SqliteDocumentRepository:
                 counts[DocumentState(row["state"])] = int(row["n"])
             return counts
 
-        return await self._run(query)
+        return await self._db.run(query)
 
     async def release(
         self, tenant_id: str, document_id: str, *, operator: str, now: datetime
@@ -476,7 +434,7 @@ class SqliteDocumentRepository:
             )
             return self._get(connection, tenant_id, document_id) if cursor.rowcount else None
 
-        return await self._write(move)
+        return await self._db.write(move)
 
     async def reindex(
         self, tenant_id: str, document_id: str, *, now: datetime
@@ -495,7 +453,7 @@ class SqliteDocumentRepository:
             )
             return self._get(connection, tenant_id, document_id) if cursor.rowcount else None
 
-        return await self._write(requeue)
+        return await self._db.write(requeue)
 
     async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
         """Mark the document deleted; it disappears from search, fetch and the list."""
@@ -508,7 +466,7 @@ class SqliteDocumentRepository:
             )
             return cursor.rowcount == 1
 
-        return await self._write(mark)
+        return await self._db.write(mark)
 
     async def original(self, tenant_id: str, document_id: str) -> bytes | None:
         """The retained original bytes (authorization is the caller's: ESRA_DATA_MANAGE)."""
@@ -523,7 +481,7 @@ class SqliteDocumentRepository:
                 bytes(row["original"]) if row is not None and row["original"] is not None else None
             )
 
-        return await self._run(query)
+        return await self._db.run(query)
 
     async def text(
         self, tenant_id: str, document_id: str, *, scopes: Collection[str]
@@ -551,4 +509,4 @@ class SqliteDocumentRepository:
             ).fetchall()
             return "".join(r["body"] for r in rows)
 
-        return await self._run(query)
+        return await self._db.run(query)

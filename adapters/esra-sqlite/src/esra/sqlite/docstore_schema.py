@@ -18,7 +18,8 @@ write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+
+from esra.sqlite.schema_migrations import apply_migrations, recorded_version
 
 __all__ = [
     "DOCUMENTS_TABLE",
@@ -36,12 +37,7 @@ SEGMENTS_TABLE = "store_segments"
 SEGMENTS_FTS = "store_segments_fts"
 SEARCHABLE_VIEW = "searchable_segments"
 
-_VERSION_TABLE = """
-CREATE TABLE IF NOT EXISTS store_schema (
-    version INTEGER PRIMARY KEY,
-    applied_at TEXT NOT NULL
-)
-"""
+_VERSION_TABLE = "store_schema"
 
 # Migrations by the version they bring the schema to; each runs once, in order.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -150,13 +146,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 def store_schema_version(connection: sqlite3.Connection) -> int:
     """Return the schema version recorded in the store (0 when none was ever applied)."""
-    exists = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_schema'"
-    ).fetchone()
-    if exists is None:
-        return 0
-    row = connection.execute("SELECT max(version) FROM store_schema").fetchone()
-    return int(row[0] or 0)
+    return recorded_version(connection, _VERSION_TABLE)
 
 
 def apply_store_schema(connection: sqlite3.Connection) -> int:
@@ -169,22 +159,10 @@ def apply_store_schema(connection: sqlite3.Connection) -> int:
         RuntimeError: if the store was created by a newer ESRA (its version is higher).
         sqlite3.Error: if the DDL fails (nothing is applied).
     """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        connection.execute(_VERSION_TABLE)
-        current = store_schema_version(connection)
-        if current > STORE_SCHEMA_VERSION:
-            msg = f"the store's schema version {current} is newer than {STORE_SCHEMA_VERSION}"
-            raise RuntimeError(msg)
-        now = datetime.now(UTC).isoformat(timespec="microseconds")
-        for version in sorted(v for v in _MIGRATIONS if v > current):
-            for statement in _MIGRATIONS[version]:
-                connection.execute(statement)
-            connection.execute(
-                "INSERT INTO store_schema (version, applied_at) VALUES (?, ?)", (version, now)
-            )
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
-    return STORE_SCHEMA_VERSION
+    return apply_migrations(
+        connection,
+        version_table=_VERSION_TABLE,
+        migrations=_MIGRATIONS,
+        target=STORE_SCHEMA_VERSION,
+        subject="store's",
+    )

@@ -8,22 +8,18 @@ processes may share the file. Every value is a bound parameter.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
 
 from esra.core.secrets.envelope import SealedSecret
+from esra.sqlite.dedicated_connection import DedicatedConnection
 from esra.sqlite.secrets_schema import apply_secret_schema
 
 __all__ = ["SqliteSecretTable"]
 
-_T = TypeVar("_T")
-_BUSY_TIMEOUT_MS = 10_000
 _COLUMNS = "tenant_id, reference, version, kek_id, wrapped_dek, ciphertext"
 
 
@@ -50,47 +46,25 @@ class SqliteSecretTable:
     """
 
     def __init__(self, database: str | os.PathLike[str]) -> None:
-        self._path = Path(database)
-        self._connection: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="esra-secrets")
+        self._db = DedicatedConnection(
+            database,
+            thread_name="esra-secrets",
+            # Freed pages are zeroed, so a rotated row's old bytes do not linger in the file.
+            pragmas=("PRAGMA secure_delete = ON",),
+        )
 
     @property
     def path(self) -> Path:
         """The database file."""
-        return self._path
-
-    def _open(self) -> sqlite3.Connection:
-        if self._connection is None:
-            connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-            connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            # Freed pages are zeroed, so a rotated row's old bytes do not linger in the file.
-            connection.execute("PRAGMA secure_delete = ON")
-            self._connection = connection
-        return self._connection
-
-    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        def body() -> _T:
-            return work(self._open())
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, body)
+        return self._db.path
 
     async def initialize(self) -> int:
         """Apply the secret schema (idempotent); return the schema version now recorded."""
-        return await self._run(apply_secret_schema)
+        return await self._db.run(apply_secret_schema)
 
     async def close(self) -> None:
         """Close the connection once queued work has finished, and stop the thread."""
-
-        def close_connection(_connection: sqlite3.Connection) -> None:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-        if self._connection is not None:
-            await self._run(close_connection)
-        self._executor.shutdown(wait=True)
+        await self._db.close()
 
     async def put(self, row: SealedSecret) -> None:
         """Insert ``row`` or replace the row with the same tenant and reference."""
@@ -113,7 +87,7 @@ class SqliteSecretTable:
                 ),
             )
 
-        await self._run(upsert)
+        await self._db.run(upsert)
 
     async def get(self, tenant_id: str, reference: str) -> SealedSecret | None:
         """The row of ``tenant_id`` named ``reference``, or ``None``."""
@@ -125,7 +99,7 @@ class SqliteSecretTable:
             ).fetchone()
             return _row(found) if found is not None else None
 
-        return await self._run(select)
+        return await self._db.run(select)
 
     async def list_by_kek(
         self, kek_id: str, *, after: tuple[str, str] | None = None, limit: int = 100
@@ -143,7 +117,7 @@ class SqliteSecretTable:
             ).fetchall()
             return [_row(r) for r in rows]
 
-        return await self._run(select)
+        return await self._db.run(select)
 
     async def kek_usage(self) -> Mapping[str, int]:
         """Rows per KEK id."""
@@ -154,7 +128,7 @@ class SqliteSecretTable:
             ).fetchall()
             return {str(r[0]): int(r[1]) for r in rows}
 
-        return await self._run(select)
+        return await self._db.run(select)
 
     async def replace_wrapping(self, row: SealedSecret, *, expected_wrapped_dek: bytes) -> bool:
         """Compare-and-set the row's KEK id and wrapped data key on its old wrapping."""
@@ -174,7 +148,7 @@ class SqliteSecretTable:
             )
             return cursor.rowcount == 1
 
-        return await self._run(update)
+        return await self._db.run(update)
 
     def __repr__(self) -> str:
-        return f"SqliteSecretTable(path={os.fspath(self._path)!r})"
+        return f"SqliteSecretTable(path={os.fspath(self._db.path)!r})"

@@ -13,7 +13,8 @@ apply it once.
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+
+from esra.sqlite.schema_migrations import apply_migrations, recorded_version
 
 __all__ = [
     "SECRETS_TABLE",
@@ -25,13 +26,6 @@ __all__ = [
 SECRET_SCHEMA_VERSION = 1
 SECRETS_TABLE = "esra_secrets"
 _VERSIONS = "esra_secrets_schema"
-
-_VERSION_TABLE = f"""
-CREATE TABLE IF NOT EXISTS {_VERSIONS} (
-    version INTEGER PRIMARY KEY,
-    applied_at TEXT NOT NULL
-)
-"""
 
 # Migrations by the version they bring the schema to; each runs once, in order.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -55,13 +49,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 def secret_schema_version(connection: sqlite3.Connection) -> int:
     """Return the secret table's schema version (0 when none was ever applied)."""
-    exists = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_VERSIONS,)
-    ).fetchone()
-    if exists is None:
-        return 0
-    row = connection.execute(f"SELECT max(version) FROM {_VERSIONS}").fetchone()  # noqa: S608 - constant
-    return int(row[0] or 0)
+    return recorded_version(connection, _VERSIONS)
 
 
 def apply_secret_schema(connection: sqlite3.Connection) -> int:
@@ -74,25 +62,10 @@ def apply_secret_schema(connection: sqlite3.Connection) -> int:
         RuntimeError: if the table was created by a newer ESRA (its version is higher).
         sqlite3.Error: if the DDL fails (nothing is applied).
     """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        connection.execute(_VERSION_TABLE)
-        current = secret_schema_version(connection)
-        if current > SECRET_SCHEMA_VERSION:
-            msg = (
-                f"the secret table's schema version {current} is newer than {SECRET_SCHEMA_VERSION}"
-            )
-            raise RuntimeError(msg)
-        now = datetime.now(UTC).isoformat(timespec="microseconds")
-        for version in sorted(v for v in _MIGRATIONS if v > current):
-            for statement in _MIGRATIONS[version]:
-                connection.execute(statement)
-            connection.execute(
-                f"INSERT INTO {_VERSIONS} (version, applied_at) VALUES (?, ?)",  # noqa: S608 - constant
-                (version, now),
-            )
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
-    return SECRET_SCHEMA_VERSION
+    return apply_migrations(
+        connection,
+        version_table=_VERSIONS,
+        migrations=_MIGRATIONS,
+        target=SECRET_SCHEMA_VERSION,
+        subject="secret table's",
+    )
