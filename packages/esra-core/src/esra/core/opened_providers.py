@@ -4,6 +4,11 @@ The host composes its providers here, tenant by tenant and source by source, and
 live per-tenant mappings to the pipeline. ``retire`` closes one source's provider (its pool,
 its file) and removes it, so a retired source stops being searchable and holds no
 connection; ``aclose`` closes the rest, each exactly once, even when one close fails.
+
+A publication applied while the host runs (``esra.core.live_config``) changes these maps in
+place, without awaiting anything: ``replace`` swaps a source's provider for one opened from a
+new request and ``detach`` takes one out, each handing back the provider it removed so the
+caller closes it — after the swap, so no invocation ever picks up a provider being closed.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class OpenedProviders:
         self._opened: dict[str, dict[str, OpenedProvider]] = {}
         # What the pipeline reads: per tenant, a live dict of providers by source id.
         self._providers: dict[str, dict[str, SearchProvider]] = {}
+        # What each open provider was opened from, so a new publication can be compared.
+        self._requests: dict[str, dict[str, ProviderRequest]] = {}
 
     @property
     def by_tenant(self) -> Mapping[str, Mapping[str, SearchProvider]]:
@@ -55,18 +62,54 @@ class OpenedProviders:
             msg = f"source {source.id!r} of tenant {source.tenant_id!r} is already open"
             raise ValueError(msg)
         provider = self._registry.open(request)
-        opened[source.id] = provider
-        self.tenant(source.tenant_id)[source.id] = provider.provider
+        self._track(request, provider)
         return provider.provider
+
+    def request_of(self, tenant_id: str, source_id: str) -> ProviderRequest | None:
+        """The request the source's open provider was opened from (``None``: not open)."""
+        return self._requests.get(tenant_id, {}).get(source_id)
+
+    def source_ids(self, tenant_id: str) -> frozenset[str]:
+        """The ids of the tenant's sources whose provider is open."""
+        return frozenset(self._opened.get(tenant_id, {}))
+
+    def replace(self, request: ProviderRequest) -> OpenedProvider | None:
+        """Open ``request.source``'s provider and serve it in place of the one open before.
+
+        The new provider is opened first: when that fails nothing changes. Returns the
+        provider taken out (``None`` when the source was not open), which the caller closes.
+
+        Raises:
+            UnknownProviderKindError: no installed factory opens the source's kind.
+            ProviderOptionError: the factory refused the source's options.
+        """
+        provider = self._registry.open(request)
+        previous = self._opened.get(request.tenant_id, {}).get(request.source.id)
+        self._track(request, provider)
+        return previous
+
+    def detach(self, tenant_id: str, source_id: str) -> OpenedProvider | None:
+        """Stop serving one source's provider and hand it back, still open, to be closed."""
+        provider = self._opened.get(tenant_id, {}).pop(source_id, None)
+        if provider is None:
+            return None
+        self._providers.get(tenant_id, {}).pop(source_id, None)
+        self._requests.get(tenant_id, {}).pop(source_id, None)
+        return provider
 
     async def retire(self, tenant_id: str, source_id: str) -> bool:
         """Close and remove one source's provider; ``False`` when it was not open."""
-        provider = self._opened.get(tenant_id, {}).pop(source_id, None)
+        provider = self.detach(tenant_id, source_id)
         if provider is None:
             return False
-        self._providers.get(tenant_id, {}).pop(source_id, None)
         await provider.close()
         return True
+
+    def _track(self, request: ProviderRequest, provider: OpenedProvider) -> None:
+        tenant_id, source_id = request.tenant_id, request.source.id
+        self._opened.setdefault(tenant_id, {})[source_id] = provider
+        self._requests.setdefault(tenant_id, {})[source_id] = request
+        self.tenant(tenant_id)[source_id] = provider.provider
 
     async def aclose(self) -> None:
         """Close every provider still open; a failing close is logged, the rest still run."""

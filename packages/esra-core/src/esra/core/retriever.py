@@ -78,7 +78,10 @@ class Retriever:
 
     Args:
         config: where tenant snapshots come from.
-        providers: the search provider of each source, keyed by source id.
+        providers: the search provider of each source, keyed by source id. The mapping is
+            kept, not copied: a provider added, replaced or removed later (a publication
+            applied live, see ``esra.core.live_config``) is used by the next invocation. A
+            source of the snapshot without a provider is unavailable (fail closed).
         model: the language model for selection, planning, reranking and answers.
         audit: where audit records go.
         clock: time source (defaults to the system clock).
@@ -119,7 +122,8 @@ class Retriever:
             msg = "document_ref_ttl_s must be positive"
             raise ValueError(msg)
         self._config = config
-        self._providers = dict(providers)
+        # The live mapping itself: publications applied while the host runs change it.
+        self._providers = providers
         self._model = model
         self._audit = audit
         self._clock = clock or SystemClock()

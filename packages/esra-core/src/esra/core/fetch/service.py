@@ -69,7 +69,8 @@ class DocumentFetcher:
 
     Args:
         config: where tenant snapshots come from (the same repository as the Retriever's).
-        providers: the search provider of each source, keyed by source id.
+        providers: the search provider of each source, keyed by source id; kept, not
+            copied, like the Retriever's (a publication applied live changes it).
         audit: where the ``esra.fetch`` records go.
         keyring: the keys references were minted with (rotation: old keys stay to decrypt).
         quota: the per-caller hourly character budget.
@@ -97,7 +98,7 @@ class DocumentFetcher:
             msg = "hourly_chars must be positive"
             raise ValueError(msg)
         self._config = config
-        self._providers = dict(providers)
+        self._providers = providers
         self._audit = audit
         self._keyring = keyring
         self._quota = quota

@@ -11,7 +11,11 @@ the outage multiplied by the callers. So, per source:
   one per call — also at the moment a cached answer expires under load;
 - a probe is bounded by ``timeout_s``: a provider that has not answered by then is
   ``UNAVAILABLE`` (fail closed), whether or not it honours the cancellation;
-- sources are probed concurrently, so a slow source delays no other beyond that bound.
+- sources are probed concurrently, so a slow source delays no other beyond that bound;
+- an answer belongs to the provider that gave it: the providers mapping is read live, and
+  when a publication replaces a source's provider (``esra.core.live_config``) the old
+  provider's answer — cached or in flight — is never used for the new one, nor kept once
+  its source is retired. A source without a provider is ``UNAVAILABLE`` at once.
 """
 
 from __future__ import annotations
@@ -38,18 +42,20 @@ _log = logging.getLogger(__name__)
 
 @attrs.frozen
 class _Known:
-    """A probe's answer and the monotonic reading it is good until."""
+    """A probe's answer, the provider that gave it, and the monotonic reading it is good until."""
 
     state: SourceHealth
     fresh_until: float
+    provider: SearchProvider
 
 
 class SourceHealthMonitor:
     """Reports each source's health from its provider, probing at most once per TTL.
 
     Args:
-        providers: the search provider of each source, keyed by source id; a source without
-            one is ``UNAVAILABLE``.
+        providers: the search provider of each source, keyed by source id, read live (a
+            provider added, replaced or removed later is seen by the next call); a source
+            without one is ``UNAVAILABLE``.
         clock: the time source the TTL is measured on.
         ttl_s: how long one probe's answer is used.
         timeout_s: the longest one probe may take before its source counts as unavailable.
@@ -74,41 +80,69 @@ class SourceHealthMonitor:
         self._ttl_s = ttl_s
         self._timeout_s = timeout_s
         self._known: dict[str, _Known] = {}
-        self._probes: dict[str, asyncio.Task[SourceHealth]] = {}
+        # Per source, the probe in flight and the provider it asks.
+        self._probes: dict[str, tuple[SearchProvider, asyncio.Task[SourceHealth]]] = {}
 
     async def health_of(self, source_ids: Iterable[str]) -> dict[str, SourceHealth]:
         """Return the health of each of ``source_ids``; never raises for a provider's fault."""
+        self._forget_replaced()
         ids = tuple(dict.fromkeys(source_ids))
         states = await asyncio.gather(*(self._health(source_id) for source_id in ids))
         return dict(zip(ids, states, strict=True))
 
+    def _forget_replaced(self) -> None:
+        """Drop every answer whose provider is no longer its source's (replaced, retired).
+
+        Keeps no retired provider alive through the cache, and no old verdict for a new one.
+        """
+        stale = [
+            source_id
+            for source_id, known in self._known.items()
+            if self._providers.get(source_id) is not known.provider
+        ]
+        for source_id in stale:
+            del self._known[source_id]
+
     async def _health(self, source_id: str) -> SourceHealth:
-        known = self._known.get(source_id)
-        if known is not None and known.fresh_until > self._clock.monotonic():
-            return known.state
-        loop = asyncio.get_running_loop()
-        probe = self._probes.get(source_id)
-        # A probe left behind by another event loop (a test's, say) can never finish here.
-        if probe is None or probe.get_loop() is not loop:
-            probe = loop.create_task(self._probe(source_id), name=f"esra-health-{source_id}")
-            self._probes[source_id] = probe
-        # Shielded: one caller giving up (a client gone) must not cancel the probe the
-        # others are waiting for; the probe is bounded on its own.
-        return await asyncio.shield(probe)
-
-    async def _probe(self, source_id: str) -> SourceHealth:
-        try:
-            state = await self._ask(source_id)
-            self._known[source_id] = _Known(state, self._clock.monotonic() + self._ttl_s)
-            return state
-        finally:
-            if self._probes.get(source_id) is asyncio.current_task():
-                del self._probes[source_id]
-
-    async def _ask(self, source_id: str) -> SourceHealth:
         provider = self._providers.get(source_id)
         if provider is None:
             return SourceHealth.UNAVAILABLE
+        known = self._known.get(source_id)
+        if (
+            known is not None
+            and known.provider is provider
+            and known.fresh_until > self._clock.monotonic()
+        ):
+            return known.state
+        loop = asyncio.get_running_loop()
+        in_flight = self._probes.get(source_id)
+        # A probe left behind by another event loop (a test's, say) can never finish here,
+        # and one asking a provider since replaced does not answer for the new one.
+        if in_flight is None or in_flight[0] is not provider or in_flight[1].get_loop() is not loop:
+            task = loop.create_task(
+                self._probe(source_id, provider), name=f"esra-health-{source_id}"
+            )
+            in_flight = (provider, task)
+            self._probes[source_id] = in_flight
+        # Shielded: one caller giving up (a client gone) must not cancel the probe the
+        # others are waiting for; the probe is bounded on its own.
+        return await asyncio.shield(in_flight[1])
+
+    async def _probe(self, source_id: str, provider: SearchProvider) -> SourceHealth:
+        try:
+            state = await self._ask(source_id, provider)
+            # Kept only while this provider is still the source's: a replaced one's answer
+            # would otherwise be served for its successor until the TTL ran out.
+            if self._providers.get(source_id) is provider:
+                fresh_until = self._clock.monotonic() + self._ttl_s
+                self._known[source_id] = _Known(state, fresh_until, provider)
+            return state
+        finally:
+            in_flight = self._probes.get(source_id)
+            if in_flight is not None and in_flight[1] is asyncio.current_task():
+                del self._probes[source_id]
+
+    async def _ask(self, source_id: str, provider: SearchProvider) -> SourceHealth:
         # Its own task, waited for with a timeout rather than cancelled into: a provider
         # that swallows the cancellation still cannot hold its source's probe past the bound.
         check = asyncio.ensure_future(provider.health())
