@@ -39,6 +39,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from esra.core.admin.publication import ConfigPublisher
+from esra.core.admin.secrets import WritableSecretStore
+from esra.core.admin.store import WorkspaceStore
+from esra.core.audit_query import AuditReader
 from esra.core.clock import SystemClock
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS, DocumentFetcher
@@ -128,6 +131,9 @@ def create_app(
     admin_limits: AdminLimits | None = None,
     secure_cookies: bool | None = None,
     executor: Executor | None = None,
+    workspaces: WorkspaceStore | None = None,
+    secrets: WritableSecretStore | None = None,
+    audit_reader: AuditReader | None = None,
 ) -> Starlette:
     """Compose the host: one ``Retriever`` (and ``DocumentFetcher``) per tenant, behind MCP,
     all running their queries through one shared ``Executor``.
@@ -166,6 +172,11 @@ def create_app(
         executor: the process's one executor (its instance-wide concurrency bound, provider
             limiters and circuit breakers), shared by every tenant's searches and fetches;
             one is made on ``clock`` when absent — still one for all tenants, never one each.
+        workspaces: where the admin API keeps drafts, their history and publications (in
+            memory when absent; ``SqliteConfigStore`` / ``PostgresConfigStore`` keep them).
+        secrets: where the admin API writes connection secrets — the store the providers
+            resolve through, so a written secret is used (in memory when absent).
+        audit_reader: reads audit records back for ``GET /admin/v1/audit`` (404 without).
 
     Raises:
         ValueError: two issuers share an ``iss``, or ``resource_url`` is not an http(s) URL.
@@ -181,8 +192,11 @@ def create_app(
         audit=audit,
         clock=clock or SystemClock(),
         publisher=publisher,
+        secrets=secrets,
+        workspaces=workspaces,
         roles_claim=roles_claim,
         limits=admin_limits,
+        audit_reader=audit_reader,
     )
     quota = quota or InProcessQuotaStore(clock)
     # One per process: the spec's per-runtime-instance bound must not grow with the tenants.

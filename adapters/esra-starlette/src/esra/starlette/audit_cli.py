@@ -1,11 +1,13 @@
 """``esra audit`` and ``esra audit-prune``: read one tenant's audit records back; retention.
 
-``esra audit --tenant T (--sqlite PATH | --jsonl PATH | --postgres DSN) [filters]`` prints
+``esra audit --tenant T [--sqlite PATH | --jsonl PATH | --postgres DSN] [filters]`` prints
 the tenant's records newest first, one JSON object a line, on stdout. One page of
 ``--limit`` records by default; when more remain, the next page's cursor goes to stderr
 (``--cursor`` continues from it) — or ``--all`` follows every page. Filters: ``--event``
 (repeatable), ``--subject``, ``--since``/``--until`` (ISO-8601 with an offset; since is
-inclusive, until exclusive) and ``--correlation-id``.
+inclusive, until exclusive) and ``--correlation-id``. Without a location it reads where
+the host writes: ``--config``'s ``[audit]`` (its state database or JSON-lines file), else
+the embedded default's ``state.db`` in ``--data-dir`` (``$ESRA_HOME`` or ``~/.esra``).
 
 ``esra audit-prune --before DATE (--sqlite PATH | --postgres DSN)`` deletes every tenant's
 records stamped before DATE and prints how many. On PostgreSQL run it with the owner's
@@ -48,7 +50,7 @@ def _moment(text: str) -> datetime:
 
 
 def _add_location(command: argparse.ArgumentParser, *, jsonl: bool) -> None:
-    where = command.add_mutually_exclusive_group(required=True)
+    where = command.add_mutually_exclusive_group(required=not jsonl)
     where.add_argument("--sqlite", type=Path, metavar="PATH", help="an SQLite audit database")
     if jsonl:
         where.add_argument("--jsonl", type=Path, metavar="PATH", help="a JSON-lines audit file")
@@ -66,6 +68,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Read audit records back from the host's audit store.",
     )
     _add_location(audit, jsonl=True)
+    audit.add_argument(
+        "--config", type=Path, default=None, help="the host's TOML settings (its [audit])"
+    )
+    audit.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="the embedded default's data directory (default: $ESRA_HOME or ~/.esra)",
+    )
     audit.add_argument("--tenant", required=True, help="the tenant whose records to read")
     audit.add_argument("--event", action="append", default=[], help="an event (repeatable)")
     audit.add_argument("--subject", default=None, help="who acted")
@@ -87,8 +98,32 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     prune.set_defaults(run=_prune)
 
 
+def _host_location(args: argparse.Namespace) -> None:
+    """Point ``args`` at where the host writes when no location is given."""
+    if args.config is None:
+        from esra.starlette.cli import default_data_dir  # noqa: PLC0415
+        from esra.starlette.durable_state import STATE_DATABASE_FILE  # noqa: PLC0415
+
+        args.sqlite = (args.data_dir or default_data_dir()) / STATE_DATABASE_FILE
+        return
+    from esra.starlette.settings import load_settings  # noqa: PLC0415
+
+    state = load_settings(args.config, model_key=False).state
+    if state.audit_kind == "jsonl":
+        args.jsonl = state.audit_path
+    elif state.audit_kind == "database" and state.on_postgres:
+        args.postgres, args.schema = state.database, args.schema or state.audit_schema
+    elif state.audit_kind == "database" and state.database is not None:
+        args.sqlite = Path(state.database)
+    else:
+        msg = f"{args.config}: its audit records go to the log only ([audit] kind = 'logging')"
+        raise RuntimeError(msg)
+
+
 @contextlib.asynccontextmanager
 async def _reader(args: argparse.Namespace) -> AsyncIterator[Any]:
+    if args.sqlite is None and args.jsonl is None and args.postgres is None:
+        _host_location(args)
     if getattr(args, "jsonl", None) is not None:
         from esra.core.audit_jsonl import JsonLinesAuditLog  # noqa: PLC0415
 
@@ -108,8 +143,15 @@ async def _reader(args: argparse.Namespace) -> AsyncIterator[Any]:
     else:
         from esra.postgres.audit import PostgresAuditLog  # noqa: PLC0415
         from esra.postgres.audit_schema import DEFAULT_AUDIT_SCHEMA  # noqa: PLC0415
+        from esra.starlette.durable_state import postgres_connect_kwargs  # noqa: PLC0415
 
-        pg = await PostgresAuditLog.open(args.postgres, schema=args.schema or DEFAULT_AUDIT_SCHEMA)
+        # A template's ${secret:env:NAME} password resolves as the host resolves it.
+        kwargs = await postgres_connect_kwargs(args.postgres) if "${" in args.postgres else None
+        pg = await PostgresAuditLog.open(
+            "" if kwargs else args.postgres,
+            kwargs=kwargs,
+            schema=args.schema or DEFAULT_AUDIT_SCHEMA,
+        )
         try:
             yield pg
         finally:
@@ -143,8 +185,13 @@ async def _read_pages(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace) -> int:
+    from esra.starlette.settings import SettingsError  # noqa: PLC0415
+
     try:
         return asyncio.run(_read_pages(args))
+    except SettingsError as exc:
+        sys.stderr.write(f"esra: audit: {args.config}: {exc}\n")
+        return _EXIT_USAGE
     except EsraError as exc:
         sys.stderr.write(f"esra: audit: {exc}\n")
         return _EXIT_USAGE

@@ -8,23 +8,39 @@
 
 What it composes, in one place:
 
+- the **durable state** (``esra.starlette.durable_state``): the configuration workspaces,
+  the encrypted secret table and the audit log, in the ``[state] database`` of the settings
+  (SQLite or PostgreSQL) or, for the embedded default, ``state.db`` in the data directory.
+  The demo keeps its state in memory: it is a throwaway run;
 - the **ports** — ``ConfigRepository``, ``SecretStore``, ``HostAllowlist``, ``AuditSink`` and
   ``Clock`` — each injectable (``config=``, ``secrets=``, ``allowlist=``, ``audit=``,
-  ``clock=``); without one, the default the settings describe (see :func:`default_secrets`
-  and :func:`default_allowlist`);
-- the **providers**, one per source of every tenant, opened through the
+  ``clock=``); without one, the durable default the settings describe. The configuration is
+  a ``DurableConfigRepository`` whose fallback is the settings' (or embedded) snapshots:
+  a tenant serves its file configuration until an administrator changes it through the admin
+  API, and from then on the database's publication — also after a restart, whatever the file
+  says (``docs/configuration.md``, "Which configuration wins");
+- the **providers**, one per source of the configuration each tenant is *served* (the
+  database's publication when there is one, not only the file's), opened through the
   :class:`~esra.core.provider_registry.ProviderRegistry` that the installed distributions
-  fill through the ``esra.providers`` entry points, so every installed engine is served from
-  settings; closed again on exit (``runtime.providers.retire(...)`` closes one);
+  fill through the ``esra.providers`` entry points; closed again on exit;
 - **one** ``Executor`` for the whole process, shared by every tenant's search and fetch, so
   the per-instance concurrency bound is the process's, not multiplied by the tenants;
 - the model, the document-reference keyring, the trusted issuers and the tenants' document
   store databases.
+
+**Live publications (the follower's hook).** ``Runtime.config`` is the
+``DurableConfigRepository`` (``refresh()`` reloads tenants whose publication changed, e.g.
+on another host) and ``Runtime.sync_sources(snapshot)`` opens the providers of sources new to
+``snapshot``, reopens changed ones and retires removed ones, exactly as bootstrap placed them
+(directories, provider options, secrets, allowlist). A ``ConfigFollower`` is started where
+``bootstrap`` marks ``# live-config follower``, inside the exit stack so it stops before the
+providers and the state close.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from enum import StrEnum
@@ -32,9 +48,13 @@ from pathlib import Path
 
 import attrs
 
-from esra.core.admin.secrets import InMemorySecretVault
+from esra.core.admin.publication import ConfigPublisher
+from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
+from esra.core.admin.store import WorkspaceStore
+from esra.core.audit_query import AuditReader
 from esra.core.clock import SystemClock
-from esra.core.config import ConfigSnapshot
+from esra.core.config import ConfigSnapshot, Source
+from esra.core.durable_config import DurableConfigRepository
 from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.opened_providers import OpenedProviders
@@ -49,23 +69,25 @@ from esra.core.ports import (
     SecretStore,
 )
 from esra.core.provider_registry import ProviderRegistry, ProviderRequest
-from esra.core.secrets.references import ReferenceSecretResolver
-from esra.core.secrets.routing import RoutingSecretStore
+from esra.core.secrets.references import ReferencePolicy
 from esra.core.static_config import StaticConfigRepository
 from esra.llm import LocalModel, RemoteModelClient
 from esra.sqlite import STORE_PROVIDER_KIND, SqliteDocumentRepository
+from esra.starlette.durable_state import EMBEDDED_DATABASES_DIR, embedded_state, open_state
 from esra.starlette.host import HostParts, open_model, store_databases
 from esra.starlette.issuers import TrustedIssuer
-from esra.starlette.settings import HostSettings, ServerSettings
+from esra.starlette.settings import HostSettings, ServerSettings, StateSettings
 
 __all__ = [
     "Purpose",
     "Runtime",
+    "SourcePlacement",
     "bootstrap",
     "default_allowlist",
-    "default_secrets",
     "store_databases_of",
 ]
+
+_log = logging.getLogger(__name__)
 
 
 class Purpose(StrEnum):
@@ -78,6 +100,53 @@ class Purpose(StrEnum):
     STORES = "stores"
     # ``esra demo``: the demo tenant's providers and the offline model, no store, no issuer.
     DEMO = "demo"
+
+
+@attrs.frozen
+class SourcePlacement:
+    """Where and how each tenant's sources are opened, so a source published later is
+    opened exactly as one the host started with.
+
+    Attributes:
+        databases: per tenant, the directory file-based sources name their files in.
+        directories: per tenant and source id, a directory that overrides ``databases``
+            (the embedded default's demo databases, rebuilt in a temporary directory).
+        options: per tenant and source id, the provider options of the settings.
+        store: per tenant, the database its document-store source opens (the embedded
+            store's file is the host's, not the configuration's).
+    """
+
+    secrets: SecretStore = attrs.field(repr=False)
+    allowlist: HostAllowlist
+    databases: Mapping[str, Path | None] = attrs.field(factory=dict)
+    directories: Mapping[str, Mapping[str, Path]] = attrs.field(factory=dict)
+    options: Mapping[str, Mapping[str, Mapping[str, object]]] = attrs.field(factory=dict)
+    store: Mapping[str, Path] = attrs.field(factory=dict)
+
+    def request(self, snapshot: ConfigSnapshot, source: Source) -> ProviderRequest:
+        """The provider request of ``source``, one of ``snapshot``'s."""
+        tenant = snapshot.tenant_id
+        opened_as = source
+        directory = self.directories.get(tenant, {}).get(source.id, self.databases.get(tenant))
+        store = self.store.get(tenant)
+        if store is not None and source.provider_kind == STORE_PROVIDER_KIND:
+            opened_as = attrs.evolve(source, connection_ref=store.name)
+            directory = store.parent
+        return ProviderRequest(
+            source=opened_as,
+            secrets=self.secrets,
+            allowlist=self.allowlist,
+            mappings=snapshot.mappings_of(source.id),
+            databases=directory,
+            options=self.options.get(tenant, {}).get(source.id, {}),
+        )
+
+
+@attrs.define
+class _OpenedSources:
+    """Which ``Source`` each open provider was opened for, per tenant."""
+
+    by_tenant: dict[str, dict[str, Source]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -97,7 +166,18 @@ class Runtime:
     server: ServerSettings = attrs.field(factory=ServerSettings)
     # Per tenant with a document store, its SQLite database.
     stores: Mapping[str, Path] = attrs.field(factory=dict)
+    # The configuration each tenant was served at start (the database's publication, or
+    # the settings' / embedded snapshot).
     snapshots: tuple[ConfigSnapshot, ...] = ()
+    # Receives what the admin API publishes (the durable repository, usually ``config``).
+    publisher: ConfigPublisher | None = None
+    # Where the admin API keeps drafts (``None``: in its memory) and writes secrets.
+    workspaces: WorkspaceStore | None = None
+    admin_secrets: WritableSecretStore | None = attrs.field(default=None, repr=False)
+    # Reads audit records back for ``GET /admin/v1/audit`` (``None``: not readable).
+    audit_reader: AuditReader | None = None
+    placement: SourcePlacement | None = attrs.field(default=None, repr=False)
+    _opened: _OpenedSources = attrs.field(factory=_OpenedSources, repr=False, alias="opened")
 
     def language_model(self) -> LanguageModel:
         """The model searches run with.
@@ -126,19 +206,53 @@ class Runtime:
             stores=self.stores,
             audit=self.audit,
             executor=self.executor,
+            publisher=self.publisher,
+            workspaces=self.workspaces,
+            secrets=self.admin_secrets,
+            audit_reader=self.audit_reader,
         )
 
+    async def sync_sources(self, snapshot: ConfigSnapshot) -> tuple[str, ...]:
+        """Make the open providers of ``snapshot``'s tenant match its sources.
 
-def default_secrets(settings: HostSettings) -> RoutingSecretStore:
-    """The secret store a configured host uses unless one is injected.
+        Opens a provider for every source not open yet, reopens one whose ``Source``
+        changed (its connection, its kind, ...), and retires (closes) every open provider
+        whose source ``snapshot`` no longer has. Nothing connects yet. This is what a live
+        configuration follower calls for each publication.
 
-    ``${secret:env:NAME}`` and ``${secret:file:/path}`` references resolve through a
-    ``ReferenceSecretResolver`` under each tenant's ``[tenants.secrets]`` policy (deny-all
-    without one); every other reference is a stored secret, kept in memory here (what the
-    admin API writes), so it is lost on restart until a durable store is injected.
-    """
-    resolver = ReferenceSecretResolver({t.id: t.secret_policy for t in settings.tenants})
-    return RoutingSecretStore(stored=InMemorySecretVault(), external=resolver)
+        Returns:
+            The ids of the sources opened or reopened.
+
+        Raises:
+            ValueError: the runtime opens no providers (``Purpose.STORES``).
+            UnknownProviderKindError, ProviderOptionError: a source cannot be opened (the
+                providers opened before it stay open).
+        """
+        if self.placement is None:
+            msg = "this runtime opens no providers (Purpose.STORES)"
+            raise ValueError(msg)
+        tenant = snapshot.tenant_id
+        opened = self._opened.by_tenant.setdefault(tenant, {})
+        self.providers.tenant(tenant)
+        wanted = {source.id: source for source in snapshot.sources}
+        for source_id in sorted(set(opened) - set(wanted)):
+            await self.providers.retire(tenant, source_id)
+            del opened[source_id]
+        changed: list[str] = []
+        for source in snapshot.sources:
+            if opened.get(source.id) == source:
+                continue
+            if source.id in opened:
+                await self.providers.retire(tenant, source.id)
+                del opened[source.id]
+            self.providers.open(self.placement.request(snapshot, source))
+            opened[source.id] = source
+            changed.append(source.id)
+        return tuple(changed)
+
+
+def _writable(secrets: SecretStore) -> WritableSecretStore | None:
+    return secrets if callable(getattr(secrets, "put", None)) else None  # type: ignore[return-value]
 
 
 def default_allowlist(settings: HostSettings) -> ConfiguredHostAllowlist:
@@ -175,36 +289,28 @@ async def _close_model(model: object) -> None:
         close()
 
 
-def _open_tenant(
-    providers: OpenedProviders,
-    snapshot: ConfigSnapshot,
-    *,
-    secrets: SecretStore,
-    allowlist: HostAllowlist,
-    databases: Path | None,
-    options: Mapping[str, Mapping[str, object]],
-    kinds: frozenset[str] | None = None,
-    store_file: str | None = None,
-) -> None:
-    """Open the providers of ``snapshot``'s sources (of ``kinds`` only, when given)."""
-    providers.tenant(snapshot.tenant_id)
-    for source in snapshot.sources:
-        if kinds is not None and source.provider_kind not in kinds:
-            continue
-        opened_as = source
-        if store_file is not None and source.provider_kind == STORE_PROVIDER_KIND:
-            # The embedded store's file name is the host's, not the configuration's.
-            opened_as = attrs.evolve(source, connection_ref=store_file)
-        providers.open(
-            ProviderRequest(
-                source=opened_as,
-                secrets=secrets,
-                allowlist=allowlist,
-                mappings=snapshot.mappings_of(source.id),
-                databases=databases,
-                options=options.get(source.id, {}),
+async def _served(
+    config: ConfigRepository, file_snapshot: ConfigSnapshot, workspaces: WorkspaceStore | None
+) -> ConfigSnapshot:
+    """The snapshot ``config`` serves the tenant now; the file's when it serves none.
+
+    Once a tenant's configuration lives in the database, the database's publication is
+    served and the file only seeded it: say so when the file changed since it was adopted.
+    """
+    tenant = file_snapshot.tenant_id
+    served = await config.snapshot(tenant)
+    if served is None:
+        return file_snapshot
+    if workspaces is not None and served is not file_snapshot:
+        adopted = await workspaces.workspace_at(tenant, 1)
+        if adopted is not None and adopted.snapshot != file_snapshot:
+            _log.warning(
+                "tenant %s: serving the configuration published through the admin API; the "
+                "settings file's configuration changed since it was adopted and is NOT "
+                "applied (apply it through the chain with `esra config import`)",
+                tenant,
             )
-        )
+    return served
 
 
 @contextlib.asynccontextmanager
@@ -222,65 +328,78 @@ async def bootstrap(
     executor: Executor | None = None,
     model: LanguageModel | None = None,
 ) -> AsyncIterator[Runtime]:
-    """Compose the process; close what was opened (providers, model) on exit.
+    """Compose the process; close what was opened (providers, model, state) on exit.
 
     Args:
         settings: the ``--config`` settings; ``None`` for the embedded default (or, with
             ``Purpose.DEMO``, the demo).
-        data_dir: the embedded default's data directory (development key, document store).
+        data_dir: the embedded default's data directory (development key, document store,
+            ``state.db`` and its keyring).
         purpose: which parts to open.
         registry: opens providers by kind (default: the installed ``esra.providers``).
-        config: the configuration repository (default: the settings' snapshots, in memory).
-        secrets: resolves connection secrets (default: :func:`default_secrets`).
+        config: the configuration repository (default: a ``DurableConfigRepository`` over
+            the state database, falling back to the settings' snapshots; in memory without
+            a state database).
+        secrets: resolves connection secrets (default: the encrypted table of the state
+            database plus each tenant's ``env:``/``file:`` policy).
         allowlist: the outbound hosts per tenant (default: :func:`default_allowlist`).
-        audit: where audit records go (default: the ``esra.audit`` logger).
+        audit: where audit records go (default: the settings' ``[audit]``; the embedded
+            default's ``state.db``; the ``esra.audit`` logger without either).
         clock: time (default: the system clock).
         executor: the process's one executor (default: a new one on ``clock``).
         model: the language model (default: the one ``[model]`` describes).
 
     Raises:
         SettingsError: the model's settings are unusable.
+        KeyringConfigurationError: the secret keyring is missing, unsafe, or lacks a key
+            the secret table uses.
+        StateDatabaseError: the state database's connection does not resolve.
         UnknownProviderKindError: a source's kind has no installed factory.
         ProviderOptionError: a source's provider options are refused by its factory.
     """
     clock = clock or SystemClock()
     registry = registry or ProviderRegistry.from_entry_points()
     providers = OpenedProviders(registry)
-    audit = audit or LoggingAuditSink()
     executor = executor or Executor(clock=clock)
     owned_model: LanguageModel | None = None
+    demo = purpose is Purpose.DEMO
     try:
         async with contextlib.AsyncExitStack() as stack:
             if settings is not None:
-                snapshots = tuple(t.snapshot for t in settings.tenants)
-                secrets = secrets or default_secrets(settings)
-                allowlist = allowlist or default_allowlist(settings)
-                if purpose is Purpose.SERVE and model is None:
-                    model = owned_model = open_model(settings.model)
-                if purpose is not Purpose.STORES:
-                    for tenant in settings.tenants:
-                        _open_tenant(
-                            providers,
-                            tenant.snapshot,
-                            secrets=secrets,
-                            allowlist=allowlist,
-                            databases=tenant.databases,
-                            options=tenant.source_options,
-                        )
-                runtime = Runtime(
-                    config=config or StaticConfigRepository(snapshots),
+                state = settings.state if not demo else StateSettings()
+                policies: Mapping[str, ReferencePolicy] = {
+                    t.id: t.secret_policy for t in settings.tenants
+                }
+            elif demo:
+                state, policies = StateSettings(), {}
+            else:
+                if data_dir is None:
+                    msg = "the embedded default needs a data directory"
+                    raise ValueError(msg)
+                data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                state, policies = embedded_state(data_dir), {}
+            durable = await open_state(
+                stack,
+                state,
+                policies=policies,
+                clock=clock,
+                secrets=InMemorySecretVault() if secrets is not None else None,
+                audit=audit,
+            )
+            provider_secrets: SecretStore = secrets or durable.secrets
+            admin_secrets = _writable(secrets) if secrets is not None else durable.secrets
+            if settings is not None:
+                runtime = await _configured(
+                    settings,
+                    purpose=purpose,
                     providers=providers,
-                    executor=executor,
-                    audit=audit,
-                    secrets=secrets,
-                    allowlist=allowlist,
+                    config=config,
+                    durable_workspaces=durable.workspaces,
+                    secrets=provider_secrets,
+                    allowlist=allowlist or default_allowlist(settings),
                     clock=clock,
-                    keyring=settings.keyring or Keyring.generate(),
-                    issuers=settings.issuers if purpose is Purpose.SERVE else (),
+                    executor=executor,
                     model=model,
-                    server=settings.server,
-                    stores=store_databases(settings) if purpose is not Purpose.DEMO else {},
-                    snapshots=snapshots,
                 )
             else:
                 runtime = await _embedded(
@@ -289,19 +408,95 @@ async def bootstrap(
                     purpose=purpose,
                     providers=providers,
                     config=config,
-                    secrets=secrets or InMemorySecretVault(),
+                    durable_workspaces=durable.workspaces,
+                    secrets=provider_secrets,
                     allowlist=allowlist or ConfiguredHostAllowlist(),
-                    audit=audit,
                     clock=clock,
                     executor=executor,
                     model=model,
                 )
-                if runtime.model is not model:
-                    owned_model = runtime.model
+            if runtime.model is not model:
+                owned_model = runtime.model
+            runtime = attrs.evolve(
+                runtime,
+                audit=durable.audit,
+                admin_secrets=admin_secrets,
+                audit_reader=durable.audit_reader,
+            )
+            # live-config follower: start ConfigFollower(runtime.config, runtime.sync_sources)
+            # here, entered on ``stack`` so it stops before the providers and the state close.
             yield runtime
     finally:
         await providers.aclose()
         await _close_model(owned_model)
+
+
+def _configuration(
+    config: ConfigRepository | None,
+    workspaces: WorkspaceStore | None,
+    snapshots: tuple[ConfigSnapshot, ...],
+) -> tuple[ConfigRepository, ConfigPublisher | None, WorkspaceStore | None]:
+    """The repository served, what receives publications, and where drafts are kept."""
+    if config is not None:
+        publisher = (
+            config if isinstance(config, StaticConfigRepository | DurableConfigRepository) else None
+        )
+        store = workspaces if isinstance(config, DurableConfigRepository) else None
+        return config, publisher, store
+    fallback = StaticConfigRepository(snapshots)
+    if workspaces is None:
+        return fallback, fallback, None
+    durable = DurableConfigRepository(workspaces, fallback=fallback)
+    return durable, durable, workspaces
+
+
+async def _configured(
+    settings: HostSettings,
+    *,
+    purpose: Purpose,
+    providers: OpenedProviders,
+    config: ConfigRepository | None,
+    durable_workspaces: WorkspaceStore | None,
+    secrets: SecretStore,
+    allowlist: HostAllowlist,
+    clock: Clock,
+    executor: Executor,
+    model: LanguageModel | None,
+) -> Runtime:
+    """A ``--config`` host: the settings' tenants, served what the state database holds."""
+    files = tuple(t.snapshot for t in settings.tenants)
+    repository, publisher, workspaces = _configuration(config, durable_workspaces, files)
+    placement = SourcePlacement(
+        secrets=secrets,
+        allowlist=allowlist,
+        databases={t.id: t.databases for t in settings.tenants},
+        options={t.id: t.source_options for t in settings.tenants},
+    )
+    served = tuple([await _served(repository, f, workspaces) for f in files])
+    if purpose is Purpose.SERVE and model is None:
+        model = open_model(settings.model)
+    runtime = Runtime(
+        config=repository,
+        providers=providers,
+        executor=executor,
+        audit=LoggingAuditSink(),
+        secrets=secrets,
+        allowlist=allowlist,
+        clock=clock,
+        keyring=settings.keyring or Keyring.generate(),
+        issuers=settings.issuers if purpose is Purpose.SERVE else (),
+        model=model,
+        server=settings.server,
+        stores=store_databases(settings) if purpose is not Purpose.DEMO else {},
+        snapshots=served,
+        publisher=publisher,
+        workspaces=workspaces,
+        placement=placement if purpose is not Purpose.STORES else None,
+    )
+    if purpose is not Purpose.STORES:
+        for snapshot in served:
+            await runtime.sync_sources(snapshot)
+    return runtime
 
 
 async def _embedded(
@@ -311,15 +506,16 @@ async def _embedded(
     purpose: Purpose,
     providers: OpenedProviders,
     config: ConfigRepository | None,
+    durable_workspaces: WorkspaceStore | None,
     secrets: SecretStore,
     allowlist: HostAllowlist,
-    audit: AuditSink,
     clock: Clock,
     executor: Executor,
     model: LanguageModel | None,
 ) -> Runtime:
     """The embedded default (or the demo): the demo tenant, its databases in a temporary
-    directory removed on exit, and — except for the demo — the data directory's store."""
+    directory removed on exit, and — except for the demo — the data directory's store and
+    the SQLite files of sources modelled through the admin API (``databases/``)."""
     from esra.starlette.demo.build import build_demo_databases  # noqa: PLC0415
     from esra.starlette.demo.config import demo_snapshot  # noqa: PLC0415
     from esra.starlette.devtoken import load_or_create_dev_issuer  # noqa: PLC0415
@@ -327,47 +523,43 @@ async def _embedded(
 
     demo = purpose is Purpose.DEMO
     stores = {} if demo else store_databases_of(None, data_dir)
-    snapshot = demo_snapshot() if demo else embedded_snapshot()
+    initial = demo_snapshot() if demo else embedded_snapshot()
+    repository, publisher, workspaces = _configuration(config, durable_workspaces, (initial,))
+    served = await _served(repository, initial, workspaces)
     issuers: tuple[TrustedIssuer, ...] = ()
     if purpose is Purpose.SERVE and data_dir is not None:
         issuer = load_or_create_dev_issuer(data_dir)
-        issuers = (issuer.trusted(frozenset({snapshot.tenant_id})),)
+        issuers = (issuer.trusted(frozenset({served.tenant_id})),)
         for store_path in stores.values():
-            repository = SqliteDocumentRepository(store_path)
+            repository_of_store = SqliteDocumentRepository(store_path)
             try:
-                await repository.initialize()  # idempotent: creates the schema on first use
+                await repository_of_store.initialize()  # idempotent: creates the schema
             finally:
-                await repository.close()
+                await repository_of_store.close()
+    placement: SourcePlacement | None = None
     if purpose is not Purpose.STORES:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esra-demo-")))
         demo_sources = demo_snapshot()
         build_demo_databases(directory, demo_sources)
-        _open_tenant(
-            providers,
-            demo_sources,
+        databases: Path | None = None
+        if not demo and data_dir is not None:
+            databases = data_dir / EMBEDDED_DATABASES_DIR
+            databases.mkdir(mode=0o700, exist_ok=True)
+        tenant = served.tenant_id
+        placement = SourcePlacement(
             secrets=secrets,
             allowlist=allowlist,
-            databases=directory,
-            options={},
+            databases={tenant: databases},
+            directories={tenant: {source.id: directory for source in demo_sources.sources}},
+            store={tenant: data_dir / STORE_FILE} if not demo and data_dir is not None else {},
         )
-        if not demo and data_dir is not None:
-            _open_tenant(
-                providers,
-                snapshot,
-                kinds=frozenset({STORE_PROVIDER_KIND}),
-                secrets=secrets,
-                allowlist=allowlist,
-                databases=data_dir,
-                options={},
-                store_file=STORE_FILE,
-            )
         if model is None:
             model = LocalModel()
-    return Runtime(
-        config=config or StaticConfigRepository([snapshot]),
+    runtime = Runtime(
+        config=repository,
         providers=providers,
         executor=executor,
-        audit=audit,
+        audit=LoggingAuditSink(),
         secrets=secrets,
         allowlist=allowlist,
         clock=clock,
@@ -376,5 +568,11 @@ async def _embedded(
         issuers=issuers,
         model=model,
         stores=stores,
-        snapshots=(snapshot,),
+        snapshots=(served,),
+        publisher=publisher,
+        workspaces=workspaces,
+        placement=placement,
     )
+    if placement is not None:
+        await runtime.sync_sources(served)
+    return runtime

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from esra.core.docstore.extras import MissingExtraError
+from esra.core.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from esra.starlette.bootstrap import Runtime
@@ -353,6 +354,12 @@ def _serve(args: argparse.Namespace) -> int:
     except MissingExtraError as exc:
         # A store is configured but pypdf / python-docx are not installed: the install
         # command, not a traceback.
+        sys.stderr.write(f"esra: serve: {exc}\n")
+        return 1
+    except ConfigurationError as exc:
+        # Found while composing: a keyring with loose permissions or missing a key in use,
+        # a state database whose password reference does not resolve, an uninstalled
+        # provider kind. The message names the setting, never a secret.
         sys.stderr.write(f"esra: serve: {exc}\n")
         return 1
     except KeyboardInterrupt:

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CONFIG_DATABASE_FILE", "TOKEN_VARIABLE", "register"]
 
-# The embedded default's configuration database, in its data directory.
-CONFIG_DATABASE_FILE = "config.db"
+# The embedded default's configuration database, in its data directory: its state database,
+# shared with the secret table and the audit log (``esra.starlette.durable_state``).
+CONFIG_DATABASE_FILE = "state.db"
 TOKEN_VARIABLE = "ESRA_TOKEN"
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -67,6 +68,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     export.add_argument(
         "--output", type=Path, default=None, help="the file to write (default: stdout)"
+    )
+    export.add_argument(
+        "--config", type=Path, default=None, help="the host's TOML settings (its [state])"
     )
     _add_database(export)
     export.set_defaults(run=_export)
@@ -105,7 +109,8 @@ def _add_database(command: argparse.ArgumentParser) -> None:
         "--database",
         default=None,
         help="the configuration database: an SQLite file or a postgresql:// DSN "
-        f"(default: {CONFIG_DATABASE_FILE} in the data directory)",
+        f"(default: --config's [state] database, else {CONFIG_DATABASE_FILE} in the data "
+        "directory)",
     )
     command.add_argument(
         "--schema", default=None, help="the PostgreSQL configuration schema (default esra_config)"
@@ -130,14 +135,33 @@ def _data_dir(args: argparse.Namespace) -> Path:
     return data_dir
 
 
+def _configured_database(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The ``[state] database`` and configuration schema of ``--config``, if it names one."""
+    if getattr(args, "config", None) is None:
+        return None, None
+    from esra.starlette.settings import SettingsError, load_settings  # noqa: PLC0415
+
+    try:
+        state = load_settings(args.config, model_key=False).state
+    except SettingsError as exc:
+        raise _ImportError(f"{args.config}: {exc}") from None
+    return state.database, state.config_schema
+
+
 async def _open_store(args: argparse.Namespace) -> WorkspaceStore:
-    database = args.database
+    database, schema = args.database, args.schema
+    if database is None:
+        database, configured_schema = _configured_database(args)
+        schema = schema or configured_schema
     if database is not None and database.startswith(("postgresql://", "postgres://")):
         from esra.postgres.config_schema import DEFAULT_CONFIG_SCHEMA  # noqa: PLC0415
         from esra.postgres.config_store import PostgresConfigStore  # noqa: PLC0415
+        from esra.starlette.durable_state import postgres_connect_kwargs  # noqa: PLC0415
 
+        # A template's ${secret:env:NAME} / ${secret:file:/path} password, as the host does.
+        kwargs = await postgres_connect_kwargs(database)
         return await PostgresConfigStore.open(
-            database, schema=args.schema or DEFAULT_CONFIG_SCHEMA, min_size=1, max_size=2
+            kwargs=kwargs, schema=schema or DEFAULT_CONFIG_SCHEMA, min_size=1, max_size=2
         )
     from esra.sqlite.config_store import SqliteConfigStore  # noqa: PLC0415
 
@@ -159,6 +183,7 @@ async def _close(store: WorkspaceStore) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     from esra.core.config.converter import dump_snapshot  # noqa: PLC0415
+    from esra.core.exceptions import ConfigurationError  # noqa: PLC0415
 
     async def read() -> ConfigSnapshot | None:
         store = await _open_store(args)
@@ -170,7 +195,12 @@ def _export(args: argparse.Namespace) -> int:
         finally:
             await _close(store)
 
-    snapshot = asyncio.run(read())
+    try:
+        snapshot = asyncio.run(read())
+    except _ImportError as exc:
+        return _fail(f"export: {exc}")
+    except ConfigurationError as exc:
+        return _fail(f"export: {exc}", EXIT_FAILED)
     if snapshot is None:
         what = "draft" if args.draft else "published configuration"
         return _fail(f"tenant {args.tenant!r} has no {what}", EXIT_FAILED)
@@ -343,5 +373,7 @@ def _import(args: argparse.Namespace) -> int:
         return _fail("import: the tokens' roles do not permit a step (it is audited)", 1)
     except ConfigConflictError as exc:
         return _fail(f"import: conflict: {exc}", 1)
+    except _ImportError as exc:
+        return _fail(f"import: {exc}")
     except ConfigurationError as exc:
         return _fail(f"import: refused: {exc}", 1)

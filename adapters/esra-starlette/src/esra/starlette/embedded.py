@@ -6,6 +6,14 @@ at each start, which the model selects among) plus the tenant's internal documen
 ingested; bound mandatory, so searched on every question), searched with the offline
 ``LocalModel``, behind one exposure that also publishes its fetch tool. Tokens come
 from the development issuer (``esra dev-token``), the only issuer trusted here.
+
+What administrators change through the admin API outlives a restart too: the configuration
+workspaces (drafts, history, publications), the connection secrets (encrypted with the
+keyring ``secret-keyring.json``, generated ``chmod 600`` on the first start) and the audit
+log all live in ``state.db`` in the data directory. Once the tenant's configuration was
+changed through the API, its publication there is what is served, not this module's
+snapshot. SQLite sources modelled through the API name their files inside the data
+directory's ``databases/``.
 """
 
 from __future__ import annotations
@@ -78,7 +86,8 @@ async def open_embedded(data_dir: Path) -> AsyncIterator[HostParts]:
     """Build the embedded default's parts (through ``esra.starlette.bootstrap``); remove the
     demo databases again on exit.
 
-    ``data_dir`` holds what outlives a run: the development key and the document store.
+    ``data_dir`` holds what outlives a run: the development key, the document store and
+    the state database (configuration, secrets, audit) with its keyring.
     """
     from esra.starlette.bootstrap import bootstrap  # noqa: PLC0415 - bootstrap imports this
 

@@ -17,6 +17,10 @@ from pathlib import Path
 import attrs
 from starlette.applications import Starlette
 
+from esra.core.admin.publication import ConfigPublisher
+from esra.core.admin.secrets import WritableSecretStore
+from esra.core.admin.store import WorkspaceStore
+from esra.core.audit_query import AuditReader
 from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.pipeline.execution import Executor
@@ -64,6 +68,15 @@ class HostParts:
     audit: AuditSink = attrs.field(factory=LoggingAuditSink)
     # The process's one executor, shared by every tenant (``create_app`` makes one if absent).
     executor: Executor | None = None
+    # Receives what the admin API publishes; without one, ``config`` itself when it is a
+    # ``StaticConfigRepository`` (else the configuration endpoints are not served).
+    publisher: ConfigPublisher | None = None
+    # Where the admin API keeps drafts and their history (``None``: in its memory).
+    workspaces: WorkspaceStore | None = None
+    # Where the admin API writes connection secrets (``None``: in its memory).
+    secrets: WritableSecretStore | None = attrs.field(default=None, repr=False)
+    # Reads audit records back for ``GET /admin/v1/audit`` (``None``: that endpoint is 404).
+    audit_reader: AuditReader | None = None
 
 
 def default_resource_url(host: str, port: int) -> str:
@@ -94,10 +107,15 @@ def build_app(
 
     Audit records go to ``parts.audit`` unless ``audit`` is given. ``stores`` are
     the tenants' opened document stores (``open_tenant_stores(parts.stores, ...)``). The admin
-    API publishes into ``parts.config`` when it is a ``StaticConfigRepository``.
+    API publishes into ``parts.publisher`` (or ``parts.config`` when it is a
+    ``StaticConfigRepository``), keeps drafts in ``parts.workspaces``, writes secrets into
+    ``parts.secrets`` and reads audit back through ``parts.audit_reader``.
     """
     server = parts.server
     config = parts.config
+    publisher = parts.publisher
+    if publisher is None and isinstance(config, StaticConfigRepository):
+        publisher = config
     return create_app(
         config=parts.config,
         providers=parts.providers,
@@ -113,7 +131,10 @@ def build_app(
         allowed_origins=server.allowed_origins,
         resource_name=server.resource_name,
         document_stores=stores,
-        publisher=config if isinstance(config, StaticConfigRepository) else None,
+        publisher=publisher,
+        workspaces=parts.workspaces,
+        secrets=parts.secrets,
+        audit_reader=parts.audit_reader,
         executor=parts.executor,
     )
 

@@ -18,6 +18,9 @@ The layout (every key is documented in ``docs/host.md``)::
     [[tenants]] id, config, databases, outbound_hosts,
                 [tenants.secrets] env_names, env_prefixes, directories, private_files_only,
                 [tenants.sources.<source id>] the source's provider options
+    [state]     database, config_schema, secrets_schema, audit_schema, apply_schemas
+    [secrets]   keyring_file | keyring_env
+    [audit]     kind, path, flush_interval_ms, wait_for_write
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ __all__ = [
     "ModelSettings",
     "ServerSettings",
     "SettingsError",
+    "StateSettings",
     "TenantSettings",
     "database_path",
     "load_settings",
@@ -89,6 +93,15 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # credentials are ``${secret:...}`` references, its host checked against ``outbound_hosts``).
 FILE_PROVIDER_KINDS = frozenset({"sqlite", STORE_PROVIDER_KIND})
 _SECRET_REFERENCE = re.compile(r"\$\{secret:[^}]*\}")
+AUDIT_KINDS = frozenset({"database", "jsonl", "logging"})
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+# The PostgreSQL schemas ESRA's own state lives in unless [state] names others.
+DEFAULT_STATE_SCHEMAS = {
+    "config_schema": "esra_config",
+    "secrets_schema": "esra_secrets",
+    "audit_schema": "esra_audit",
+}
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 class SettingsError(ValueError):
@@ -176,6 +189,52 @@ class ModelSettings:
 
 
 @attrs.frozen
+class StateSettings:
+    """Where the host keeps what administrators change: ``[state]``, ``[secrets]``, ``[audit]``.
+
+    Attributes:
+        database: an SQLite file (absolute) or a ``postgresql://`` connection template whose
+            password is a ``${secret:env:NAME}`` / ``${secret:file:/path}`` reference; the
+            configuration workspaces, the encrypted secret table and (``audit_kind =
+            "database"``) the audit log live there. ``None``: drafts and stored secrets are
+            kept in memory only (the behaviour of settings without ``[state]``).
+        config_schema, secrets_schema, audit_schema: the PostgreSQL schemas (ignored for
+            SQLite).
+        apply_schemas: apply the schemas at start (idempotent); ``False`` when an owner role
+            applied them and the host's role may only use them.
+        keyring_file: the key-encryption keyring file (``chmod 600``).
+        keyring_env: or the environment variable holding the keyring.
+        generate_keyring: create ``keyring_file`` on first start when it is missing (the
+            embedded default only; a configured host's keyring is the operator's).
+        audit_kind: ``database`` (the state database), ``jsonl`` (``audit_path``) or
+            ``logging`` (the ``esra.audit`` logger, not readable back).
+        audit_path: the JSON-lines file of ``audit_kind = "jsonl"``.
+        flush_interval_ms: the longest an accepted audit record waits before its batch is
+            written.
+        wait_for_write: an audited call answers only once its records are written, so a
+            ``kill -9`` loses none of a completed call's records.
+    """
+
+    database: str | None = None
+    config_schema: str = DEFAULT_STATE_SCHEMAS["config_schema"]
+    secrets_schema: str = DEFAULT_STATE_SCHEMAS["secrets_schema"]
+    audit_schema: str = DEFAULT_STATE_SCHEMAS["audit_schema"]
+    apply_schemas: bool = True
+    keyring_file: Path | None = None
+    keyring_env: str | None = None
+    generate_keyring: bool = False
+    audit_kind: str = "logging"
+    audit_path: Path | None = None
+    flush_interval_ms: int = 100
+    wait_for_write: bool = True
+
+    @property
+    def on_postgres(self) -> bool:
+        """Whether ``database`` is a PostgreSQL connection template."""
+        return self.database is not None and self.database.startswith(_POSTGRES_SCHEMES)
+
+
+@attrs.frozen
 class HostSettings:
     """Everything ``esra serve --config`` composes the host from."""
 
@@ -184,6 +243,7 @@ class HostSettings:
     server: ServerSettings = attrs.field(factory=ServerSettings)
     keyring: Keyring | None = attrs.field(default=None, repr=False)
     model: ModelSettings = attrs.field(factory=ModelSettings)
+    state: StateSettings = attrs.field(factory=StateSettings)
 
 
 def database_path(databases: Path, source: Source) -> Path:
@@ -572,6 +632,117 @@ def _check_sources(
             )
 
 
+def _state_database(state: _Table, base: Path) -> str | None:
+    database = state.string("database")
+    if database is None:
+        return None
+    if database.startswith(_POSTGRES_SCHEMES):
+        try:
+            parts = urlsplit(database)
+        except ValueError as exc:
+            raise state.fail("database", "is not a PostgreSQL connection URL") from exc
+        if not parts.hostname:
+            raise state.fail("database", "must name the PostgreSQL server's host")
+        # References may hold ":" themselves: judge what is left without them.
+        userinfo = _SECRET_REFERENCE.sub("", parts.netloc.rpartition("@")[0])
+        if userinfo.partition(":")[2]:
+            raise state.fail(
+                "database",
+                "holds a literal password; name it instead (${secret:env:NAME} or "
+                "${secret:file:/path})",
+            )
+        return database
+    if "://" in database:
+        raise state.fail("database", "must be an SQLite file or a postgresql:// URL")
+    path = (base / database).resolve()
+    if path.is_dir():
+        raise state.fail("database", f"is a directory, not a file: {path}")
+    if not path.parent.is_dir():
+        raise state.fail("database", f"no such directory: {path.parent}")
+    return str(path)
+
+
+def _schema_name(state: _Table, name: str) -> str:
+    value = state.string(name, DEFAULT_STATE_SCHEMAS[name]) or DEFAULT_STATE_SCHEMAS[name]
+    if not _SCHEMA_NAME.fullmatch(value):
+        raise state.fail(name, "must be a plain lowercase identifier (letters, digits, _)")
+    return value
+
+
+def _keyring_source(secrets: _Table, base: Path) -> tuple[Path | None, str | None]:
+    if secrets.has("keyring_file") and secrets.has("keyring_env"):
+        raise secrets.fail("keyring_file", "give at most one of keyring_file and keyring_env")
+    path = _file(secrets, "keyring_file", base)
+    variable = secrets.string("keyring_env")
+    if variable is not None and not _ENV_NAME.fullmatch(variable):
+        raise secrets.fail(
+            "keyring_env",
+            "must be the NAME of the environment variable holding the keyring, never the keyring",
+        )
+    secrets.done()
+    return path, variable
+
+
+def _audit(audit: _Table, base: Path, *, database: str | None) -> dict[str, Any]:
+    kind = audit.string("kind", "database" if database is not None else "logging")
+    if kind not in AUDIT_KINDS:
+        raise audit.fail("kind", f"must be one of {', '.join(sorted(AUDIT_KINDS))}")
+    if kind == "database" and database is None:
+        raise audit.fail("kind", '"database" needs [state] database')
+    path: Path | None = None
+    value = audit.string("path")
+    if kind == "jsonl":
+        if value is None:
+            raise audit.fail("path", 'is required for kind "jsonl"')
+        path = (base / value).resolve()
+        if not path.parent.is_dir():
+            raise audit.fail("path", f"no such directory: {path.parent}")
+    elif value is not None:
+        raise audit.fail("path", 'is a setting of kind "jsonl" only')
+    wait = audit.raw("wait_for_write")
+    if wait is not None and not isinstance(wait, bool):
+        raise audit.fail("wait_for_write", "must be true or false")
+    settings = {
+        "audit_kind": kind,
+        "audit_path": path,
+        "flush_interval_ms": _integer(audit, "flush_interval_ms", 100, low=1, high=10_000),
+        "wait_for_write": wait is not False,
+    }
+    audit.done()
+    return settings
+
+
+def _state(root: _Table, base: Path) -> StateSettings:
+    state = root.table("state")
+    database = _state_database(state, base)
+    schemas = {name: _schema_name(state, name) for name in DEFAULT_STATE_SCHEMAS}
+    apply_schemas = state.raw("apply_schemas")
+    if apply_schemas is not None and not isinstance(apply_schemas, bool):
+        raise state.fail("apply_schemas", "must be true or false")
+    state.done()
+    secrets = root.table("secrets")
+    keyring_file, keyring_env = _keyring_source(secrets, base)
+    if database is not None and keyring_file is None and keyring_env is None:
+        raise secrets.fail(
+            "keyring_file",
+            "is required with [state] database (or keyring_env): the key-encryption keyring "
+            "that protects the stored secrets",
+        )
+    if database is None and (keyring_file is not None or keyring_env is not None):
+        raise state.fail("database", "is required where [secrets] names a keyring")
+    audit = _audit(root.table("audit"), base, database=database)
+    return StateSettings(
+        database=database,
+        config_schema=schemas["config_schema"],
+        secrets_schema=schemas["secrets_schema"],
+        audit_schema=schemas["audit_schema"],
+        apply_schemas=apply_schemas is not False,
+        keyring_file=keyring_file,
+        keyring_env=keyring_env,
+        **audit,
+    )
+
+
 def _tenant(table: _Table, base: Path, kinds: frozenset[str]) -> TenantSettings:
     tenant_id = table.required_string("id")
     config_path = _file(table, "config", base)
@@ -640,9 +811,10 @@ def parse_settings(
     ids = [t.id for t in tenants]
     if len(ids) != len(set(ids)):
         raise root.fail("tenants", "the same tenant id is configured twice")
+    state = _state(root, base)
     root.done()
     return HostSettings(
-        issuers=issuers, tenants=tenants, server=server, keyring=keyring, model=model
+        issuers=issuers, tenants=tenants, server=server, keyring=keyring, model=model, state=state
     )
 
 

@@ -15,7 +15,11 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
 
-from esra.core.admin.publication import ConfigPublisher, publishable_snapshot
+from esra.core.admin.publication import (
+    ConfigPublisher,
+    names_missing_secret,
+    publishable_snapshot,
+)
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
@@ -261,7 +265,7 @@ class DataModelService(_AdminService):
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             _own_tenant(tenant_id, source, *new_mappings)
-            if source.connection_ref not in ws.secret_rotations:
+            if names_missing_secret(source.connection_ref, ws.secret_rotations):
                 raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
             if any(m.source_id != source.id for m in new_mappings):
                 raise ConfigurationError("every mapping must belong to the modelled source")

@@ -8,6 +8,8 @@ record-filter template is parsed against its mapping once more.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Protocol
 
 import attrs
@@ -16,8 +18,28 @@ from esra.core.admin.workspace import AdminWorkspace
 from esra.core.config.record_filter_template import parse_record_filter_template
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.exceptions import ConfigurationError
+from esra.core.secrets.references import reference_scheme
 
-__all__ = ["ConfigPublisher", "publishable_snapshot"]
+__all__ = ["ConfigPublisher", "names_missing_secret", "publishable_snapshot"]
+
+_SECRET_PLACEHOLDER = re.compile(r"\$\{secret:([^}]*)\}")
+
+
+def names_missing_secret(connection_ref: str, written: Iterable[str]) -> bool:
+    """Whether ``connection_ref`` names a stored secret that was never written.
+
+    A connection template (``postgresql://u:${secret:pg}@db/x``) names its stored secrets in
+    placeholders (``env:``/``file:`` ones live outside ESRA and need no write); any other
+    reference, or a template adopted from the running configuration, is itself the
+    reference.
+    """
+    known = set(written)
+    if connection_ref in known:
+        return False
+    named = _SECRET_PLACEHOLDER.findall(connection_ref)
+    if not named:
+        return True
+    return any(reference_scheme(name) is None and name not in known for name in named)
 
 
 class ConfigPublisher(Protocol):
@@ -48,7 +70,7 @@ def publishable_snapshot(workspace: AdminWorkspace, slug: str) -> ConfigSnapshot
         if candidate.published or candidate.slug == slug:
             _check_policy(snapshot, candidate.slug, candidate.capability_id, candidate.audience)
     for source in snapshot.sources:
-        if source.connection_ref not in workspace.secret_rotations:
+        if names_missing_secret(source.connection_ref, workspace.secret_rotations):
             raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
     for mapping in snapshot.mappings:
         # Parsed again, by design, like the policy checks: whatever path built the draft, a
