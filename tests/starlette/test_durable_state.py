@@ -7,6 +7,9 @@ tool answers; then the process is killed with SIGKILL — no shutdown, no flush 
 again on the same data directory. The tool is still served and answers, the draft history
 and the secret are still there, and every audit record read before the kill is still
 readable. The data directory's files hold no plaintext secret.
+
+A publication is also served live: the new source answers on the publishing host at once,
+without the restart it needed before the host's ``ConfigFollower`` was wired in.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from esra.core.config.converter import CONVERTER
 from esra.core.secrets import EncryptedSecretStore, KeyEncryptionKeys
 from esra.sqlite.config_store import SqliteConfigStore
 from esra.sqlite.secrets import SqliteSecretTable
+from esra.starlette.cli import EXIT_INTERRUPTED
 from esra.starlette.durable_state import (
     EMBEDDED_DATABASES_DIR,
     KEYRING_FILE,
@@ -196,22 +200,82 @@ async def _assert_the_data_directory_kept_history_and_secret(data_dir: Path) -> 
             assert SECRET.encode("utf-16-le") not in data, path
 
 
+ROLES = (
+    "SECURITY_MANAGE",
+    "ESRA_DATA_MANAGE",
+    "GOVERNANCE_MANAGE",
+    "ESRA_EXPOSURE_MANAGE",
+    "ESRA_DATA_READ",
+)
+
+
+def _seed_parts(data_dir: Path) -> None:
+    """The SQLite database of the ``parts`` source, in the data directory's ``databases/``."""
+    (data_dir / EMBEDDED_DATABASES_DIR).mkdir(parents=True)
+    _source, mapping, *_rest = _model()
+    seed_database(data_dir / EMBEDDED_DATABASES_DIR / "parts.db", mapping, COLUMNS, ROWS)
+
+
+async def _publish_parts(admin: str, clients: dict[str, httpx2.AsyncClient]) -> None:
+    """Model the ``parts`` source (and its secret) through the admin API and publish it."""
+    source, mapping, capability, policy, exposure = _model()
+    steps = [
+        (clients["SECURITY_MANAGE"], "secrets/parts.db", {"value": SECRET}),
+        (
+            clients["ESRA_DATA_MANAGE"],
+            "sources/parts",
+            {"source": _body(source), "mappings": [_body(mapping)]},
+        ),
+        (clients["ESRA_DATA_MANAGE"], "capabilities/cap-parts", _body(capability)),
+        (clients["GOVERNANCE_MANAGE"], "access-policies/parts", _body(policy)),
+        (clients["ESRA_EXPOSURE_MANAGE"], "exposures/parts", _body(exposure)),
+    ]
+    for client, path, body in steps:
+        answer = await client.put(f"{admin}/{path}", json=body)
+        assert answer.status_code == 200, (path, answer.text)
+    published = await clients["ESRA_EXPOSURE_MANAGE"].post(f"{admin}/exposures/parts/publish")
+    assert published.status_code == 200, published.text
+
+
+async def test_a_source_published_through_the_admin_api_answers_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Before the follower was wired in, the new tool was listed but its search answered
+    ``ESRA_NO_SOURCES_AVAILABLE`` until the host restarted: its source had no provider."""
+    data_dir = tmp_path / "esra"
+    _seed_parts(data_dir)
+    log = tmp_path / "serve.log"
+    tokens = {role: dev_token(data_dir, role) for role in ROLES}
+    with _serve(data_dir, log) as host:
+        names, results = await _tools_and_answer(host.url, dev_token(data_dir))
+        assert "esra_parts" not in names  # not published yet
+        clients = {
+            role: httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+            for role, token in tokens.items()
+        }
+        try:
+            await _publish_parts(f"{host.url}/admin/v1", clients)
+        finally:
+            for client in clients.values():
+                await client.aclose()
+        # Right after the publish request was answered, with no restart and no waiting.
+        names, results = await _tools_and_answer(host.url, dev_token(data_dir))
+        assert "esra_parts" in names
+        assert results is not None, log.read_text(errors="replace")[-4000:]
+        assert any("seat post" in str(r["title"]).lower() for r in results), results
+        host.process.send_signal(signal.SIGINT)
+        # Stopping the follower first: the host still shuts down cleanly, as on a Ctrl-C.
+        assert host.process.wait(timeout=60) == EXIT_INTERRUPTED
+    assert "Traceback" not in log.read_text(errors="replace")
+
+
 async def test_the_embedded_default_keeps_configuration_secrets_and_audit_across_kill_9(
     tmp_path: Path,
 ) -> None:
     data_dir = tmp_path / "esra"
-    (data_dir / EMBEDDED_DATABASES_DIR).mkdir(parents=True)
-    source, mapping, capability, policy, exposure = _model()
-    seed_database(data_dir / EMBEDDED_DATABASES_DIR / "parts.db", mapping, COLUMNS, ROWS)
+    _seed_parts(data_dir)
     log = tmp_path / "serve.log"
-    roles = (
-        "SECURITY_MANAGE",
-        "ESRA_DATA_MANAGE",
-        "GOVERNANCE_MANAGE",
-        "ESRA_EXPOSURE_MANAGE",
-        "ESRA_DATA_READ",
-    )
-    tokens = {role: dev_token(data_dir, role) for role in roles}
+    tokens = {role: dev_token(data_dir, role) for role in ROLES}
     caller = dev_token(data_dir)
 
     with _serve(data_dir, log) as host:
@@ -221,28 +285,11 @@ async def test_the_embedded_default_keeps_configuration_secrets_and_audit_across
             for role, token in tokens.items()
         }
         try:
-            steps = [
-                (clients["SECURITY_MANAGE"], "secrets/parts.db", {"value": SECRET}),
-                (
-                    clients["ESRA_DATA_MANAGE"],
-                    "sources/parts",
-                    {"source": _body(source), "mappings": [_body(mapping)]},
-                ),
-                (clients["ESRA_DATA_MANAGE"], "capabilities/cap-parts", _body(capability)),
-                (clients["GOVERNANCE_MANAGE"], "access-policies/parts", _body(policy)),
-                (clients["ESRA_EXPOSURE_MANAGE"], "exposures/parts", _body(exposure)),
-            ]
-            for client, path, body in steps:
-                answer = await client.put(f"{admin}/{path}", json=body)
-                assert answer.status_code == 200, (path, answer.text)
-            published = await clients["ESRA_EXPOSURE_MANAGE"].post(
-                f"{admin}/exposures/parts/publish"
-            )
-            assert published.status_code == 200, published.text
+            await _publish_parts(admin, clients)
             draft = (await clients["ESRA_DATA_READ"].get(f"{admin}/config")).json()
-            # An MCP call audited before the kill (whether or not the new source already
-            # answers live depends on the live follower).
-            await _tools_and_answer(host.url, caller)
+            # An MCP call audited before the kill; the new source answers live already.
+            _names, live = await _tools_and_answer(host.url, caller)
+            assert live is not None
             before = await audit_records(clients["GOVERNANCE_MANAGE"], host.url)
         finally:
             for client in clients.values():

@@ -78,6 +78,16 @@ def test_a_sqlite_state_database_is_read_beside_the_file(deployment: Path) -> No
         100,
     )
     assert state.keyring_file == deployment / "kek.json"
+    assert state.config_poll_s == 2.0  # the default live-publication poll
+
+
+def test_the_live_publication_poll_is_read_from_state(deployment: Path) -> None:
+    settings = _load(
+        deployment,
+        '[state]\ndatabase = "state.db"\nconfig_poll_s = 0.5\n'
+        '[secrets]\nkeyring_file = "kek.json"\n',
+    )
+    assert settings.state.config_poll_s == 0.5  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -99,6 +109,8 @@ def test_a_sqlite_state_database_is_read_beside_the_file(deployment: Path) -> No
         ),
         ('[state]\ndatabase = "s.db"\nconfig_schema = "Bad-Name"\n', "state.config_schema"),
         ('[state]\ncolour = "red"\n', "state.colour: unknown key"),
+        ("[state]\nconfig_poll_s = 0\n", "state.config_poll_s: must be between"),
+        ('[state]\nconfig_poll_s = "2s"\n', "state.config_poll_s: must be a number"),
     ],
 )
 def test_state_problems_name_their_key(deployment: Path, extra: str, expected: str) -> None:

@@ -90,8 +90,10 @@ class ConfigPublicationListener:
                 await asyncio.wait_for(stop.wait(), timeout=self._retry_s)
 
     async def _listen(self) -> None:
+        # LISTEN needs autocommit whatever the caller's connect arguments say (a host's
+        # state-database arguments usually carry their own autocommit key already).
         conn = await psycopg.AsyncConnection.connect(
-            self._conninfo, autocommit=True, **self._kwargs
+            self._conninfo, **{**self._kwargs, "autocommit": True}
         )
         async with conn:
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CONFIG_NOTIFY_CHANNEL)))

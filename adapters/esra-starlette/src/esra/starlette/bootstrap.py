@@ -28,17 +28,22 @@ What it composes, in one place:
 - the model, the document-reference keyring, the trusted issuers and the tenants' document
   store databases.
 
-**Live publications (the follower's hook).** ``Runtime.config`` is the
-``DurableConfigRepository`` (``refresh()`` reloads tenants whose publication changed, e.g.
-on another host) and ``Runtime.sync_sources(snapshot)`` opens the providers of sources new to
-``snapshot``, reopens changed ones and retires removed ones, exactly as bootstrap placed them
-(directories, provider options, secrets, allowlist). A ``ConfigFollower`` is started where
-``bootstrap`` marks ``# live-config follower``, inside the exit stack so it stops before the
-providers and the state close.
+**Live publications.** Where the configuration is durable (a ``DurableConfigRepository``)
+and providers are opened, a :class:`~esra.core.live_config.ConfigFollower` owns the
+providers from start-up on: bootstrap opens the sources each tenant is served at start (a
+source that cannot be opened stops the start), then the follower alone opens, reopens and
+retires them, exactly as ``SourcePlacement`` places them (directories, provider options,
+secrets, allowlist). It is the admin API's publisher, so a publication made on this host is
+served with its providers before the publish request is answered; every ``[state]
+config_poll_s`` seconds (at once on a PostgreSQL notification, for a PostgreSQL state
+database) it applies what other hosts sharing the state database published. It is stopped
+before the state and the providers close. With in-memory state there is no follower: the
+admin API publishes into the in-memory repository and new sources get no provider.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import tempfile
@@ -53,9 +58,10 @@ from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
 from esra.core.clock import SystemClock
-from esra.core.config import ConfigSnapshot, Source
+from esra.core.config import ConfigSnapshot, LifecycleState, Source
 from esra.core.durable_config import DurableConfigRepository
 from esra.core.fetch.tokens import Keyring
+from esra.core.live_config import ConfigFollower
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.opened_providers import OpenedProviders
 from esra.core.outbound_allowlist import ConfiguredHostAllowlist
@@ -73,7 +79,12 @@ from esra.core.secrets.references import ReferencePolicy
 from esra.core.static_config import StaticConfigRepository
 from esra.llm import LocalModel, RemoteModelClient
 from esra.sqlite import STORE_PROVIDER_KIND, SqliteDocumentRepository
-from esra.starlette.durable_state import EMBEDDED_DATABASES_DIR, embedded_state, open_state
+from esra.starlette.durable_state import (
+    EMBEDDED_DATABASES_DIR,
+    embedded_state,
+    open_state,
+    postgres_connect_kwargs,
+)
 from esra.starlette.host import HostParts, open_model, store_databases
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.settings import HostSettings, ServerSettings, StateSettings
@@ -142,13 +153,6 @@ class SourcePlacement:
         )
 
 
-@attrs.define
-class _OpenedSources:
-    """Which ``Source`` each open provider was opened for, per tenant."""
-
-    by_tenant: dict[str, dict[str, Source]] = attrs.field(factory=dict)
-
-
 @attrs.frozen
 class Runtime:
     """Everything one process composed; valid inside its ``bootstrap`` block only."""
@@ -177,7 +181,9 @@ class Runtime:
     # Reads audit records back for ``GET /admin/v1/audit`` (``None``: not readable).
     audit_reader: AuditReader | None = None
     placement: SourcePlacement | None = attrs.field(default=None, repr=False)
-    _opened: _OpenedSources = attrs.field(factory=_OpenedSources, repr=False, alias="opened")
+    # Keeps the providers in step with the publications (durable state only); also the
+    # ``publisher`` then.
+    follower: ConfigFollower | None = attrs.field(default=None, repr=False)
 
     def language_model(self) -> LanguageModel:
         """The model searches run with.
@@ -212,43 +218,66 @@ class Runtime:
             audit_reader=self.audit_reader,
         )
 
-    async def sync_sources(self, snapshot: ConfigSnapshot) -> tuple[str, ...]:
-        """Make the open providers of ``snapshot``'s tenant match its sources.
 
-        Opens a provider for every source not open yet, reopens one whose ``Source``
-        changed (its connection, its kind, ...), and retires (closes) every open provider
-        whose source ``snapshot`` no longer has. Nothing connects yet. This is what a live
-        configuration follower calls for each publication.
+def _open_served(
+    providers: OpenedProviders, placement: SourcePlacement, snapshot: ConfigSnapshot
+) -> None:
+    """Open the providers of the sources ``snapshot`` serves (start-up only; nothing connects).
 
-        Returns:
-            The ids of the sources opened or reopened.
+    A retired source gets none, as the ``ConfigFollower`` that owns the providers afterwards
+    decides too, so the two never disagree.
 
-        Raises:
-            ValueError: the runtime opens no providers (``Purpose.STORES``).
-            UnknownProviderKindError, ProviderOptionError: a source cannot be opened (the
-                providers opened before it stay open).
-        """
-        if self.placement is None:
-            msg = "this runtime opens no providers (Purpose.STORES)"
-            raise ValueError(msg)
-        tenant = snapshot.tenant_id
-        opened = self._opened.by_tenant.setdefault(tenant, {})
-        self.providers.tenant(tenant)
-        wanted = {source.id: source for source in snapshot.sources}
-        for source_id in sorted(set(opened) - set(wanted)):
-            await self.providers.retire(tenant, source_id)
-            del opened[source_id]
-        changed: list[str] = []
-        for source in snapshot.sources:
-            if opened.get(source.id) == source:
-                continue
-            if source.id in opened:
-                await self.providers.retire(tenant, source.id)
-                del opened[source.id]
-            self.providers.open(self.placement.request(snapshot, source))
-            opened[source.id] = source
-            changed.append(source.id)
-        return tuple(changed)
+    Raises:
+        UnknownProviderKindError, ProviderOptionError: a source cannot be opened.
+    """
+    providers.tenant(snapshot.tenant_id)
+    for source in snapshot.sources:
+        if source.lifecycle is not LifecycleState.RETIRED:
+            providers.open(placement.request(snapshot, source))
+
+
+async def _follow(
+    stack: contextlib.AsyncExitStack,
+    runtime: Runtime,
+    *,
+    repository: DurableConfigRepository,
+    placement: SourcePlacement,
+    state: StateSettings,
+) -> Runtime:
+    """Start the ``ConfigFollower`` (and, on PostgreSQL, its LISTEN) on ``stack``.
+
+    One sync runs before the runtime is handed out, so every tenant already published has
+    its providers (and thus a ``Retriever``) when the app is built.
+
+    Raises:
+        StateDatabaseError: the PostgreSQL state database's template does not resolve.
+        Exception: whatever the state database raised during the first sync.
+    """
+    follower = ConfigFollower(
+        repository, runtime.providers, request_for=placement.request, poll_s=state.config_poll_s
+    )
+    await follower.sync()
+    listener = None
+    if state.on_postgres and state.database is not None:
+        from esra.postgres.config_listener import ConfigPublicationListener  # noqa: PLC0415
+
+        kwargs = await postgres_connect_kwargs(state.database)
+        kwargs["application_name"] = "esra-config-listener"
+        listener = ConfigPublicationListener(
+            "", follower.wake, schema=state.config_schema, kwargs=kwargs
+        )
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(follower.run(stop), name="esra-config-follower")]
+    if listener is not None:
+        tasks.append(asyncio.create_task(listener.run(stop), name="esra-config-listener"))
+
+    async def stop_following() -> None:
+        stop.set()
+        for task in tasks:
+            await task  # neither raises: a failed sync or connection is logged and retried
+
+    stack.push_async_callback(stop_following)
+    return attrs.evolve(runtime, follower=follower, publisher=follower)
 
 
 def _writable(secrets: SecretStore) -> WritableSecretStore | None:
@@ -423,8 +452,18 @@ async def bootstrap(
                 admin_secrets=admin_secrets,
                 audit_reader=durable.audit_reader,
             )
-            # live-config follower: start ConfigFollower(runtime.config, runtime.sync_sources)
-            # here, entered on ``stack`` so it stops before the providers and the state close.
+            # live-config follower: entered on ``stack`` after the state, so it stops before the
+            # state closes, and before ``providers.aclose()`` below.
+            if runtime.placement is not None and isinstance(
+                runtime.config, DurableConfigRepository
+            ):
+                runtime = await _follow(
+                    stack,
+                    runtime,
+                    repository=runtime.config,
+                    placement=runtime.placement,
+                    state=state,
+                )
             yield runtime
     finally:
         await providers.aclose()
@@ -495,7 +534,7 @@ async def _configured(
     )
     if purpose is not Purpose.STORES:
         for snapshot in served:
-            await runtime.sync_sources(snapshot)
+            _open_served(providers, placement, snapshot)
     return runtime
 
 
@@ -574,5 +613,5 @@ async def _embedded(
         placement=placement,
     )
     if placement is not None:
-        await runtime.sync_sources(served)
+        _open_served(providers, placement, served)
     return runtime

@@ -18,7 +18,8 @@ The layout (every key is documented in ``docs/host.md``)::
     [[tenants]] id, config, databases, outbound_hosts,
                 [tenants.secrets] env_names, env_prefixes, directories, private_files_only,
                 [tenants.sources.<source id>] the source's provider options
-    [state]     database, config_schema, secrets_schema, audit_schema, apply_schemas
+    [state]     database, config_schema, secrets_schema, audit_schema, apply_schemas,
+                config_poll_s
     [secrets]   keyring_file | keyring_env
     [audit]     kind, path, flush_interval_ms, wait_for_write
 """
@@ -43,6 +44,7 @@ from esra.core.exceptions import ConfigurationError
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS
 from esra.core.fetch.tokens import KEY_BYTES, Keyring
+from esra.core.live_config import DEFAULT_POLL_S
 from esra.core.outbound_allowlist import parse_host_port
 from esra.core.provider_registry import installed_provider_kinds
 from esra.core.secrets.references import DENY_ALL, ReferencePolicy
@@ -213,6 +215,8 @@ class StateSettings:
             written.
         wait_for_write: an audited call answers only once its records are written, so a
             ``kill -9`` loses none of a completed call's records.
+        config_poll_s: how often the host looks for publications made by other hosts
+            sharing ``database`` (one is served within this plus one sync).
     """
 
     database: str | None = None
@@ -227,6 +231,7 @@ class StateSettings:
     audit_path: Path | None = None
     flush_interval_ms: int = 100
     wait_for_write: bool = True
+    config_poll_s: float = DEFAULT_POLL_S
 
     @property
     def on_postgres(self) -> bool:
@@ -719,6 +724,7 @@ def _state(root: _Table, base: Path) -> StateSettings:
     apply_schemas = state.raw("apply_schemas")
     if apply_schemas is not None and not isinstance(apply_schemas, bool):
         raise state.fail("apply_schemas", "must be true or false")
+    config_poll_s = state.number("config_poll_s", DEFAULT_POLL_S, low=0.1, high=3600)
     state.done()
     secrets = root.table("secrets")
     keyring_file, keyring_env = _keyring_source(secrets, base)
@@ -737,6 +743,7 @@ def _state(root: _Table, base: Path) -> StateSettings:
         secrets_schema=schemas["secrets_schema"],
         audit_schema=schemas["audit_schema"],
         apply_schemas=apply_schemas is not False,
+        config_poll_s=config_poll_s,
         keyring_file=keyring_file,
         keyring_env=keyring_env,
         **audit,
