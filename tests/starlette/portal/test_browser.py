@@ -273,8 +273,10 @@ def _review_and_release(page: Page, shots: Shots) -> None:
     page.get_by_role("link", name="OWASP_LLM01_PromptInjection.md", exact=True).click()
     heading = page.get_by_role("heading", name="What the injection scanner matched")
     expect(heading).to_be_visible()
-    expect(page.locator(".findings code").first).to_have_text("instruction_override")
-    expect(page.locator("mark").first).to_contain_text("ignore previous guidelines")
+    # The page lists every rule that matched (in document order); the override is among them.
+    override = page.locator(".findings code").filter(has_text=re.compile(r"^instruction_override$"))
+    expect(override.first).to_be_visible()
+    expect(page.locator("mark").filter(has_text="ignore previous guidelines").first).to_be_visible()
     shots(page, "quarantine-review")
     release = page.get_by_role("button", name=re.compile(r"^Release "))
     release.click()
