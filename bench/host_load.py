@@ -21,11 +21,14 @@ SDK ``Client`` instead (its per-call validation then runs on the same cores as t
 shows. Printed: p50, p99 and calls per second of both, and ESRA's throughput as a share of
 the bare route's (target ≥ 0.6).
 
-``--audit`` picks the host's audit sink: ``logging`` (the default, ``LoggingAuditSink``) or a
-durable one through ``BatchingAuditSink`` — ``sqlite`` (a file in the bench's data
-directory), ``jsonl`` (a file there), ``postgres`` (a fresh schema on ``--audit-dsn`` or
-``$ESRA_TEST_POSTGRES_DSN``, dropped afterwards). Run twice and compare the ESRA calls/s to
-price the durable sink (target: PostgreSQL within 5 % of logging); the number of records
+``--audit`` picks the host's audit sink: ``state`` (the default: the embedded host's own,
+SQLite in its ``state.db`` with ``wait_for_write``, what ``esra serve`` does with no
+settings), ``logging`` (``LoggingAuditSink``, in memory: the host before it kept state), or a
+durable one through ``BatchingAuditSink`` with ``wait_for_write`` as the host uses it —
+``sqlite`` (a file in the bench's data directory), ``jsonl`` (a file there), ``postgres`` (a
+fresh schema on ``--audit-dsn`` or ``$ESRA_TEST_POSTGRES_DSN``, dropped afterwards). Run
+twice and compare the ESRA calls/s to price the durable sink (target: PostgreSQL within 5 %
+of logging); the number of records
 written is printed, so a sink that silently wrote nothing cannot pass for a fast one.
 """
 
@@ -50,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import attrs
 import httpx2
 import uvicorn
 from mcp import Client
@@ -59,13 +63,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-import esra.starlette.serve as serve_module
 from esra.core.audit_batching import AuditBackend, BatchingAuditSink
+from esra.core.logging_audit import LoggingAuditSink
+from esra.core.ports import AuditSink
 from esra.core.query import ResultRow
 from esra.core.validation import ValidatedQuery
 from esra.sqlite import SqliteFts5Provider, open_readonly
 from esra.starlette.cli import main as cli_main
 from esra.starlette.embedded import open_embedded
+from esra.starlette.host import HostParts
 from esra.starlette.serve import HostServer, free_port
 
 TENANT = "larkspur"
@@ -128,8 +134,9 @@ def _in_thread(
         thread.join(timeout=60)
 
 
-AUDIT_SINKS = ("logging", "sqlite", "jsonl", "postgres")
-_SINK_NAME = "LoggingAuditSink"  # what HostServer.serve() constructs its audit sink from
+# "state": the embedded host's own durable audit (state.db, SQLite, wait_for_write), what
+# `esra serve` does with no settings; the others replace it for comparison.
+AUDIT_SINKS = ("state", "logging", "sqlite", "jsonl", "postgres")
 
 
 @contextlib.asynccontextmanager
@@ -168,25 +175,46 @@ async def _audit_backend(kind: str, data_dir: Path, dsn: str) -> AsyncIterator[A
 
 
 class _AuditedHost(HostServer):
-    """``HostServer`` with its audit records going through ``BatchingAuditSink`` to ``kind``."""
+    """``HostServer`` whose parts send audit records to ``kind`` instead of the host's own.
+
+    ``logging`` is the in-memory logger the host used before it kept state; the durable kinds
+    go through ``BatchingAuditSink`` with ``wait_for_write`` on, as the host's own does (a
+    call is answered only after its records are committed).
+    """
 
     def __init__(self, kind: str, data_dir: Path, dsn: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kind, self._data_dir, self._dsn = kind, data_dir, dsn
-        self.written = 0
+        # Records the durable sink wrote; None for the logger, which counts nothing.
+        self.written: int | None = None
 
     async def serve(self) -> None:
-        async with _audit_backend(self._kind, self._data_dir, self._dsn) as backend:
-            sink = BatchingAuditSink(backend)
-            original = getattr(serve_module, _SINK_NAME)
-            # serve() builds its sink from this name; the bench hands it the durable one.
-            setattr(serve_module, _SINK_NAME, lambda: sink)
+        inner = self._open_parts
+        async with contextlib.AsyncExitStack() as stack:
+            sink: AuditSink
+            batching: BatchingAuditSink | None = None
+            if self._kind == "logging":
+                sink = LoggingAuditSink()
+            else:
+                backend = await stack.enter_async_context(
+                    _audit_backend(self._kind, self._data_dir, self._dsn)
+                )
+                batching = BatchingAuditSink(backend, wait_for_write=True)
+                sink = batching
+
+            @contextlib.asynccontextmanager
+            async def with_sink() -> AsyncIterator[HostParts]:
+                async with inner() as parts:
+                    yield attrs.evolve(parts, audit=sink)
+
+            self._open_parts = with_sink
             try:
                 await super().serve()
             finally:
-                setattr(serve_module, _SINK_NAME, original)
-                await sink.aclose()
-                self.written = sink.written
+                self._open_parts = inner
+                if batching is not None:
+                    await batching.aclose()
+                    self.written = batching.written
 
 
 def _bare_app(statements: Sequence[Statement]) -> Starlette:
@@ -348,14 +376,14 @@ def _measure(
     sdk_client: bool,
     rounds: int,
     stop_recording: Callable[[], None],
-    audit: str = "logging",
+    audit: str = "state",
     audit_dsn: str = "",
 ) -> tuple[list[tuple[Result, Result]], int, int | None]:
     esra_port, bare_port = free_port(), free_port()
     options: dict[str, Any] = {"host": "127.0.0.1", "port": esra_port, "log_level": "warning"}
     host = (
         HostServer(lambda: open_embedded(data_dir), **options)
-        if audit == "logging"
+        if audit == "state"
         else _AuditedHost(audit, data_dir, audit_dsn, lambda: open_embedded(data_dir), **options)
     )
     esra_url, bare_url = f"http://127.0.0.1:{esra_port}", f"http://127.0.0.1:{bare_port}"
@@ -427,7 +455,7 @@ def main() -> None:
         "--sdk-client", action="store_true", help="load ESRA through the MCP SDK's Client"
     )
     parser.add_argument("--rounds", type=int, default=1, help="alternating bare/ESRA runs")
-    parser.add_argument("--audit", choices=AUDIT_SINKS, default="logging", help="audit sink")
+    parser.add_argument("--audit", choices=AUDIT_SINKS, default="state", help="audit sink")
     parser.add_argument(
         "--audit-dsn",
         default=os.environ.get("ESRA_TEST_POSTGRES_DSN", ""),
