@@ -433,6 +433,38 @@ async def test_two_concurrent_edits_of_one_draft_one_wins_the_other_conflicts(
     assert (conflict.event, conflict.outcome) == (AuditEvent.ADMIN_SOURCE_MODEL, "conflict")
 
 
+class SlowVault(InMemorySecretVault):
+    """A vault whose writes let the event loop run first, as a remote one's do."""
+
+    async def put(self, tenant_id: str, reference: str, value: str) -> None:
+        await asyncio.sleep(0)
+        await super().put(tenant_id, reference, value)
+
+
+async def test_a_secret_write_refused_as_a_conflict_leaves_the_secret_unchanged(
+    make_admin: AdminFactory,
+) -> None:
+    """Two administrators rotate one secret from the same version: the vault holds the
+    winner's value, never the value of the write that was refused as stale."""
+    h = await make_admin()
+    h.vault = SlowVault()
+    await run_until(h, 1)
+    read = (await h.current(TENANT)).version
+    security = holder(Role.SECURITY_MANAGE)
+    values = ("rotated-by-first", "rotated-by-second")
+    outcomes = await asyncio.gather(
+        *(
+            h.secrets.put_secret(security, TENANT, SECRET_REF, value, expected_version=read)
+            for value in values
+        ),
+        return_exceptions=True,
+    )
+    winners = [v for v, o in zip(values, outcomes, strict=True) if isinstance(o, AdminWorkspace)]
+    losers = [o for o in outcomes if isinstance(o, ConfigConflictError)]
+    assert (len(winners), len(losers)) == (1, 1), outcomes
+    assert await h.vault.resolve(TENANT, SECRET_REF) == winners[0]
+
+
 async def test_an_edit_naming_a_stale_version_is_refused_before_anything_happens(
     make_admin: AdminFactory,
 ) -> None:

@@ -95,8 +95,6 @@ class _AdminService:
         except ConfigurationError as exc:
             await self._record(event, tenant_id, "rejected", str(exc), dims)
             raise
-        if effect is not None:
-            await effect()
         record = ConfigChange(
             tenant_id=tenant_id,
             version=updated.version,
@@ -112,6 +110,16 @@ class _AdminService:
             await self._record(event, tenant_id, "conflict", str(exc), dims)
             raise
         dims["version"] = updated.version
+        if effect is not None:
+            # Only after the save won its version: a write refused as stale must not have
+            # changed anything outside the workspace (a secret) either. If the effect fails
+            # now, the saved change stands without it; the caller sees the error and retries
+            # from the new version.
+            try:
+                await effect()
+            except Exception as exc:
+                await self._record(event, tenant_id, "failed", type(exc).__name__, dims)
+                raise
         await self._record(event, tenant_id, "ok", None, dims)
         return updated
 
