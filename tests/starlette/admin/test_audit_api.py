@@ -31,12 +31,12 @@ URL = f"{BASE}{ADMIN_PATH}/audit"
 
 @contextlib.asynccontextmanager
 async def _client(
-    reader: AuditReader | None, bearer: str | None
+    reader: AuditReader | None, bearer: str | None, audit: InMemoryAuditSink | None = None
 ) -> AsyncIterator[httpx2.AsyncClient]:
     admin = admin_app(
         config=StaticConfigRepository([snapshot_a(), snapshot_b()]),
         stores={},
-        audit=InMemoryAuditSink(),
+        audit=audit or InMemoryAuditSink(),
         clock=FakeClock(NOW),
         audit_reader=reader,
     )
@@ -104,6 +104,37 @@ async def test_other_roles_are_forbidden(roles: tuple[str, ...]) -> None:
         response = await client.get(URL)
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "ESRA_FORBIDDEN"
+
+
+async def test_every_read_is_itself_audited_with_its_reader_and_filters() -> None:
+    """Who read the tenant's audit, with which filters, and how much came back."""
+    audit = InMemoryAuditSink()
+    since = (T0 + timedelta(seconds=1)).isoformat()
+    async with _client(await _log(), token("GOVERNANCE_MANAGE"), audit) as client:
+        await client.get(URL, params=[("event", "esra.fetch"), ("since", since)])
+    [read] = audit.records
+    assert (read.event, read.tenant_id, read.outcome) == (
+        AuditEvent.ADMIN_AUDIT_READ,
+        TENANT_A,
+        "ok",
+    )
+    assert read.dimensions["subject"] == "operator"
+    assert read.dimensions["events"] == ("esra.fetch",)
+    assert read.dimensions["since"] == since
+    assert read.dimensions["records"] == 2
+
+
+async def test_a_refused_read_is_audited_as_denied() -> None:
+    audit = InMemoryAuditSink()
+    async with _client(await _log(), token("ESRA_DATA_MANAGE"), audit) as client:
+        assert (await client.get(URL)).status_code == 403
+    [refused] = audit.records
+    assert (refused.event, refused.outcome, refused.reason) == (
+        AuditEvent.ADMIN_AUDIT_READ,
+        "denied",
+        "role",
+    )
+    assert "records" not in refused.dimensions
 
 
 async def test_without_a_token_it_is_401() -> None:

@@ -131,6 +131,7 @@ class AuditEvent(StrEnum):
     ADMIN_EXPOSURE_BIND = "esra.admin.exposure.bind"
     ADMIN_EXPOSURE_PUBLISH = "esra.admin.exposure.publish"
     ADMIN_WORKSPACE_VIEW = "esra.admin.workspace.view"
+    ADMIN_AUDIT_READ = "esra.admin.audit.read"
 
 
 class DocumentRefusal(StrEnum):

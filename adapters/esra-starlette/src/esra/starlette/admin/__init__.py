@@ -78,7 +78,9 @@ def admin_app(
     routes: list[BaseRoute] = list(
         StoreApi(stores, roles_claim=roles_claim, limits=limits).routes()
     )
-    routes.extend(AuditApi(audit_reader, roles_claim=roles_claim).routes())
+    routes.extend(
+        AuditApi(audit_reader, audit=audit, clock=clock, roles_claim=roles_claim).routes()
+    )
     if publisher is not None:
         config_api = ConfigApi(
             config=config,

@@ -1,9 +1,8 @@
 """``GET /audit``: the caller's tenant's audit records, filtered and keyset-paged.
 
-Reading audit is an oversight duty, so it takes a platform role: ``GOVERNANCE_MANAGE`` or
-``SECURITY_MANAGE`` on the token's tenant. The ESRA & Data roles do not grant it — a data or
-exposure manager reading the record of every other link in the triple-control chain would
-widen their authority. The tenant is always the token's; no parameter names one, so a
+Reading goes through esra-core's ``AuditReview``: it takes ``GOVERNANCE_MANAGE`` or
+``SECURITY_MANAGE`` on the token's tenant and records every read, and every refusal, as
+``esra.admin.audit.read``. The tenant is always the token's; no parameter names one, so a
 token can never read another tenant's records.
 
 Query parameters (each at most once, except ``event``): ``event`` (repeatable, an
@@ -23,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from esra.core.admin.roles import Role
+from esra.core.admin.roles import NotPermittedError
 from esra.core.audit import AuditRecord
 from esra.core.audit_query import (
     DEFAULT_AUDIT_LIMIT,
@@ -32,12 +31,13 @@ from esra.core.audit_query import (
     AuditQueryError,
     AuditReader,
 )
+from esra.core.audit_review import AUDIT_READ_ROLES, AuditReview
+from esra.core.ports import AuditSink, Clock
 from esra.starlette.admin.errors import AdminError, AdminErrorCode
 from esra.starlette.admin.operator import administrator_of, caller_of
 
 __all__ = ["AUDIT_READ_ROLES", "AuditApi", "audit_query_of", "audit_record_view"]
 
-AUDIT_READ_ROLES = (Role.GOVERNANCE_MANAGE, Role.SECURITY_MANAGE)
 _SINGLE = frozenset({"subject", "since", "until", "correlation_id", "limit", "cursor"})
 _MAX_PARAM_CHARS = 512
 
@@ -118,10 +118,13 @@ def audit_query_of(tenant_id: str, params: list[tuple[str, str]]) -> AuditQuery:
 
 
 class AuditApi:
-    """The ``/audit`` endpoint over ``reader`` (None: the host keeps no readable audit)."""
+    """The ``/audit`` endpoint over ``reader`` (None: the host keeps no readable audit);
+    reads are recorded on ``audit``."""
 
-    def __init__(self, reader: AuditReader | None, *, roles_claim: str) -> None:
-        self._reader = reader
+    def __init__(
+        self, reader: AuditReader | None, *, audit: AuditSink, clock: Clock, roles_claim: str
+    ) -> None:
+        self._review = AuditReview(reader, audit=audit, clock=clock) if reader is not None else None
         self._roles_claim = roles_claim
 
     def routes(self) -> list[Route]:
@@ -132,14 +135,21 @@ class AuditApi:
         """GET /audit: a page of the token tenant's records, newest first."""
         tenant_id = caller_of(request).tenant_id
         administrator = administrator_of(request, self._roles_claim)
-        if not any(administrator.may(role, tenant_id) for role in AUDIT_READ_ROLES):
-            raise AdminError(AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action.")
-        if self._reader is None:
+        forbidden = AdminError(
+            AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action."
+        )
+        if self._review is None:
+            # Nothing can be read, so nothing is recorded; the roles still decide the answer.
+            if not any(administrator.may(role, tenant_id) for role in AUDIT_READ_ROLES):
+                raise forbidden
             raise AdminError(
                 AdminErrorCode.ESRA_NOT_FOUND, "This host keeps no readable audit log."
             )
         query = audit_query_of(tenant_id, list(request.query_params.multi_items()))
-        page = await self._reader.query(query)
+        try:
+            page = await self._review.read(administrator, query)
+        except NotPermittedError:
+            raise forbidden from None
         return JSONResponse(
             {
                 "records": [audit_record_view(record) for record in page.records],
