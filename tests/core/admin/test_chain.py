@@ -30,6 +30,7 @@ from esra.core.admin import (
     Role,
     WorkspaceStore,
 )
+from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.workspace import AdminWorkspace
 from esra.core.codes import AuditEvent, ErrorCode, ProviderErrorCode
 from esra.core.config import dump_snapshot, load_snapshot
@@ -64,7 +65,7 @@ class Admin:
     """The four services over one workspace store, audit sink and runtime repository."""
 
     store: WorkspaceStore = attrs.Factory(InMemoryWorkspaceStore)
-    vault: InMemorySecretVault = attrs.Factory(InMemorySecretVault)
+    vault: WritableSecretStore = attrs.Factory(InMemorySecretVault)
     audit: InMemoryAuditSink = attrs.Factory(InMemoryAuditSink)
     clock: FakeClock = attrs.Factory(FakeClock)
     runtime: DurableConfigRepository = attrs.field(

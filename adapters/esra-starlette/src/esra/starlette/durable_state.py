@@ -231,11 +231,13 @@ async def _open_postgres(
     import psycopg  # noqa: PLC0415
 
     kwargs = await postgres_connect_kwargs(database)
-    if state.apply_schemas:
-        async with await psycopg.AsyncConnection.connect(**kwargs) as conn:
+    async with await psycopg.AsyncConnection.connect(**kwargs) as conn:
+        if state.apply_schemas:
             await apply_secret_schema(conn, state.secrets_schema)
             if state.audit_kind == "database":
                 await apply_audit_schema(conn, state.audit_schema)
+        else:
+            await _require_applied(conn, state, secrets_wanted=secrets_wanted)
     config = await PostgresConfigStore.open(
         kwargs=kwargs, schema=state.config_schema, apply_schema=state.apply_schemas
     )
@@ -249,6 +251,31 @@ async def _open_postgres(
         log = await PostgresAuditLog.open(kwargs=kwargs, schema=state.audit_schema)
         stack.push_async_callback(log.close)
     return config, table, log
+
+
+async def _require_applied(conn: Any, state: StateSettings, *, secrets_wanted: bool) -> None:
+    """With ``apply_schemas = false`` an owner applies the schemas: say so at start rather
+    than failing the first request on a missing table.
+
+    Raises:
+        StateDatabaseError: a schema the host uses is not applied.
+    """
+    from esra.postgres.audit_schema import audit_schema_version  # noqa: PLC0415
+    from esra.postgres.config_schema import config_schema_version  # noqa: PLC0415
+    from esra.postgres.secrets_schema import secret_schema_version  # noqa: PLC0415
+
+    checks = [(state.config_schema, config_schema_version)]
+    if secrets_wanted:
+        checks.append((state.secrets_schema, secret_schema_version))
+    if state.audit_kind == "database":
+        checks.append((state.audit_schema, audit_schema_version))
+    missing = [schema for schema, version in checks if await version(conn, schema) == 0]
+    if missing:
+        msg = (
+            f"state.database: apply_schemas is false and {', '.join(missing)} "
+            "is not applied: have its owner run `esra migrate --config SETTINGS`"
+        )
+        raise StateDatabaseError(msg)
 
 
 async def _encrypted(table: SecretTable, state: StateSettings) -> EncryptedSecretStore:
