@@ -17,6 +17,7 @@ from psycopg import sql
 
 from esra.core.config.mapping import FieldType
 from esra.core.config.mapping import Mapping as EsraMapping
+from esra.core.ports import SecretStore
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
 from esra.core.testing.contract import CONTRACT_DATASET, ContractDataset
 from esra.postgres import PostgresProvider, text_index_statements
@@ -139,7 +140,7 @@ def make_provider(
     mappings: Sequence[EsraMapping] = (CONTRACT_DATASET.mapping,),
     config: str = CONTRACT_CONFIG,
     connection: str | None = None,
-    secrets: InMemorySecretStore | None = None,
+    secrets: SecretStore | None = None,
     **options: object,
 ) -> PostgresProvider:
     """A provider over ``dsn`` with ``schema`` as its search path, host allow-listed."""

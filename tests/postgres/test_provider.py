@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from esra.core.admin.secrets import InMemorySecretVault
 from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.config.source import SourceHealth
@@ -372,6 +373,36 @@ async def test_auth_failed_for_a_wrong_secret_user(pg_dsn: str, seeded: str) -> 
     provider = make_provider(pg_dsn, seeded, connection=template, secrets=secrets)
     assert await _code(provider, _acme()) is _P.AUTH_FAILED
     await provider.close()
+
+
+async def test_a_rotated_secret_is_used_by_the_next_connection_the_pool_opens(
+    pg_dsn: str, seeded: str, role: str
+) -> None:
+    """Rotating a stored secret needs no reopened provider: the pool resolves the template
+    again for every connection it opens (the user name is the secret here, since this
+    server trusts passwords)."""
+    second = f"{role}_next"
+    with admin(pg_dsn) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(second)))
+    vault = InMemorySecretVault()
+    await vault.put("t-contract", "pg-user", role)
+    template = _as_user(pg_dsn, "${secret%3Apg-user}")
+    provider = make_provider(pg_dsn, seeded, connection=template, secrets=vault, pool_size=1)
+    try:
+        assert await _run_raw(provider, "SELECT current_user") == [(role,)]
+        await vault.put("t-contract", "pg-user", second)
+        with admin(pg_dsn) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+        pool = await provider._ensure_pool(10)
+        await pool.check()  # the pool replaces the connection the server closed
+        assert await _run_raw(provider, "SELECT current_user") == [(second,)]
+    finally:
+        await provider.close()
+        with admin(pg_dsn) as conn:
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(second)))
 
 
 async def test_permission_denied_without_select(pg_dsn: str, seeded: str, role: str) -> None:

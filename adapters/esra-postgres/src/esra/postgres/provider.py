@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -150,7 +151,6 @@ class PostgresProvider:
             max_rows=max_rows,
         )
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
-        self._kwargs: dict[str, Any] | None = None
         self._opening: asyncio.Lock | None = None
         self._closed = False
 
@@ -276,11 +276,11 @@ class PostgresProvider:
     ) -> ProviderError:
         """No connection in time: every one busy (RESOURCE_EXHAUSTED), or none can be made."""
         pool = self._pool
-        if pool is not None and pool.get_stats().get("pool_size", 0) == 0 and self._kwargs:
+        if pool is not None and pool.get_stats().get("pool_size", 0) == 0:
             # The pool holds no connection at all: the server is what failed. Ask it directly
             # so the caller gets CONNECTION_REFUSED or AUTH_FAILED rather than a busy pool.
             try:
-                await self._probe(self._kwargs)
+                await self._probe(await self._connect_kwargs(self._connect_timeout_s))
             except ProviderError as error:
                 return error
         _log.warning("postgres pool exhausted for query %s: %s", query.query_id, exc)
@@ -300,20 +300,12 @@ class PostgresProvider:
             opened = self._existing_pool()  # another task may have opened it meanwhile
             if opened is not None:
                 return opened
-            target = await resolve_connection(
-                self._template,
-                tenant_id=self._tenant_id,
-                secrets=self._secrets,
-                allowlist=self._allowlist,
-                schemes=SCHEMES,
-            )
-            kwargs = connect_kwargs(
-                target, connect_timeout_s=min(self._connect_timeout_s, max(timeout_s, 1.0))
-            )
+            kwargs = await self._connect_kwargs(min(self._connect_timeout_s, max(timeout_s, 1.0)))
             await self._probe(kwargs)
             pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
             pool = psycopg_pool.AsyncConnectionPool(
-                kwargs=kwargs,
+                # Resolved anew for every connection the pool opens (see ``_connect_kwargs``).
+                kwargs=partial(self._connect_kwargs, self._connect_timeout_s),
                 min_size=1,
                 max_size=self._pool_size,
                 open=False,
@@ -322,9 +314,29 @@ class PostgresProvider:
                 timeout=self._connect_timeout_s,
             )
             await pool.open()
-            self._kwargs = kwargs
             self._pool = pool
             return pool
+
+    async def _connect_kwargs(self, connect_timeout_s: float) -> dict[str, Any]:
+        """The template resolved now: secrets substituted, the host checked against the
+        allowlist.
+
+        Called for the first connection and again for every connection the pool opens
+        later, so a secret rotated since (a stored secret written again, a secret file
+        replaced) is what the next connection logs in with, and a host taken off the
+        allowlist gets no new connection — without reopening the provider.
+
+        Raises:
+            ProviderError: the template does not resolve (the pool logs it and retries).
+        """
+        target = await resolve_connection(
+            self._template,
+            tenant_id=self._tenant_id,
+            secrets=self._secrets,
+            allowlist=self._allowlist,
+            schemes=SCHEMES,
+        )
+        return connect_kwargs(target, connect_timeout_s=connect_timeout_s)
 
     def _existing_pool(
         self,
