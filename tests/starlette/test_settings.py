@@ -108,6 +108,14 @@ kind = "local"
     assert tenant.databases == deployment / "data"
 
 
+def test_source_health_bounds_are_read_and_checked(deployment: Path) -> None:
+    text = "[server]\nsource_health_timeout_s = 0.5\nsource_health_ttl_s = 45\n"
+    server = load_settings(_write(deployment, text + ISSUER_TABLE + TENANT_TABLE)).server
+    assert (server.health_probe_timeout_s, server.health_ttl_s) == (0.5, 45)
+    too_slow = "[server]\nsource_health_timeout_s = 600\n" + ISSUER_TABLE + TENANT_TABLE
+    assert _error(deployment, too_slow).startswith("server.source_health_timeout_s: must be")
+
+
 def _key(seed: int) -> str:
     return base64.urlsafe_b64encode(bytes([seed]) * 32).decode().rstrip("=")
 

@@ -47,6 +47,7 @@ from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS, DocumentFetcher
 from esra.core.fetch.tokens import Keyring
 from esra.core.pipeline.execution import Executor
+from esra.core.pipeline.health import HEALTH_PROBE_TIMEOUT_S, HEALTH_TTL_S
 from esra.core.ports import (
     AuditSink,
     Cache,
@@ -121,6 +122,8 @@ def create_app(
     clock: Clock | None = None,
     hourly_fetch_chars: int = DEFAULT_HOURLY_FETCH_CHARS,
     document_ref_ttl_s: float = DEFAULT_REF_TTL_S,
+    health_probe_timeout_s: float = HEALTH_PROBE_TIMEOUT_S,
+    health_ttl_s: float = HEALTH_TTL_S,
     bind_host: str = "127.0.0.1",
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
@@ -154,6 +157,9 @@ def create_app(
         clock: time source for the pipeline, audit and token expiry.
         hourly_fetch_chars: each caller's fetch budget per hour.
         document_ref_ttl_s: how long a ``documentRef`` stays openable.
+        health_probe_timeout_s: the longest a source's health check may take before the
+            source counts as unavailable for the invocation.
+        health_ttl_s: how long one health check's answer about a source is used.
         bind_host: the address the server listens on; loopback turns on DNS-rebinding
             protection for loopback Host headers (on every route but ``/healthz``).
         allowed_hosts: Host header values (``host:port`` or ``host:*``) to accept; turns on
@@ -214,6 +220,8 @@ def create_app(
             keyring=keyring,
             document_ref_ttl_s=document_ref_ttl_s,
             tenant_id=tenant_id,
+            health_probe_timeout_s=health_probe_timeout_s,
+            health_ttl_s=health_ttl_s,
         )
         fetcher = None
         if keyring is not None:

@@ -126,6 +126,8 @@ def build_app(
         keyring=parts.keyring,
         hourly_fetch_chars=server.hourly_fetch_chars,
         document_ref_ttl_s=server.document_ref_ttl_s,
+        health_probe_timeout_s=server.health_probe_timeout_s,
+        health_ttl_s=server.health_ttl_s,
         bind_host=host,
         allowed_hosts=server.allowed_hosts,
         allowed_origins=server.allowed_origins,

@@ -46,6 +46,7 @@ from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS
 from esra.core.fetch.tokens import KEY_BYTES, Keyring
 from esra.core.live_config import DEFAULT_POLL_S
 from esra.core.outbound_allowlist import parse_host_port
+from esra.core.pipeline.health import HEALTH_PROBE_TIMEOUT_S, HEALTH_TTL_S
 from esra.core.provider_registry import installed_provider_kinds
 from esra.core.secrets.references import DENY_ALL, ReferencePolicy
 from esra.llm.embedding_cache import DEFAULT_MAX_ENTRIES
@@ -120,6 +121,9 @@ class ServerSettings:
     resource_name: str = "ESRA enterprise search"
     hourly_fetch_chars: int = DEFAULT_HOURLY_FETCH_CHARS
     document_ref_ttl_s: float = DEFAULT_REF_TTL_S
+    # ``[server] source_health_timeout_s`` / ``source_health_ttl_s``: see ``Retriever``.
+    health_probe_timeout_s: float = HEALTH_PROBE_TIMEOUT_S
+    health_ttl_s: float = HEALTH_TTL_S
 
 
 @attrs.frozen
@@ -365,6 +369,12 @@ def _server(server: _Table, fetch: _Table) -> ServerSettings:
         document_ref_ttl_s=fetch.number(
             "document_ref_ttl_s", DEFAULT_REF_TTL_S, low=1, high=7 * 24 * 3600
         ),
+        # A probe slower than a minute would hold every invocation that long; a health
+        # answer older than an hour would keep a dead source in (or a revived one out).
+        health_probe_timeout_s=server.number(
+            "source_health_timeout_s", HEALTH_PROBE_TIMEOUT_S, low=0.1, high=60
+        ),
+        health_ttl_s=server.number("source_health_ttl_s", HEALTH_TTL_S, low=0.1, high=3600),
     )
     url = settings.resource_url
     if url is not None and not url.startswith(("http://", "https://")):
