@@ -103,6 +103,49 @@ async def test_malformed_templates_are_classified(template: str) -> None:
     assert raised.value.code is ProviderErrorCode.CONNECTION_TEMPLATE_INVALID
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "postgresql://${secret:env:PGUSER}:${secret:file:/run/secrets/pw}@db.internal:6432/sales",
+        "postgresql://${secret%3Aenv%3APGUSER}:${secret%3Afile%3A%2Frun%2Fsecrets%2Fpw}"
+        "@db.internal:6432/sales",
+    ],
+)
+async def test_references_with_colons_and_slashes_need_no_percent_encoding(
+    template: str,
+) -> None:
+    """``env:`` and ``file:`` references hold ":" and "/": written plainly in the user name
+    or the password they still resolve there, never splitting the URL (encoded, as before,
+    they resolve the same)."""
+    secrets = InMemorySecretStore(
+        {("tenant-a", "env:PGUSER"): "reader", ("tenant-a", "file:/run/secrets/pw"): "pw"}
+    )
+    target = await resolve_connection(
+        template, tenant_id="tenant-a", secrets=secrets, allowlist=ALLOW, schemes=SCHEMES
+    )
+    assert (target.user, target.password, target.host, target.port, target.database) == (
+        "reader",
+        "pw",
+        "db.internal",
+        6432,
+        "sales",
+    )
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "postgresql://reader@${secret:env:HOST}/sales",  # still never the host
+        "postgresql://reader@db.internal/${secret:file:/db}",  # nor the database
+        "postgresql://reader@db.internal:${secret:env:PORT}/sales",  # nor the port
+    ],
+)
+async def test_plain_references_still_never_name_host_port_or_database(template: str) -> None:
+    with pytest.raises(ProviderError) as raised:
+        await _resolve(template)
+    assert raised.value.code is ProviderErrorCode.CONNECTION_TEMPLATE_INVALID
+
+
 def test_the_default_port_comes_from_the_scheme() -> None:
     """A template without a port gets the engine's default."""
     parsed = ConnectionTemplate.parse("postgres://u@Db.Internal/x", schemes=SCHEMES)

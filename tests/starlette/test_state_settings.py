@@ -91,12 +91,35 @@ def test_the_live_publication_poll_is_read_from_state(deployment: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "database",
+    [
+        "postgresql://${secret:env:PGUSER}:${secret:file:/run/secrets/pw}@db:5432/esra",
+        "postgresql://esra:${secret%3Aenv%3APGPW}@db:5432/esra",
+    ],
+)
+def test_a_state_database_may_name_its_credentials_by_any_reference(
+    deployment: Path, database: str
+) -> None:
+    """References hold ":" and "/": plainly written or encoded, they are not a literal
+    password, and the host is still the one the URL names."""
+    settings = _load(
+        deployment, f'[state]\ndatabase = "{database}"\n[secrets]\nkeyring_env = "ESRA_KEK"\n'
+    )
+    assert settings.state.database == database  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
     ("extra", "expected"),
     [
         ('[state]\ndatabase = "state.db"\n', "secrets.keyring_file: is required"),
         ('[secrets]\nkeyring_file = "kek.json"\n', "state.database: is required"),
         (
             '[state]\ndatabase = "postgresql://esra:hunter2@db:5432/esra"\n'
+            '[secrets]\nkeyring_env = "ESRA_KEK"\n',
+            "state.database: holds a literal password",
+        ),
+        (
+            '[state]\ndatabase = "postgresql://${secret:env:U}:hunter2@db:5432/esra"\n'
             '[secrets]\nkeyring_env = "ESRA_KEK"\n',
             "state.database: holds a literal password",
         ),

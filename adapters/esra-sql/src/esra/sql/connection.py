@@ -18,13 +18,19 @@ Resolution, before any socket opens:
 
 The host is never a placeholder: the allowlist must judge the host the configuration names,
 not one a secret could swap in.
+
+References hold ":" and, for files, "/" (``${secret:env:PGUSER}``,
+``${secret:file:/run/secrets/pw}``): before the URL is split, the ":" and "/" inside each
+placeholder are percent-encoded (``encode_placeholders``), so a reference written plainly
+never splits the user name from the password or ends the authority; the parts are decoded
+again after the split, as a percent-encoded template always was.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import attrs
 
@@ -35,6 +41,7 @@ from esra.core.ports import HostAllowlist, SecretStore
 __all__ = [
     "ConnectionTarget",
     "ConnectionTemplate",
+    "encode_placeholders",
     "resolve_connection",
 ]
 
@@ -47,6 +54,12 @@ def _invalid(reason: str) -> ProviderError:
     error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
     error.add_note(reason)  # for the log; the error's message stays the code alone
     return error
+
+
+def encode_placeholders(text: str) -> str:
+    """``text`` with the ":" and "/" inside each ``${secret:...}`` percent-encoded, so a
+    URL parser splits it where the template's own separators are, never inside a reference."""
+    return _PLACEHOLDER.sub(lambda match: quote(match.group(0), safe="${}"), text)
 
 
 def _secret_names(text: str) -> tuple[str, ...]:
@@ -76,7 +89,7 @@ class ConnectionTemplate:
             ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for anything malformed.
         """
         try:
-            parts = urlsplit(text)
+            parts = urlsplit(encode_placeholders(text))
             port = parts.port
         except ValueError as exc:
             raise _invalid("unparseable URL or port") from exc

@@ -50,6 +50,7 @@ from esra.core.pipeline.health import HEALTH_PROBE_TIMEOUT_S, HEALTH_TTL_S
 from esra.core.provider_registry import installed_provider_kinds
 from esra.core.secrets.references import DENY_ALL, ReferencePolicy
 from esra.llm.embedding_cache import DEFAULT_MAX_ENTRIES
+from esra.sql.connection import encode_placeholders
 from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette.devtoken import DEV_ISSUER
 from esra.starlette.issuers import (
@@ -95,7 +96,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # ``databases`` directory; every other kind's is a connection template (a URL whose
 # credentials are ``${secret:...}`` references, its host checked against ``outbound_hosts``).
 FILE_PROVIDER_KINDS = frozenset({"sqlite", STORE_PROVIDER_KIND})
-_SECRET_REFERENCE = re.compile(r"\$\{secret:[^}]*\}")
+_SECRET_REFERENCE = re.compile(r"\$\{secret(?::|%3[Aa])[^}]*\}")  # plain or percent-encoded
 AUDIT_KINDS = frozenset({"database", "jsonl", "logging"})
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # The PostgreSQL schemas ESRA's own state lives in unless [state] names others.
@@ -608,7 +609,7 @@ def _source_options(table: _Table, snapshot: ConfigSnapshot) -> dict[str, dict[s
 def _check_template(table: _Table, source: Source) -> None:
     """A connection template's password is a secret reference, never the secret."""
     try:
-        netloc = urlsplit(source.connection_ref).netloc
+        netloc = urlsplit(encode_placeholders(source.connection_ref)).netloc
     except ValueError:
         return  # the provider classifies a malformed template when it opens
     # References may hold ":" themselves (``${secret:env:NAME}``): judge what is left without them.
@@ -653,7 +654,7 @@ def _state_database(state: _Table, base: Path) -> str | None:
         return None
     if database.startswith(_POSTGRES_SCHEMES):
         try:
-            parts = urlsplit(database)
+            parts = urlsplit(encode_placeholders(database))
         except ValueError as exc:
             raise state.fail("database", "is not a PostgreSQL connection URL") from exc
         if not parts.hostname:
