@@ -394,6 +394,57 @@ async def test_a_publication_on_one_host_is_served_by_another_after_its_next_syn
     assert await b.follower.sync() == frozenset()
 
 
+class GatedStore(InMemoryWorkspaceStore):
+    """Each read of the publications waits at a gate while ``armed``: the test looks at what
+    the host serves while the read is in flight, then opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.gates: list[asyncio.Event] = []
+
+    async def _gate(self) -> None:
+        if self.armed:
+            gate = asyncio.Event()
+            self.gates.append(gate)
+            await gate.wait()
+
+    async def published_versions(self) -> dict[str, int]:
+        await self._gate()
+        return await super().published_versions()
+
+    async def published_at(self, tenant_id: str, version: int) -> ConfigSnapshot | None:
+        await self._gate()
+        return await super().published_at(tenant_id, version)
+
+
+async def test_another_hosts_publication_is_never_served_before_its_providers() -> None:
+    """While B's sync awaits the store, B serves either the old snapshot with the old
+    providers or the new one with the new: never a source listed without its provider (a
+    call in that gap was ESRA_NO_SOURCES_AVAILABLE)."""
+    store = GatedStore()
+    shared = engine()
+    a, b = Host(store, shared), Host(store, shared)
+    await publish(store, a, sources(("s-1", "db-1")))
+    await b.follower.sync()
+    await publish(store, a, sources(("s-1", "db-1"), ("s-2", "db-2")))
+    store.armed = True
+    syncing = asyncio.create_task(b.follower.sync())
+    checked = 0
+    while not syncing.done():
+        await asyncio.sleep(0)
+        while store.gates:
+            served = await b.repository.snapshot(TENANT)
+            assert served is not None
+            listed = {source.id for source in served.sources}
+            assert listed <= set(b.follower.providers_for(TENANT)), listed
+            checked += 1
+            store.gates.pop(0).set()
+    await syncing
+    assert checked >= 1
+    assert await b.titles() == {"From db-1", "From db-2"}
+
+
 async def test_a_tenant_first_published_on_another_host_gets_its_providers() -> None:
     store = InMemoryWorkspaceStore()
     shared = engine()
@@ -481,10 +532,12 @@ async def test_a_sync_that_loaded_an_older_snapshot_does_not_undo_a_newer_public
     newer = sources(("s-1", "db-1"))
 
     class Racing(DurableConfigRepository):
-        async def snapshot(self, tenant_id: str) -> ConfigSnapshot | None:
+        async def load(
+            self, tenant_id: str, versions: Mapping[str, int]
+        ) -> tuple[int, ConfigSnapshot | None]:
             # The admin publishes here while the sync awaits the store.
             await publish(store, host, newer)
-            return older
+            return versions.get(tenant_id, 0), older
 
     racing = Racing(store)
     host.follower = ConfigFollower(racing, host.providers, request_for=request_for)

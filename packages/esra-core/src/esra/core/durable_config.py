@@ -14,6 +14,8 @@ database's once an administrator publishes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from esra.core.admin.store import WorkspaceStore
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.ports import ConfigRepository
@@ -59,22 +61,45 @@ class DurableConfigRepository:
     async def refresh(self) -> frozenset[str]:
         """Reload every cached tenant whose published version changed; return those tenants.
 
-        One query when nothing changed. A tenant not yet cached is loaded on first use.
+        One query when nothing changed. A tenant not yet cached is loaded on first use. A
+        host whose providers follow the configuration uses ``stale``, ``load`` and ``adopt``
+        instead, so a new snapshot is served only together with its providers.
         """
         versions = await self._store.published_versions()
-        changed = frozenset(
+        changed = self.stale(versions)
+        for tenant in changed:
+            version, snapshot = await self.load(tenant, versions)
+            self.adopt(tenant, version, snapshot)
+        return changed
+
+    def stale(self, versions: Mapping[str, int]) -> frozenset[str]:
+        """The cached tenants whose published version is no longer the one in ``versions``."""
+        return frozenset(
             tenant
             for tenant, (version, _snapshot) in self._cached.items()
             if versions.get(tenant, 0) != version
         )
-        for tenant in changed:
-            await self._load(tenant, versions)
-        return changed
 
-    async def _load(self, tenant_id: str, versions: dict[str, int]) -> ConfigSnapshot | None:
+    async def load(
+        self, tenant_id: str, versions: Mapping[str, int]
+    ) -> tuple[int, ConfigSnapshot | None]:
+        """The tenant's publication at its version in ``versions``, read but NOT served yet:
+        ``adopt`` serves it. ``None`` when the tenant never published."""
         version = versions.get(tenant_id, 0)
         snapshot = await self._store.published_at(tenant_id, version) if version else None
+        return version, snapshot
+
+    def adopt(self, tenant_id: str, version: int, snapshot: ConfigSnapshot | None) -> None:
+        """Serve ``snapshot`` (published as ``version``; ``None``: never published) from now on."""
         self._cached[tenant_id] = (version, snapshot)
-        if snapshot is None and self._fallback is not None:
-            return await self._fallback.snapshot(tenant_id)
+
+    async def fallback_snapshot(self, tenant_id: str) -> ConfigSnapshot | None:
+        """What a tenant that never published is served (the fallback's snapshot)."""
+        return await self._fallback.snapshot(tenant_id) if self._fallback is not None else None
+
+    async def _load(self, tenant_id: str, versions: dict[str, int]) -> ConfigSnapshot | None:
+        version, snapshot = await self.load(tenant_id, versions)
+        self.adopt(tenant_id, version, snapshot)
+        if snapshot is None:
+            return await self.fallback_snapshot(tenant_id)
         return snapshot

@@ -139,13 +139,13 @@ class ConfigFollower:
                 (``run`` logs it and tries again on its next tick).
         """
         async with self._sync_lock:
-            due = set(await self._repository.refresh())
             versions = await self._repository.current_versions()
+            due = set(self._repository.stale(versions))
             due.update(tenant for tenant in versions if tenant not in self._followed)
             due.update(self._retry)
             reconciled: set[str] = set()
             for tenant_id in sorted(due):
-                if await self._sync_tenant(tenant_id):
+                if await self._sync_tenant(tenant_id, versions):
                     reconciled.add(tenant_id)
             return frozenset(reconciled)
 
@@ -190,10 +190,13 @@ class ConfigFollower:
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiter
 
-    async def _sync_tenant(self, tenant_id: str) -> bool:
+    async def _sync_tenant(self, tenant_id: str, versions: Mapping[str, int]) -> bool:
         generation = self._generation.get(tenant_id, 0)
         try:
-            snapshot = await self._repository.snapshot(tenant_id)
+            version, published = await self._repository.load(tenant_id, versions)
+            snapshot = published
+            if snapshot is None:
+                snapshot = await self._repository.fallback_snapshot(tenant_id)
         except Exception as exc:
             self._retry.add(tenant_id)
             _log.warning(
@@ -206,9 +209,14 @@ class ConfigFollower:
             # A publication made here meanwhile was applied already; it is at least as new.
             return False
         if snapshot is None:
+            self._repository.adopt(tenant_id, version, published)
             self._followed.add(tenant_id)
             return False
-        await self._close(tenant_id, self._reconcile(snapshot))
+        detached = self._reconcile(snapshot)
+        # Nothing is awaited between the two: an invocation sees the new snapshot only with
+        # its providers, never a new source listed before its provider is open.
+        self._repository.adopt(tenant_id, version, published)
+        await self._close(tenant_id, detached)
         return True
 
     def _reconcile(self, snapshot: ConfigSnapshot) -> list[tuple[str, OpenedProvider]]:
