@@ -199,6 +199,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Print detection and false-positive rates."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", metavar="REV", help="also measure the scanner at REV")
+    # Accepted so ``nox -s bench -- --quick`` runs every script; the corpus is small enough
+    # to be measured whole either way.
+    parser.add_argument(
+        "--quick", action="store_true", help="no effect: the whole corpus is measured"
+    )
     args = parser.parse_args(argv)
     if not (ROOT / "prompt_injection" / "ai-seclists").is_dir():
         print(f"scanner_quality: shared data not found under {ROOT}; skipped")
