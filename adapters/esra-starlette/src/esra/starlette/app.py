@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from esra.core.admin.lookups import HostLookups, IssuerLookup, ModelProfile
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
@@ -137,6 +138,7 @@ def create_app(
     workspaces: WorkspaceStore | None = None,
     secrets: WritableSecretStore | None = None,
     audit_reader: AuditReader | None = None,
+    model_profiles: Sequence[ModelProfile] | None = None,
 ) -> Starlette:
     """Compose the host: one ``Retriever`` (and ``DocumentFetcher``) per tenant, behind MCP,
     all running their queries through one shared ``Executor``.
@@ -183,6 +185,8 @@ def create_app(
         secrets: where the admin API writes connection secrets — the store the providers
             resolve through, so a written secret is used (in memory when absent).
         audit_reader: reads audit records back for ``GET /admin/v1/audit`` (404 without).
+        model_profiles: the models ``GET /admin/v1/lookups`` names (default: ``model`` as
+            the profile ``default``, by its class).
 
     Raises:
         ValueError: two issuers share an ``iss``, or ``resource_url`` is not an http(s) URL.
@@ -203,6 +207,14 @@ def create_app(
         roles_claim=roles_claim,
         limits=admin_limits,
         audit_reader=audit_reader,
+        lookups=HostLookups(
+            model_profiles=tuple(model_profiles)
+            if model_profiles is not None
+            else (ModelProfile(name="default", kind=type(model).__name__),),
+            trusted_issuers=tuple(
+                IssuerLookup(issuer.issuer, issuer.audiences, issuer.tenants) for issuer in issuers
+            ),
+        ),
     )
     quota = quota or InProcessQuotaStore(clock)
     # One per process: the spec's per-runtime-instance bound must not grow with the tenants.

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import attrs
 
+from esra.core.admin.lookups import ModelProfile
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
@@ -181,6 +182,8 @@ class Runtime:
     # Reads audit records back for ``GET /admin/v1/audit`` (``None``: not readable).
     audit_reader: AuditReader | None = None
     placement: SourcePlacement | None = attrs.field(default=None, repr=False)
+    # The host's models as ``GET /admin/v1/lookups`` names them.
+    model_profiles: tuple[ModelProfile, ...] = ()
     # Keeps the providers in step with the publications (durable state only); also the
     # ``publisher`` then.
     follower: ConfigFollower | None = attrs.field(default=None, repr=False)
@@ -216,6 +219,7 @@ class Runtime:
             workspaces=self.workspaces,
             secrets=self.admin_secrets,
             audit_reader=self.audit_reader,
+            model_profiles=self.model_profiles,
         )
 
 
@@ -531,6 +535,7 @@ async def _configured(
         publisher=publisher,
         workspaces=workspaces,
         placement=placement if purpose is not Purpose.STORES else None,
+        model_profiles=(ModelProfile("default", settings.model.kind, settings.model.model),),
     )
     if purpose is not Purpose.STORES:
         for snapshot in served:
@@ -611,6 +616,7 @@ async def _embedded(
         publisher=publisher,
         workspaces=workspaces,
         placement=placement,
+        model_profiles=(ModelProfile("default", "local"),),
     )
     if placement is not None:
         _open_served(providers, placement, served)

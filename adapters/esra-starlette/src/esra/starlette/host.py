@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 from starlette.applications import Starlette
 
+from esra.core.admin.lookups import ModelProfile
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
@@ -77,6 +78,8 @@ class HostParts:
     secrets: WritableSecretStore | None = attrs.field(default=None, repr=False)
     # Reads audit records back for ``GET /admin/v1/audit`` (``None``: that endpoint is 404).
     audit_reader: AuditReader | None = None
+    # The models ``GET /admin/v1/lookups`` names (empty: ``model`` as profile ``default``).
+    model_profiles: tuple[ModelProfile, ...] = ()
 
 
 def default_resource_url(host: str, port: int) -> str:
@@ -138,6 +141,7 @@ def build_app(
         secrets=parts.secrets,
         audit_reader=parts.audit_reader,
         executor=parts.executor,
+        model_profiles=parts.model_profiles or None,
     )
 
 

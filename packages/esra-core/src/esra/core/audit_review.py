@@ -13,10 +13,9 @@ never returns its own record; the next one does.
 
 from __future__ import annotations
 
-import uuid
-
+from esra.core.admin.recording import record_admin_action
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
-from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.audit import AuditDimension
 from esra.core.audit_query import AuditPage, AuditQuery, AuditReader
 from esra.core.codes import AuditEvent
 from esra.core.ports import AuditSink, Clock
@@ -59,28 +58,25 @@ class AuditReview:
         tenant_id = query.tenant_id
         dims: dict[str, AuditDimension] = {"subject": admin.subject, **_filters(query)}
         if not any(admin.may(role, tenant_id) for role in AUDIT_READ_ROLES):
-            await self._record(tenant_id, "denied", "role", dims)
+            await record_admin_action(
+                self._audit,
+                self._clock,
+                AuditEvent.ADMIN_AUDIT_READ,
+                tenant_id=tenant_id,
+                outcome="denied",
+                reason="role",
+                dimensions=dims,
+            )
             raise NotPermittedError
         page = await self._reader.query(query)
         dims["records"] = len(page.records)
-        await self._record(tenant_id, "ok", None, dims)
-        return page
-
-    async def _record(
-        self,
-        tenant_id: str,
-        outcome: str,
-        reason: str | None,
-        dimensions: dict[str, AuditDimension],
-    ) -> None:
-        await self._audit.record(
-            AuditRecord(
-                event=AuditEvent.ADMIN_AUDIT_READ,
-                tenant_id=tenant_id,
-                correlation_id=f"admin:{uuid.uuid4().hex}",
-                at=self._clock.now(),
-                outcome=outcome,
-                reason=reason,
-                dimensions=dict(dimensions),
-            )
+        await record_admin_action(
+            self._audit,
+            self._clock,
+            AuditEvent.ADMIN_AUDIT_READ,
+            tenant_id=tenant_id,
+            outcome="ok",
+            reason=None,
+            dimensions=dims,
         )
+        return page

@@ -132,6 +132,7 @@ class AuditEvent(StrEnum):
     ADMIN_EXPOSURE_PUBLISH = "esra.admin.exposure.publish"
     ADMIN_WORKSPACE_VIEW = "esra.admin.workspace.view"
     ADMIN_AUDIT_READ = "esra.admin.audit.read"
+    ADMIN_LOOKUPS_VIEW = "esra.admin.lookups.view"
 
 
 class DocumentRefusal(StrEnum):

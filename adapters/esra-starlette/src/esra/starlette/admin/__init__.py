@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from esra.core.admin.lookups import HostLookups
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
@@ -55,6 +56,7 @@ def admin_app(
     limits: AdminLimits | None = None,
     base_path: str = ADMIN_PATH,
     audit_reader: AuditReader | None = None,
+    lookups: HostLookups | None = None,
 ) -> Starlette:
     """The admin API as an ASGI app, to mount at ``base_path``.
 
@@ -71,6 +73,8 @@ def admin_app(
         roles_claim: the token claim holding the caller's administrative roles.
         limits: request body limits.
         base_path: where the app is mounted (named in the OpenAPI document).
+        lookups: the host's model profiles and trusted issuers ``GET /lookups`` lists
+            (with the client applications each tenant's configuration names); none without.
         audit_reader: reads audit records back for ``GET /audit``; without one that
             endpoint answers 404 (this host keeps no readable audit log).
     """
@@ -90,6 +94,7 @@ def admin_app(
             clock=clock,
             roles_claim=roles_claim,
             workspaces=workspaces,
+            lookups=lookups,
         )
         routes.extend(config_api.routes())
     document = openapi_document(base_path)

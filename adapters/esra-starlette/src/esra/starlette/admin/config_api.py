@@ -40,6 +40,7 @@ from esra.core.admin.chain import (
     DataModelService,
     ExposureService,
 )
+from esra.core.admin.lookups import HostLookups, LookupService
 from esra.core.admin.memory_store import InMemoryWorkspaceStore
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
@@ -134,6 +135,7 @@ class ConfigApi:
         clock: Clock,
         roles_claim: str,
         workspaces: WorkspaceStore | None = None,
+        lookups: HostLookups | None = None,
     ) -> None:
         self._config = config
         self._audit = audit
@@ -144,11 +146,15 @@ class ConfigApi:
         self._model = DataModelService(self._workspaces, audit=audit, clock=clock)
         self._policies = AccessPolicyService(self._workspaces, audit=audit, clock=clock)
         self._exposures = ExposureService(self._workspaces, publisher, audit=audit, clock=clock)
+        self._lookups = LookupService(
+            self._workspaces, host=lookups or HostLookups(), audit=audit, clock=clock
+        )
 
     def routes(self) -> list[Route]:
         """The endpoints, relative to the admin API's base path."""
         return [
             Route("/config", self.view, methods=["GET"]),
+            Route("/lookups", self.lookups, methods=["GET"]),
             Route("/secrets/{reference}", self.put_secret, methods=["PUT"]),
             Route("/sources/{source_id}", self.model_source, methods=["PUT"]),
             Route("/capabilities/{capability_id}", self.define_capability, methods=["PUT"]),
@@ -224,6 +230,30 @@ class ConfigApi:
                 AdminErrorCode.ESRA_INVALID_REQUEST,
                 f"The body's {name} {in_body!r} differs from the URL's {in_path!r}.",
             )
+
+    async def lookups(self, request: Request) -> Response:
+        """GET /lookups: the model profiles, client applications and trusted issuers the
+        tenant's configuration may name (``ESRA_DATA_READ``, implied by both manage roles)."""
+        admin, tenant_id = await self._admin(request)
+        try:
+            found = await self._lookups.lookups(admin, tenant_id)
+        except NotPermittedError:
+            raise AdminError(
+                AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action."
+            ) from None
+        return JSONResponse(
+            {
+                "modelProfiles": [
+                    {"name": p.name, "kind": p.kind, "model": p.model} for p in found.model_profiles
+                ],
+                "clientApplications": list(found.client_applications),
+                "trustedIssuers": [
+                    {"issuer": i.issuer, "audiences": list(i.audiences)}
+                    for i in found.trusted_issuers
+                ],
+            },
+            headers={"cache-control": "no-store"},
+        )
 
     async def view(self, request: Request) -> Response:
         """GET /config: the tenant's draft, its version and the secret references."""

@@ -63,6 +63,10 @@ OPERATIONS: tuple[Operation, ...] = (
               "ESRA_DATA_MANAGE", ok="Download", errors=_STORE_ERRORS),
     Operation("get", "/config", "The tenant's configuration draft and secret references.",
               "ESRA_DATA_READ", ok="Configuration"),
+    Operation("get", "/lookups",
+              "The model profiles, client applications and trusted issuers the tenant's "
+              "configuration may name.",
+              "ESRA_DATA_READ", ok="Lookups"),
     Operation("put", "/secrets/{reference}", "Create or rotate a connection secret.",
               "SECURITY_MANAGE", body="Secret", errors=_CONFIG_ERRORS),
     Operation("put", "/sources/{source_id}", "Model a source and exactly its mappings.",
@@ -237,6 +241,21 @@ _SCHEMAS: dict[str, Any] = {
                 "type": ["string", "null"],
                 "description": "Pass as ?cursor= for the next page; null on the last.",
             },
+        },
+    },
+    "Lookups": {
+        "type": "object",
+        "required": ["modelProfiles", "clientApplications", "trustedIssuers"],
+        "properties": {
+            "modelProfiles": {"type": "array", "items": {
+                "type": "object", "required": ["name", "kind", "model"],
+                "properties": {"name": {"type": "string"}, "kind": {"type": "string"},
+                               "model": {"type": ["string", "null"]}}}},
+            "clientApplications": {"type": "array", "items": {"type": "string"}},
+            "trustedIssuers": {"type": "array", "items": {
+                "type": "object", "required": ["issuer", "audiences"],
+                "properties": {"issuer": {"type": "string"},
+                               "audiences": {"type": "array", "items": {"type": "string"}}}}},
         },
     },
 }  # fmt: skip

@@ -10,7 +10,6 @@ every attempt — allowed, denied or rejected — is audited under the tenant it
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
@@ -20,11 +19,12 @@ from esra.core.admin.publication import (
     names_missing_secret,
     publishable_snapshot,
 )
+from esra.core.admin.recording import record_admin_action
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
 from esra.core.admin.workspace import AdminWorkspace
-from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.audit import AuditDimension
 from esra.core.codes import AuditEvent
 from esra.core.config.access_policy import AccessPolicy
 from esra.core.config.capability import Capability
@@ -131,16 +131,14 @@ class _AdminService:
         reason: str | None,
         dimensions: dict[str, AuditDimension],
     ) -> None:
-        await self._audit.record(
-            AuditRecord(
-                event=event,
-                tenant_id=tenant_id,
-                correlation_id=f"admin:{uuid.uuid4().hex}",
-                at=self._clock.now(),
-                outcome=outcome,
-                reason=reason,
-                dimensions=dict(dimensions),
-            )
+        await record_admin_action(
+            self._audit,
+            self._clock,
+            event,
+            tenant_id=tenant_id,
+            outcome=outcome,
+            reason=reason,
+            dimensions=dimensions,
         )
 
 
