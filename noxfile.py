@@ -96,8 +96,15 @@ def bench(session: nox.Session) -> None:
     # only; no distribution depends on either. The embeddings extra adds the "esra-local-
     # embeddings" ranking; torch is pinned to the CPU build this machine installs from local
     # disk (a bare torch would pull a CUDA build).
+    # puremagic only for bench/magic_detection.py's comparison; ESRA detects types itself.
     _install_workspace(
-        session, "bm25s", "PyStemmer", "torch==2.13.0", "-e", "adapters/esra-llm[embeddings]"
+        session,
+        "bm25s",
+        "PyStemmer",
+        "puremagic",
+        "torch==2.13.0",
+        "-e",
+        "adapters/esra-llm[embeddings]",
     )
     for script in sorted((ROOT / "bench").glob("*.py")):
         if not script.name.startswith("_"):

@@ -27,8 +27,8 @@ REMEDIES: dict[DocumentRefusal, str] = {
         "Macro-enabled documents are refused. Save the document as a plain .docx and retry."
     ),
     DocumentRefusal.ACTIVE_CONTENT: (
-        "The document carries active content (embedded objects, ActiveX controls or DDE "
-        "fields). Remove it, save as a plain document and retry."
+        "The document carries active content (ActiveX controls or DDE fields). Remove it, "
+        "save as a plain document and retry."
     ),
     DocumentRefusal.TYPE_MISMATCH: (
         "The file's content does not match its extension. Upload it with its real extension."
