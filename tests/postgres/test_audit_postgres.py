@@ -195,3 +195,26 @@ async def test_schema_applies_once(pg_dsn: str) -> None:
             assert await audit_schema_version(conn, schema) == AUDIT_SCHEMA_VERSION
     finally:
         await _drop(pg_dsn, schema)
+
+
+async def test_a_batch_bound_as_binary_arrays_reads_back_exactly(
+    deployment: _Deployment,
+) -> None:
+    """Array syntax in values (quotes, braces, commas, backslashes), NULL beside text, and
+    a full batch: what the text format would have had to escape is stored as given."""
+    log = await PostgresAuditLog.open(deployment.host_dsn, schema=deployment.schema)
+    hostile = 'a "quoted", {braced} \\ back\\slash NULL ümlaut'
+    written = [
+        contract_record(0, subject=hostile, tags=('{"x"}', "y,z", "NULL")),
+        contract_record(1),  # no subject: NULL in the middle of the subject array
+        *(contract_record(n, subject=f"s-{n}") for n in range(2, 500)),
+    ]
+    try:
+        await log.write_batch(written)
+        page = await log.query(AuditQuery(tenant_id=TENANT, limit=1000))
+        assert sorted(page.records, key=lambda r: r.correlation_id) == sorted(
+            written, key=lambda r: r.correlation_id
+        )
+        assert (await log.query(AuditQuery(tenant_id=TENANT, subject=hostile))).records
+    finally:
+        await log.close()

@@ -1,10 +1,11 @@
 """PostgresAuditLog: the audit log in PostgreSQL (psycopg 3), appended in batches, read back.
 
 The backend of ``esra.core.audit_batching.BatchingAuditSink`` — ``write_batch`` is one
-multi-row ``INSERT … SELECT FROM unnest(…)``: one statement and one round trip per batch,
-all rows or none — and an ``esra.core.audit_query.AuditReader``: ``query`` reads one tenant
-newest first, keyset-paged on ``(at, seq)`` over the ``(tenant_id, at DESC, seq DESC)``
-index; ``WHERE tenant_id = …`` is in every statement.
+multi-row ``INSERT … SELECT FROM unnest(…)`` with the columns bound as binary arrays: one
+statement and one round trip per batch, all rows or none — and an
+``esra.core.audit_query.AuditReader``: ``query`` reads one tenant newest first, keyset-paged
+on ``(at, seq)`` over the ``(tenant_id, at DESC, seq DESC)`` index; ``WHERE tenant_id = …``
+is in every statement.
 
 Connect it as the host's role (``grant_audit_writer``): it needs only ``INSERT`` and
 ``SELECT``. ``prune_before`` (retention) is for the owner's connection.
@@ -70,12 +71,15 @@ class PostgresAuditLog:
         self._pool = pool
         self._owns_pool = False
         self._records = sql.Identifier(schema, "records")
+        # %b: the arrays go in PostgreSQL's binary format. In text format psycopg escapes
+        # every quote of every JSON document with a regular expression, on the event loop —
+        # most of a batch's CPU time, and what a call waiting for its audit records pays.
         self._insert = sql.SQL(
             "INSERT INTO {r} (tenant_id, at, event, correlation_id, subject, outcome, reason,"
             " dimensions)"
             " SELECT t, a, e, c, s, o, x, d::jsonb FROM unnest("
-            "%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[],"
-            " %s::text[], %s::text[]) AS u (t, a, e, c, s, o, x, d)"
+            "%b::text[], %b::timestamptz[], %b::text[], %b::text[], %b::text[], %b::text[],"
+            " %b::text[], %b::text[]) AS u (t, a, e, c, s, o, x, d)"
         ).format(r=self._records)
 
     @classmethod

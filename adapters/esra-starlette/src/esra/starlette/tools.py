@@ -42,6 +42,7 @@ from mcp.types import (
 )
 
 from esra.core.audit import AuditRecord
+from esra.core.audit_batching import AuditUnavailableError, deferred_audit_waits
 from esra.core.clock import SystemClock
 from esra.core.codes import AuditEvent
 from esra.core.config.exposure import Exposure
@@ -270,7 +271,21 @@ class EsraTools:
     async def call(
         self, caller: AuthenticatedCaller | None, name: str, arguments: object
     ) -> CallToolResult:
-        """Authorize, audit and run one call of the tool ``name`` for ``caller``."""
+        """Authorize, audit and run one call of the tool ``name`` for ``caller``.
+
+        The call's audit records are waited for once, before it is answered, rather than one
+        commit after another (``deferred_audit_waits``); if they cannot be written, the
+        caller gets the error, never the results.
+        """
+        try:
+            async with deferred_audit_waits():
+                return await self._call(caller, name, arguments)
+        except AuditUnavailableError as exc:
+            return error_result(exc)
+
+    async def _call(
+        self, caller: AuthenticatedCaller | None, name: str, arguments: object
+    ) -> CallToolResult:
         if caller is None:
             return error_result(ExposureNotFoundError())
         tool = (await self.visible_to(caller)).get(name)

@@ -5,11 +5,18 @@ The guarantee, precisely:
 - ``record()`` returns once the record is **accepted**: it holds a place in a bounded
   in-process queue (``queue_size`` records, counting the batch being written). When the
   queue is full, ``record()`` waits for room — the invocation waits; nothing is dropped.
-  With ``wait_for_write=True`` it returns only once the record's batch is committed.
+  With ``wait_for_write=True`` it returns only once the record's batch is committed —
+  except inside ``deferred_audit_waits()``, which a host opens around one invocation: there
+  ``record()`` returns once the record is accepted, and leaving the block waits once until
+  every record accepted in it is committed (or raises ``AuditUnavailableError``). The
+  invocation is answered after that, so its records are still durable before its answer,
+  but they cost one wait (and, with concurrent invocations, a share of one commit) instead
+  of one commit each, one after another.
 - A background writer hands accepted records to ``backend.write_batch`` in arrival order,
   at most ``max_batch`` at a time, no later than ``flush_interval_s`` after the first of a
-  batch was accepted (sooner when a batch is full, ``flush()`` is called or someone waits
-  for the write).
+  batch was accepted — at once when a batch is full, ``flush()`` is called or someone waits
+  for a record not yet written. Everything queued then goes in that batch: the records of
+  every invocation waiting at the moment share one commit.
 - A failed write is retried, the same batch in the same order, with exponential backoff and
   jitter (stamina), for as long as it takes. Records stay queued meanwhile, so a backend that
   is down fills the queue and then holds invocations back.
@@ -24,16 +31,19 @@ The guarantee, precisely:
 
 What can be lost is only what a killed process held in memory: at most the records accepted
 in its last ``flush_interval_s`` plus one write (``wait_for_write=True`` closes that window
-for the records that need it).
+for every answered invocation: what it may still lose are records of invocations not yet
+answered).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import contextvars
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 import stamina
@@ -44,7 +54,7 @@ from esra.core.clock import SystemClock
 from esra.core.exceptions import EsraError
 from esra.core.ports import Clock
 
-__all__ = ["AuditBackend", "AuditUnavailableError", "BatchingAuditSink"]
+__all__ = ["AuditBackend", "AuditUnavailableError", "BatchingAuditSink", "deferred_audit_waits"]
 
 _log = logging.getLogger(__name__)
 UNWRITTEN_LOGGER = "esra.audit.unwritten"
@@ -62,6 +72,64 @@ class AuditBackend(Protocol):
     async def write_batch(self, records: Sequence[AuditRecord]) -> None:
         """Append ``records``; raise if they are not all durable."""
         ...
+
+
+class _DeferredWaits:
+    """The records an open ``deferred_audit_waits()`` block still has to see written."""
+
+    def __init__(self) -> None:
+        self.open = True
+        # Per sink, the number of its last record accepted in the block: records are written
+        # in order, so once that one is written all of the block's are.
+        self.targets: dict[BatchingAuditSink, int] = {}
+
+
+_DEFERRED: contextvars.ContextVar[_DeferredWaits | None] = contextvars.ContextVar(
+    "esra_audit_deferred_waits", default=None
+)
+
+
+@contextlib.asynccontextmanager
+async def deferred_audit_waits() -> AsyncIterator[None]:
+    """One invocation's audit waits, deferred to its end: wrap the invocation, not more.
+
+    Inside the block (and in tasks started from it), a ``BatchingAuditSink`` with
+    ``wait_for_write`` accepts records without waiting for their write. Leaving the block —
+    normally or by an exception — waits until every record accepted in it is written, so
+    whoever answers after the block answers only once the invocation's records are durable.
+    Other sinks are unaffected; a nested block leaves the waiting to the outermost one.
+
+    Raises:
+        AuditUnavailableError: on leaving the block, a record accepted in it could not be
+            written (the backend became unavailable). The invocation must then not be
+            answered with its results.
+    """
+    if _DEFERRED.get() is not None:
+        yield
+        return
+    waits = _DeferredWaits()
+    token = _DEFERRED.set(waits)
+    try:
+        yield
+    except Exception:
+        await _wait_all(waits)
+        raise
+    except BaseException:
+        # Cancelled: nothing will be answered, so nothing waits. The records stay queued
+        # and are written like any other.
+        waits.open = False
+        raise
+    else:
+        await _wait_all(waits)
+    finally:
+        _DEFERRED.reset(token)
+
+
+async def _wait_all(waits: _DeferredWaits) -> None:
+    # Closed first: a record made from now on (by a task the block started) waits itself.
+    waits.open = False
+    for sink, target in waits.targets.items():
+        await sink._wait_written(target)
 
 
 class _GiveUpError(Exception):
@@ -114,7 +182,9 @@ class BatchingAuditSink:
         self._in_flight = 0
         self._accepted = 0
         self._written = 0
-        self._urgent = 0  # flush() calls and write-waiters that want the writer not to linger
+        # The last record someone waits for (flush(), a write-waiter): while it is not
+        # written, the writer does not linger.
+        self._wanted = 0
         self._unavailable = False
         self._closing = False
         self._changed: asyncio.Condition | None = None
@@ -160,9 +230,17 @@ class BatchingAuditSink:
             self._accepted += 1
             target = self._accepted
             self._start_writer()
-            changed.notify_all()
+            if len(self._pending) in {1, self._max_batch}:
+                # Only the writer waits for records to arrive, and it acts on the first one
+                # (it was idle) or on a full batch (it stops lingering); waking every waiter
+                # for every record would cost the event loop a task switch each time.
+                changed.notify_all()
         if self._wait_for_write:
-            await self._wait_written(target)
+            waits = _DEFERRED.get()
+            if waits is not None and waits.open:
+                waits.targets[self] = target
+            else:
+                await self._wait_written(target)
 
     async def flush(self) -> None:
         """Return once every record accepted before this call is written.
@@ -209,12 +287,10 @@ class BatchingAuditSink:
     async def _wait_written(self, target: int) -> None:
         changed = self._condition()
         async with changed:
-            self._urgent += 1
-            changed.notify_all()
-            try:
-                await changed.wait_for(lambda: self._written >= target or self._stopped())
-            finally:
-                self._urgent -= 1
+            if target > self._wanted:
+                self._wanted = target
+                changed.notify_all()
+            await changed.wait_for(lambda: self._written >= target or self._stopped())
             if self._written < target:
                 raise AuditUnavailableError
 
@@ -224,7 +300,14 @@ class BatchingAuditSink:
         return self._unavailable or writer_done
 
     def _lingering(self) -> bool:
-        return not self._closing and self._urgent == 0 and len(self._pending) < self._max_batch
+        # Compared with what is written, not with whether anyone still waits: a waiter the
+        # last batch satisfied has not run yet to say so, and must not start a batch nobody
+        # needs now (that would be one more commit per invocation).
+        return (
+            not self._closing
+            and self._wanted <= self._written
+            and len(self._pending) < self._max_batch
+        )
 
     async def _run(self) -> None:
         changed = self._condition()
@@ -261,8 +344,10 @@ class BatchingAuditSink:
     async def _write(self, batch: Sequence[AuditRecord]) -> None:
         failing_since: float | None = None
 
-        def retry(exc: Exception) -> bool:
-            return not isinstance(exc, _GiveUpError)
+        def retry(exc: BaseException) -> bool:
+            # Only failed writes: stamina asks about a cancellation too, and retrying that
+            # would leave a writer nobody can stop (a loop shutting down would hang on it).
+            return isinstance(exc, Exception) and not isinstance(exc, _GiveUpError)
 
         while True:
             try:
