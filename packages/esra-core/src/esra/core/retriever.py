@@ -195,9 +195,14 @@ class Retriever:
         snapshot = await self._config.snapshot(ctx.tenant_id)
         if snapshot is None:
             raise ExposureNotFoundError
-        health = await self._health.health_of(self._bound_sources(snapshot, ctx.exposure_slug))
+        # Probed inside resolution, after the four levels: only sources this caller may use.
         scope = await resolve_scope(
-            ctx, snapshot, health=health, audit=self._audit, clock=self._clock
+            ctx,
+            snapshot,
+            health={},
+            audit=self._audit,
+            clock=self._clock,
+            probe=self._health.health_of,
         )
         if filters:
             await self._check_filters(ctx, snapshot, filters)
@@ -410,13 +415,6 @@ class Retriever:
         if self._keyring is None:
             return None
         return DocumentRefMinter(self._keyring, self._clock, ctx, self._ref_ttl_s)
-
-    @staticmethod
-    def _bound_sources(snapshot: ConfigSnapshot, slug: str) -> tuple[str, ...]:
-        """Sources the exposure's capability binds: the only ones worth a health probe."""
-        exposure = snapshot.exposure_by_slug(slug)
-        capability = snapshot.capability(exposure.capability_id) if exposure else None
-        return tuple(b.source_id for b in capability.bindings) if capability else ()
 
     async def _audit_validation(
         self, ctx: InvocationContext, scope: EffectiveScope, outcome: ValidationOutcome

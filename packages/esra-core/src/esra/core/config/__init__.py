@@ -9,6 +9,7 @@ from esra.core.config.capability import (
     ResponseMode,
     SourceBinding,
 )
+from esra.core.config.ceilings import LimitCeilings
 from esra.core.config.converter import CONVERTER, dump_snapshot, load_snapshot
 from esra.core.config.exposure import Exposure, RetentionClass
 from esra.core.config.mapping import (
@@ -50,6 +51,7 @@ __all__ = [
     "FieldSpec",
     "FieldType",
     "LifecycleState",
+    "LimitCeilings",
     "Mapping",
     "MaskingKind",
     "MaskingRule",

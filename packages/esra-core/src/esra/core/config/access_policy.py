@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from esra.core.config.capability import ResponseMode
+from esra.core.config.ceilings import LimitCeilings
 from esra.core.config.exposure import Exposure
 
 __all__ = ["AccessPolicy"]
@@ -22,7 +24,10 @@ class AccessPolicy:
 
     ``allowed_client_apps`` of ``None`` admits every client application of the tenant;
     otherwise an exposure's audience must lie within it. Every claim in
-    ``required_claims`` must be present on the caller.
+    ``required_claims`` must be present on the caller. ``response_modes`` and ``limits``
+    narrow the capability's for every caller of the tool, as the exposure's do: governance
+    can take an answer mode away or tighten a bound, never add one (see
+    ``esra.core.config.ceilings``).
     """
 
     tenant_id: str
@@ -30,6 +35,8 @@ class AccessPolicy:
     capability_id: str
     allowed_client_apps: frozenset[str] | None = None
     required_claims: frozenset[str] = frozenset()
+    response_modes: frozenset[ResponseMode] | None = None
+    limits: LimitCeilings = attrs.field(factory=LimitCeilings)
 
     @classmethod
     def matching(

@@ -6,8 +6,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar, get_origin
 
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
+from esra.core.config.access_policy import AccessPolicy
+from esra.core.config.ceilings import LimitCeilings
+from esra.core.config.exposure import Exposure
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.exceptions import ConfigurationError
 
@@ -32,6 +36,23 @@ def _sorted_set_dumper(_kind: object) -> Callable[[frozenset[Any]], list[Any]]:
 
 
 CONVERTER.register_unstructure_hook_factory(_is_frozenset, _sorted_set_dumper)
+
+# The narrowing levels are written only where set, so a configuration that narrows nothing
+# dumps exactly as before they existed (stored and exported documents do not change), and
+# one that does shows only the ceilings it sets.
+CONVERTER.register_unstructure_hook(
+    LimitCeilings, make_dict_unstructure_fn(LimitCeilings, CONVERTER, _cattrs_omit_if_default=True)
+)
+for _narrowed in (Exposure, AccessPolicy):
+    CONVERTER.register_unstructure_hook(
+        _narrowed,
+        make_dict_unstructure_fn(
+            _narrowed,
+            CONVERTER,
+            response_modes=override(omit_if_default=True),
+            limits=override(omit_if_default=True),
+        ),
+    )
 
 
 def load_snapshot(data: dict[str, Any]) -> ConfigSnapshot:

@@ -7,6 +7,9 @@ from enum import StrEnum
 
 import attrs
 
+from esra.core.config.capability import ResponseMode
+from esra.core.config.ceilings import LimitCeilings
+
 __all__ = ["Exposure", "RetentionClass"]
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_]{0,40}$")
@@ -30,6 +33,10 @@ class Exposure:
     """Publishes a capability to an audience of client applications.
 
     ``source_subset`` of ``None`` exposes every source the capability binds.
+
+    ``response_modes`` and ``limits`` narrow the capability's for this audience: ``None`` and
+    unset ceilings keep the capability's own, and nothing here can widen them (see
+    ``esra.core.config.ceilings``).
     """
 
     id: str
@@ -44,6 +51,8 @@ class Exposure:
     size_cap_chars: int = 20_000
     fragment_chars: int = 400
     retention: RetentionClass = RetentionClass.STANDARD
+    response_modes: frozenset[ResponseMode] | None = None
+    limits: LimitCeilings = attrs.field(factory=LimitCeilings)
 
     @property
     def tool_name(self) -> str:

@@ -8,6 +8,7 @@ import attrs
 
 from esra.core.config.access_policy import AccessPolicy
 from esra.core.config.capability import Capability
+from esra.core.config.ceilings import effective_response_modes
 from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
 from esra.core.config.record_filter_template import parse_record_filter_template
@@ -138,6 +139,19 @@ def _check_policies(snapshot: ConfigSnapshot, capability_ids: set[str]) -> None:
         allowed = policy.allowed_client_apps
         if allowed is not None and not exposure.audience <= allowed:
             _fail(f"exposure {exposure.slug!r} reaches beyond its access policy's client apps")
+        capability = snapshot.capability(exposure.capability_id)
+        if capability is not None:
+            # Refused at publication rather than at each call: a tool whose levels leave it
+            # nothing to serve would otherwise be listed and then fail every invocation.
+            try:
+                effective_response_modes(
+                    capability.response_modes, (exposure.response_modes, policy.response_modes)
+                )
+            except ConfigurationError:
+                _fail(
+                    f"exposure {exposure.slug!r}: its capability, its own response modes and "
+                    "its access policy's allow no results mode in common"
+                )
 
 
 def _check_mapping_fields(mapping: Mapping) -> None:

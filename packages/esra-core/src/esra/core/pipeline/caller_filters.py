@@ -42,6 +42,7 @@ from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.context import ClaimValue, InvocationContext
 from esra.core.exceptions import (
+    ConfigurationError,
     ExposureNotFoundError,
     InvalidRequestError,
     NoSourcesAvailableError,
@@ -154,7 +155,8 @@ async def listed_filter_fields(
         scope = await resolve_scope(
             ctx, snapshot, health={}, audit=_Unaudited(), clock=SystemClock()
         )
-    except (ExposureNotFoundError, NoSourcesAvailableError):
+    except (ConfigurationError, ExposureNotFoundError, NoSourcesAvailableError):
+        # A tool its levels leave nothing to serve lists no filters; calling it fails closed.
         return ()
     return caller_filter_fields(ctx, scope.sources, capabilities)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable
 from collections.abc import Mapping as MappingABC
 
 import attrs
@@ -9,16 +10,24 @@ import attrs
 from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.codes import AuditEvent, ErrorCode, WarningCode
 from esra.core.config.capability import BindingMode, Capability, CapabilityLimits, ResponseMode
+from esra.core.config.ceilings import effective_response_modes, narrowed_limits
 from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.config.source import LifecycleState, Source, SourceHealth
 from esra.core.context import InvocationContext
-from esra.core.exceptions import ExposureNotFoundError, NoSourcesAvailableError
+from esra.core.exceptions import (
+    ConfigurationError,
+    ExposureNotFoundError,
+    NoSourcesAvailableError,
+)
 from esra.core.ports import AuditSink, Clock
 from esra.core.response import ResponseWarning
 
-__all__ = ["EffectiveScope", "ScopedSource", "admitted_exposure", "resolve_scope"]
+__all__ = ["EffectiveScope", "HealthProbe", "ScopedSource", "admitted_exposure", "resolve_scope"]
+
+# Asked for the live health of the sources that passed all four levels, and of no other.
+HealthProbe = Callable[[Iterable[str]], Awaitable[MappingABC[str, SourceHealth]]]
 
 
 @attrs.frozen
@@ -34,6 +43,10 @@ class ScopedSource:
 @attrs.frozen
 class EffectiveScope:
     """The intersection of the four levels, after health, with the effective limits.
+
+    ``limits`` and ``response_modes`` are the capability's narrowed by the exposure and its
+    access policy (``esra.core.config.ceilings``); every stage reads them from here, never
+    from the capability.
 
     ``warnings`` say which sources the caller is entitled to and would have had searched
     unconditionally were left out because they are unavailable; every response of the
@@ -68,13 +81,23 @@ async def resolve_scope(
     health: MappingABC[str, SourceHealth],
     audit: AuditSink,
     clock: Clock,
+    probe: HealthProbe | None = None,
 ) -> EffectiveScope:
-    """Intersect the four scope levels, apply health, and audit the result.
+    """Intersect the four scope levels, apply health, compute the limits, audit the result.
 
     The levels are (1) source policy: lifecycle ``ACTIVE`` and the client application admitted;
     (2) the capability's bindings; (3) the exposure's source subset; (4) the platform's runtime
-    authorization. A source reported ``UNAVAILABLE`` (by ``health``, else by its configured
-    health) or without mappings is dropped. Sources keep their binding order.
+    authorization. A source reported ``UNAVAILABLE`` (by ``probe``, else by ``health``, else
+    by its configured health) or without mappings is dropped. Sources keep their binding order.
+
+    ``probe`` is asked only after the four levels, and only about the sources that passed
+    them: a source the caller may not use is never probed on the caller's behalf, so nothing
+    its probe logs (a failure naming it) is caused by this caller. A caller the exposure's
+    access policy refuses causes no probe at all.
+
+    The effective limits are the capability's, each lowered to the smallest ceiling the
+    exposure or its access policy sets; the effective response modes are those all three
+    allow.
 
     A mandatory or policy-forced source dropped for health leaves an
     ``ESRA_SOURCE_UNAVAILABLE`` warning naming it by its business name: it passed all four
@@ -91,6 +114,9 @@ async def resolve_scope(
             unpublished, not published to the caller's client application, or its access
             policy does not admit the caller (one error for all, so a caller outside the
             policy learns nothing about the tool).
+        ConfigurationError: the capability, exposure and access policy leave no ``results``
+            response mode (a snapshot refuses such a published exposure; this fails closed
+            should one be served anyway).
         NoSourcesAvailableError: nothing remains after the intersection and health.
     """
     exposure = admitted_exposure(ctx, snapshot)
@@ -106,6 +132,28 @@ async def resolve_scope(
             )
         )
         raise ExposureNotFoundError
+    # admitted_exposure has just found the policy; it fails closed without one.
+    access_policy = snapshot.access_policy(exposure.slug)
+    ceilings = (exposure.limits, *([access_policy.limits] if access_policy else []))
+    try:
+        response_modes = effective_response_modes(
+            capability.response_modes,
+            (exposure.response_modes, access_policy.response_modes if access_policy else None),
+        )
+    except ConfigurationError:
+        await audit.record(
+            AuditRecord.of(
+                ctx,
+                clock,
+                AuditEvent.SOURCES_RESOLVE,
+                outcome="failed",
+                reason=ErrorCode.ESRA_CONFIGURATION_INVALID.value,
+                dimensions={"exposure_id": exposure.id, "capability_id": capability.id},
+            )
+        )
+        # The fixed public message: which level took the mode away is the operator's to
+        # learn from the configuration, not the caller's.
+        raise ConfigurationError from None
 
     by_id = {s.id: s for s in snapshot.sources}
     # Level 1 runs over every source of the tenant; each later level narrows the previous one,
@@ -120,11 +168,12 @@ async def resolve_scope(
         for b in subset
         if ctx.authorized_source_ids is None or b.source_id in ctx.authorized_source_ids
     ]
+    probed = await probe(tuple(b.source_id for b in authorized)) if probe is not None else {}
     available: list[ScopedSource] = []
     unavailable: list[ResponseWarning] = []
     for binding in authorized:
         source = by_id[binding.source_id]
-        state = health.get(source.id, source.health)
+        state = probed.get(source.id, health.get(source.id, source.health))
         if state is SourceHealth.UNAVAILABLE:
             if binding.mode is not BindingMode.OPTIONAL and snapshot.mappings_of(source.id):
                 unavailable.append(_unavailable_warning(source))
@@ -175,8 +224,8 @@ async def resolve_scope(
         exposure=exposure,
         capability=capability,
         sources=effective,
-        limits=capability.limits,
-        response_modes=capability.response_modes,
+        limits=narrowed_limits(capability.limits, ceilings),
+        response_modes=response_modes,
         config_version=snapshot.version,
         warnings=tuple(unavailable),
     )
