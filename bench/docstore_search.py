@@ -197,7 +197,7 @@ def main() -> None:
     """Seed each size once, then print search p50/p99 per size."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--quick", action="store_true", help='the smallest size only')
+    parser.add_argument("--quick", action="store_true", help="the smallest size only")
     args = parser.parse_args()
     if args.quick:
         args.sizes = [min(args.sizes)]

@@ -271,7 +271,7 @@ def main() -> None:
     """Run the benchmark and print one line per source count."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--iterations", type=int, default=150)
-    parser.add_argument("--quick", action="store_true", help='30 iterations')
+    parser.add_argument("--quick", action="store_true", help="30 iterations")
     args = parser.parse_args()
     if args.quick:
         args.iterations = min(args.iterations, 30)

@@ -311,7 +311,7 @@ def main() -> None:
     """Seed once if needed, run the side-by-side measurement, print p50/p95 and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--quick", action="store_true", help='20 iterations')
+    parser.add_argument("--quick", action="store_true", help="20 iterations")
     args = parser.parse_args()
     if args.quick:
         args.iterations = min(args.iterations, 20)
