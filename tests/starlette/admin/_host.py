@@ -20,6 +20,7 @@ from esra.core.fetch.tokens import Keyring
 from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
 from esra.core.testing.provider import InMemorySearchProvider
+from esra.sqlite import SqliteDocumentRepository
 from esra.starlette.admin import AdminLimits
 from esra.starlette.app import create_app
 from esra.starlette.stores import TenantStore, open_tenant_stores
@@ -69,10 +70,11 @@ async def open_admin_host(
     """Build the host; with ``initialised`` tenant A's store is Ready from the start."""
     database = tmp_path / "store.db"
     if initialised:
-        async with open_tenant_stores(
-            {TENANT_A: database}, audit=InMemoryAuditSink(), clock=FakeClock(NOW)
-        ) as stores:
-            await stores[TENANT_A].repository.initialize()
+        repository = SqliteDocumentRepository(database)
+        try:
+            await repository.initialize()
+        finally:
+            await repository.close()
     audit = InMemoryAuditSink()
     clock = FakeClock(NOW)
     config = StaticConfigRepository([snapshot_a(), snapshot_b()])

@@ -95,6 +95,12 @@ class Site:
         return outcome.document.id
 
 
+def sqlite_repository(store: TenantStore) -> SqliteDocumentRepository:
+    """The SQLite repository behind ``store`` (the port it is typed by has no schema calls)."""
+    assert isinstance(store.repository, SqliteDocumentRepository)
+    return store.repository
+
+
 def tenant_store(
     database: Path,
     *,
@@ -160,7 +166,7 @@ async def open_site(
         # Let a held-open initialisation finish before closing what it writes to.
         with contextlib.suppress(asyncio.CancelledError):
             await store.lifecycle.wait()
-        await store.repository.close()
+        await sqlite_repository(store).close()
 
 
 def http(site: Site, *, base_url: str = BASE) -> httpx2.AsyncClient:

@@ -37,7 +37,13 @@ from esra.starlette.portal import portal_app
 from esra.starlette.serve import AnnouncingServer, free_port
 from tests._external import shared_data
 from tests.starlette._tokens import NOW, idp
-from tests.starlette.portal._site import TENANT, manager_token, reader_token, tenant_store
+from tests.starlette.portal._site import (
+    TENANT,
+    manager_token,
+    reader_token,
+    sqlite_repository,
+    tenant_store,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -103,7 +109,7 @@ class PortalServer:
         async def held_initialisation() -> None:
             if not await asyncio.to_thread(gate.wait, WAIT_MS / 1000):
                 raise StoreInitialisationError("held", "The test never released it.")
-            await store.repository.initialize()
+            await sqlite_repository(store).initialize()
 
         store = tenant_store(
             self.database, audit=InMemoryAuditSink(), clock=clock, initialiser=held_initialisation
@@ -127,7 +133,7 @@ class PortalServer:
         finally:
             gate.set()
             await store.lifecycle.wait()
-            await store.repository.close()
+            await sqlite_repository(store).close()
 
     @contextlib.contextmanager
     def running(self) -> Iterator[PortalServer]:

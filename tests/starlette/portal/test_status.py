@@ -22,6 +22,7 @@ from tests.starlette.portal._site import (
     open_site,
     reader_token,
     sign_in,
+    sqlite_repository,
     token_for,
 )
 
@@ -50,7 +51,7 @@ async def test_initializing_is_shown_and_polled_until_ready(tmp_path: Path) -> N
 
     async def slow_schema() -> None:
         await gate.wait()
-        await site.store.repository.initialize()
+        await sqlite_repository(site.store).initialize()
 
     async with (
         open_site(tmp_path, ready=False, initialiser=slow_schema) as site,

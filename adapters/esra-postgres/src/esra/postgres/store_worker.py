@@ -1,5 +1,11 @@
 """A document-store ingestion worker process: ``python -m esra.postgres.store_worker``.
 
+**Deprecated:** ``esra worker --config settings.toml`` serves a tenant store of kind
+``postgres-document-store`` (its template resolved through the host's secrets and outbound
+allowlist) together with every other store the host serves. This entry point still works
+in this release and says so on stderr; it is removed in a later one. ``run_worker`` stays a
+library function.
+
 Runs ``esra.core.docstore.ingestion.IngestionWorker`` turns over a
 ``PostgresDocumentRepository`` until stopped (SIGTERM / SIGINT finish the current turn first)
 or, with ``--until-idle``, until a turn finds no work. Any number of these may run against
@@ -36,9 +42,14 @@ from esra.core.docstore.worker_loop import TurnTotals, run_turns
 from esra.postgres.store_repository import PostgresDocumentRepository
 from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
 
-__all__ = ["WorkerSummary", "main", "run_worker"]
+__all__ = ["DEPRECATION_NOTICE", "WorkerSummary", "main", "run_worker"]
 
 _log = logging.getLogger("esra.postgres.store_worker")
+DEPRECATION_NOTICE = (
+    "esra: python -m esra.postgres.store_worker is deprecated and will be removed: configure "
+    "the tenant's store as a source of kind postgres-document-store and run "
+    "`esra worker --config settings.toml` instead (see docs/document-store.md)\n"
+)
 
 
 @attrs.define
@@ -135,7 +146,11 @@ async def _main(args: argparse.Namespace) -> WorkerSummary:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse arguments, run the worker, print its summary as one JSON line."""
+    """Parse arguments, run the worker, print its summary as one JSON line (deprecated)."""
+    # Not warnings.warn: a DeprecationWarning is hidden by default, and the operator running
+    # this command is the one who must hear it.
+    sys.stderr.write(DEPRECATION_NOTICE)
+    sys.stderr.flush()
     parser = _parser()
     args = parser.parse_args(argv)
     if not args.dsn:

@@ -26,7 +26,10 @@ What it composes, in one place:
 - **one** ``Executor`` for the whole process, shared by every tenant's search and fetch, so
   the per-instance concurrency bound is the process's, not multiplied by the tenants;
 - the model, the document-reference keyring, the trusted issuers and the tenants' document
-  store databases.
+  stores: per tenant, the :class:`~esra.core.docstore.store_registry.StoreRequest` of its
+  store source (of any kind an installed distribution registers under
+  ``esra.document_stores``), with the same secrets and allowlist as the providers; the admin
+  API, ``esra worker`` and ``esra ingest`` open it through the ``DocumentStoreRegistry``.
 
 **Live publications.** Where the configuration is durable (a ``DurableConfigRepository``)
 and providers are opened, a :class:`~esra.core.live_config.ConfigFollower` owns the
@@ -60,6 +63,7 @@ from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
 from esra.core.clock import SystemClock
 from esra.core.config import ConfigSnapshot, LifecycleState, Source
+from esra.core.docstore.store_registry import StoreRequest
 from esra.core.durable_config import DurableConfigRepository
 from esra.core.fetch.tokens import Keyring
 from esra.core.live_config import ConfigFollower
@@ -86,7 +90,7 @@ from esra.starlette.durable_state import (
     open_state,
     postgres_connect_kwargs,
 )
-from esra.starlette.host import HostParts, open_model, store_databases
+from esra.starlette.host import HostParts, open_model, store_sources
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.settings import HostSettings, ServerSettings, StateSettings
 
@@ -96,7 +100,9 @@ __all__ = [
     "SourcePlacement",
     "bootstrap",
     "default_allowlist",
-    "store_databases_of",
+    "embedded_store_request",
+    "store_requests",
+    "store_tenants_of",
 ]
 
 _log = logging.getLogger(__name__)
@@ -169,8 +175,8 @@ class Runtime:
     issuers: tuple[TrustedIssuer, ...] = ()
     model: LanguageModel | None = None
     server: ServerSettings = attrs.field(factory=ServerSettings)
-    # Per tenant with a document store, its SQLite database.
-    stores: Mapping[str, Path] = attrs.field(factory=dict)
+    # Per tenant with a document store, what its kind's factory opens.
+    stores: Mapping[str, StoreRequest] = attrs.field(factory=dict)
     # The configuration each tenant was served at start (the database's publication, or
     # the settings' / embedded snapshot).
     snapshots: tuple[ConfigSnapshot, ...] = ()
@@ -293,22 +299,62 @@ def default_allowlist(settings: HostSettings) -> ConfiguredHostAllowlist:
     return ConfiguredHostAllowlist({t.id: t.outbound_hosts for t in settings.tenants})
 
 
-def store_databases_of(settings: HostSettings | None, data_dir: Path | None) -> dict[str, Path]:
-    """Per tenant, its document store's database: the configured ones, or the embedded one.
+def store_tenants_of(settings: HostSettings | None, data_dir: Path | None) -> frozenset[str]:
+    """The tenants with a document store: the configured ones, or the embedded default's.
 
     Raises:
         ValueError: neither settings nor a data directory were given.
         OSError: the embedded default's data directory cannot be created.
     """
-    from esra.starlette.embedded import EMBEDDED_TENANT, STORE_FILE  # noqa: PLC0415
+    from esra.starlette.embedded import EMBEDDED_TENANT  # noqa: PLC0415
 
     if settings is not None:
-        return store_databases(settings)
+        return frozenset(store_sources(settings))
     if data_dir is None:
         msg = "the embedded default needs a data directory"
         raise ValueError(msg)
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return {EMBEDDED_TENANT: data_dir / STORE_FILE}
+    return frozenset({EMBEDDED_TENANT})
+
+
+def store_requests(
+    settings: HostSettings, *, secrets: SecretStore, allowlist: HostAllowlist
+) -> dict[str, StoreRequest]:
+    """Per configured tenant with a document-store source, the request its kind's factory
+    opens: the source, the tenant's databases directory and the source's options, resolved
+    through the same secrets and allowlist as every provider."""
+    sources = store_sources(settings)
+    requests: dict[str, StoreRequest] = {}
+    for tenant in settings.tenants:
+        source = sources.get(tenant.id)
+        if source is not None:
+            requests[tenant.id] = StoreRequest(
+                source=source,
+                secrets=secrets,
+                allowlist=allowlist,
+                mappings=tenant.snapshot.mappings_of(source.id),
+                databases=tenant.databases,
+                options=tenant.source_options.get(source.id, {}),
+            )
+    return requests
+
+
+def embedded_store_request(
+    data_dir: Path, *, secrets: SecretStore, allowlist: HostAllowlist
+) -> StoreRequest:
+    """The embedded default's store: its snapshot's store source, kept in the data
+    directory's ``document-store.db`` (the host's file, not the configuration's)."""
+    from esra.starlette.embedded import STORE_FILE, embedded_snapshot  # noqa: PLC0415
+
+    snapshot = embedded_snapshot()
+    source = next(s for s in snapshot.sources if s.provider_kind == STORE_PROVIDER_KIND)
+    return StoreRequest(
+        source=attrs.evolve(source, connection_ref=STORE_FILE),
+        secrets=secrets,
+        allowlist=allowlist,
+        mappings=snapshot.mappings_of(source.id),
+        databases=data_dir,
+    )
 
 
 async def _close_model(model: object) -> None:
@@ -530,7 +576,11 @@ async def _configured(
         issuers=settings.issuers if purpose is Purpose.SERVE else (),
         model=model,
         server=settings.server,
-        stores=store_databases(settings) if purpose is not Purpose.DEMO else {},
+        stores=(
+            store_requests(settings, secrets=secrets, allowlist=allowlist)
+            if purpose is not Purpose.DEMO
+            else {}
+        ),
         snapshots=served,
         publisher=publisher,
         workspaces=workspaces,
@@ -563,10 +613,20 @@ async def _embedded(
     from esra.starlette.demo.build import build_demo_databases  # noqa: PLC0415
     from esra.starlette.demo.config import demo_snapshot  # noqa: PLC0415
     from esra.starlette.devtoken import load_or_create_dev_issuer  # noqa: PLC0415
-    from esra.starlette.embedded import STORE_FILE, embedded_snapshot  # noqa: PLC0415
+    from esra.starlette.embedded import (  # noqa: PLC0415
+        EMBEDDED_TENANT,
+        STORE_FILE,
+        embedded_snapshot,
+    )
 
     demo = purpose is Purpose.DEMO
-    stores = {} if demo else store_databases_of(None, data_dir)
+    stores = (
+        {}
+        if demo or data_dir is None
+        else {
+            EMBEDDED_TENANT: embedded_store_request(data_dir, secrets=secrets, allowlist=allowlist)
+        }
+    )
     initial = demo_snapshot() if demo else embedded_snapshot()
     repository, publisher, workspaces = _configuration(config, durable_workspaces, (initial,))
     served = await _served(repository, initial, workspaces)
@@ -574,8 +634,9 @@ async def _embedded(
     if purpose is Purpose.SERVE and data_dir is not None:
         issuer = load_or_create_dev_issuer(data_dir)
         issuers = (issuer.trusted(frozenset({served.tenant_id})),)
-        for store_path in stores.values():
-            repository_of_store = SqliteDocumentRepository(store_path)
+        if stores:
+            # The embedded store is the host's own: its schema is applied at every start.
+            repository_of_store = SqliteDocumentRepository(data_dir / STORE_FILE)
             try:
                 await repository_of_store.initialize()  # idempotent: creates the schema
             finally:

@@ -27,6 +27,7 @@ from esra.core.docstore.extras import MissingExtraError
 from esra.core.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
+    from esra.core.docstore.model import StoreSettings
     from esra.starlette.bootstrap import Runtime
     from esra.starlette.serve import HostServer
     from esra.starlette.settings import HostSettings
@@ -162,7 +163,11 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     worker.add_argument("--config", type=Path, default=None, help="the host's TOML settings")
     worker.add_argument(
-        "--once", action="store_true", help="drain the queues, then exit instead of waiting"
+        "--once",
+        "--until-idle",
+        dest="once",
+        action="store_true",
+        help="drain the queues, then exit instead of waiting",
     )
     worker.add_argument(
         "--interval",
@@ -386,16 +391,16 @@ def _settings(args: argparse.Namespace) -> HostSettings | None:
     return load_settings(args.config, model_key=False)
 
 
-def _stores(args: argparse.Namespace, settings: HostSettings | None) -> dict[str, Path]:
-    """Per tenant, the store database the command works on: configured, or the embedded one
-    (as ``esra.starlette.bootstrap`` composes them).
+def _stores(args: argparse.Namespace, settings: HostSettings | None) -> frozenset[str]:
+    """The tenants with a store the command works on: configured, or the embedded one (the
+    stores themselves are composed by ``esra.starlette.bootstrap``).
 
     Raises:
         OSError: the embedded default's data directory cannot be created.
     """
-    from esra.starlette.bootstrap import store_databases_of  # noqa: PLC0415
+    from esra.starlette.bootstrap import store_tenants_of  # noqa: PLC0415
 
-    return store_databases_of(settings, args.data_dir or default_data_dir())
+    return store_tenants_of(settings, args.data_dir or default_data_dir())
 
 
 async def _in_runtime(
@@ -429,13 +434,7 @@ def _worker(args: argparse.Namespace) -> int:
     from esra.core.docstore.model import StoreSettings  # noqa: PLC0415
     from esra.starlette.log_redaction import redact_root_handlers  # noqa: PLC0415
     from esra.starlette.settings import SettingsError  # noqa: PLC0415
-    from esra.starlette.stores import schema_present  # noqa: PLC0415
-    from esra.starlette.worker import (  # noqa: PLC0415
-        StoreUnavailableError,
-        default_worker_id,
-        initialise_stores,
-        serve_worker,
-    )
+    from esra.starlette.worker import StoreUnavailableError  # noqa: PLC0415
 
     try:
         lease_s = StoreSettings().lease_s if args.lease is None else args.lease
@@ -455,33 +454,62 @@ def _worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     redact_root_handlers()
     try:
-        if args.config is None:
-            # The embedded default's store is the host's own: initialised like `esra serve`.
-            asyncio.run(initialise_stores(stores.values()))
-        for database in sorted(set(stores.values())):
-            if not schema_present(database):
-                sys.stderr.write(
-                    f"esra: worker: {database} is not initialised; it is served once an "
-                    "administrator initialises it (POST /admin/v1/store/initialise)\n"
-                )
         with _warmer(settings) as warmer:
             return asyncio.run(
                 _in_runtime(
                     args,
                     settings,
-                    lambda runtime: serve_worker(
-                        runtime.stores,
-                        once=args.once,
-                        interval_s=args.interval,
-                        worker_id=args.worker_id or default_worker_id(),
+                    lambda runtime: _work(
+                        runtime,
+                        args,
                         on_indexed=warmer,
                         store_settings=store_settings,
                     ),
                 )
             )
-    except (StoreUnavailableError, MissingExtraError) as exc:
+    except (StoreUnavailableError, MissingExtraError, ConfigurationError) as exc:
+        # ConfigurationError: a store kind no installed distribution opens, or options its
+        # factory refuses; the message names the setting, never a secret.
         sys.stderr.write(f"esra: worker: {exc}\n")
         return 1
+
+
+async def _work(
+    runtime: Runtime,
+    args: argparse.Namespace,
+    *,
+    on_indexed: StoreWarmer | None,
+    store_settings: StoreSettings,
+) -> int:
+    """``esra worker`` inside its runtime: every store the runtime composed, of any kind."""
+    from esra.core.docstore.store_registry import DocumentStoreRegistry  # noqa: PLC0415
+    from esra.starlette.worker import (  # noqa: PLC0415
+        default_worker_id,
+        initialise_stores,
+        open_stores,
+        serve_worker,
+    )
+
+    registry = DocumentStoreRegistry.from_entry_points()
+    if args.config is None:
+        # The embedded default's store is the host's own: initialised like `esra serve`.
+        await initialise_stores(runtime.stores, registry=registry)
+    async with open_stores(runtime.stores, registry=registry) as opened:
+        for store in opened.values():
+            if not await store.schema_present():
+                sys.stderr.write(
+                    f"esra: worker: {store.location} is not initialised; it is served once an "
+                    "administrator initialises it (POST /admin/v1/store/initialise)\n"
+                )
+    return await serve_worker(
+        runtime.stores,
+        once=args.once,
+        interval_s=args.interval,
+        worker_id=args.worker_id or default_worker_id(),
+        on_indexed=on_indexed,
+        store_settings=store_settings,
+        registry=registry,
+    )
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -538,7 +566,7 @@ def _ingest(args: argparse.Namespace) -> int:
             )
     except IngestUsageError as exc:
         return _fail(f"ingest: {exc}")
-    except (StoreUnavailableError, MissingExtraError) as exc:
+    except (StoreUnavailableError, MissingExtraError, ConfigurationError) as exc:
         sys.stderr.write(f"esra: ingest: {exc}\n")
         return 1
     sys.stdout.write(render_table(rows))

@@ -12,7 +12,6 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 
 import attrs
 from starlette.applications import Starlette
@@ -22,13 +21,14 @@ from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
+from esra.core.config import Source
+from esra.core.docstore.store_registry import installed_store_kinds
 from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.pipeline.execution import Executor
 from esra.core.ports import AuditSink, ConfigRepository, LanguageModel, SearchProvider
 from esra.core.static_config import StaticConfigRepository
 from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
-from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette.app import MCP_PATH, create_app
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.settings import (
@@ -37,9 +37,8 @@ from esra.starlette.settings import (
     ModelSettings,
     ServerSettings,
     SettingsError,
-    database_path,
 )
-from esra.starlette.stores import TenantStore
+from esra.starlette.stores import StoreSpec, TenantStore
 
 __all__ = [
     "HostParts",
@@ -47,7 +46,7 @@ __all__ = [
     "default_resource_url",
     "open_configured",
     "open_model",
-    "store_databases",
+    "store_sources",
 ]
 
 
@@ -62,9 +61,10 @@ class HostParts:
     keyring: Keyring = attrs.field(repr=False)
     model: LanguageModel
     server: ServerSettings = attrs.field(factory=ServerSettings)
-    # Per tenant, the SQLite database of its internal document store (tenants without a
-    # store are absent): what the admin API, ``esra worker`` and ``esra ingest`` work on.
-    stores: Mapping[str, Path] = attrs.field(factory=dict)
+    # Per tenant, its internal document store, of any registered kind (tenants without a
+    # store are absent): what the admin API, ``esra worker`` and ``esra ingest`` open
+    # through the ``DocumentStoreRegistry``.
+    stores: Mapping[str, StoreSpec] = attrs.field(factory=dict)
     # Where audit records go: the ``esra.audit`` logger unless the process composed another.
     audit: AuditSink = attrs.field(factory=LoggingAuditSink)
     # The process's one executor, shared by every tenant (``create_app`` makes one if absent).
@@ -88,13 +88,21 @@ def default_resource_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}{MCP_PATH}"
 
 
-def store_databases(settings: HostSettings) -> dict[str, Path]:
-    """Per configured tenant, the database of its document-store source, if it has one."""
-    stores: dict[str, Path] = {}
+def store_sources(
+    settings: HostSettings, *, store_kinds: frozenset[str] | None = None
+) -> dict[str, Source]:
+    """Per configured tenant, its document-store source, if it has one (at most one: the
+    settings refuse more).
+
+    ``store_kinds``: the provider kinds that are document stores (default: those registered
+    under the ``esra.document_stores`` entry points).
+    """
+    kinds = installed_store_kinds() if store_kinds is None else store_kinds
+    stores: dict[str, Source] = {}
     for tenant in settings.tenants:
         for source in tenant.snapshot.sources:
-            if source.provider_kind == STORE_PROVIDER_KIND:
-                stores[tenant.id] = database_path(tenant.databases, source)
+            if source.provider_kind in kinds:
+                stores[tenant.id] = source
     return stores
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -22,10 +21,11 @@ import attrs
 from esra.core.docstore.ingestion import IndexedHook, IngestionWorker, upload_files
 from esra.core.docstore.model import DocumentState, StoredDocument, StoreSettings
 from esra.core.docstore.repository import DocumentRepository
+from esra.core.docstore.store_registry import DocumentStoreRegistry
 from esra.core.docstore.upload import UploadLimits
 from esra.core.ports import Clock
-from esra.starlette.stores import DEFAULT_UPLOAD_SCOPE
-from esra.starlette.worker import StoreUnavailableError, open_repositories
+from esra.starlette.stores import DEFAULT_UPLOAD_SCOPE, StoreSpec
+from esra.starlette.worker import StoreUnavailableError, open_stores, require_initialised
 
 __all__ = [
     "DEFAULT_SCOPE",
@@ -189,7 +189,7 @@ async def _drain(
 async def ingest(
     files: Sequence[Path],
     *,
-    store: Path,
+    store: StoreSpec,
     tenant_id: str,
     scope: str,
     index: bool,
@@ -200,12 +200,14 @@ async def ingest(
     store_settings: StoreSettings | None = None,
     initialise: bool = False,
     on_indexed: IndexedHook | None = None,
+    registry: DocumentStoreRegistry | None = None,
 ) -> list[IngestRow]:
     """Upload ``files`` into ``tenant_id``'s store at ``store`` and (with ``index``) index them.
 
     Args:
         files: the files, in order (see :func:`collect_files`).
-        store: the tenant's store database; it must be initialised unless ``initialise``.
+        store: the tenant's store (``Runtime.stores[tenant_id]``, of any kind, or a SQLite
+            file); it must be initialised unless ``initialise``.
         tenant_id: the tenant the documents belong to.
         scope: the security scope given to every document.
         index: drain the queue in-process before returning.
@@ -218,6 +220,7 @@ async def ingest(
             which the host owns; a configured store is initialised by an administrator).
         on_indexed: awaited after each document indexed (``esra.starlette.warming``'s
             ``StoreWarmer``); its errors are logged by type and never fail the indexing.
+        registry: opens the store by kind (default: the installed ``esra.document_stores``).
 
     Returns:
         One row per file, in order.
@@ -231,50 +234,83 @@ async def ingest(
         raise IngestUsageError(msg)
     limits = limits or UploadLimits()
     settings = store_settings or StoreSettings()
-    try:
-        async with open_repositories([store], initialise=initialise) as (repository,):
-            rows, stored = await _upload(
-                repository,
+    async with open_stores({tenant_id: store}, registry=registry, initialise=initialise) as opened:
+        (handle,) = opened.values()
+        if not initialise:
+            await require_initialised(handle)
+        try:
+            return await _ingest(
+                handle.repository,
                 files,
                 tenant_id=tenant_id,
                 scope=scope,
+                index=index,
                 clock=clock,
+                worker_id=worker_id,
+                err=err,
                 limits=limits,
-                progress=_Progress(err, len(files)),
+                settings=settings,
+                on_indexed=on_indexed,
             )
-            if index and stored:
-                worker = IngestionWorker(
-                    repository,
-                    worker_id=worker_id,
-                    clock=clock,
-                    settings_for=lambda _t: settings,
-                    on_indexed=on_indexed,
-                )
-                progress = _Progress(err, len(stored))
-                await _drain(
-                    repository,
-                    tenant_id,
-                    list(stored.values()),
-                    worker=worker,
-                    progress=progress,
-                    wait_s=settings.lease_s,
-                )
-                progress.end()
-            # Without indexing, queued is success (as is a concurrent worker's head start).
-            wanted = {DocumentState.INDEXED} if index else {DocumentState.INDEXED, *_UNFINISHED}
-            for position, document_id in stored.items():
-                document = await repository.get(tenant_id, document_id)
-                if document is not None:
-                    rows[position] = attrs.evolve(
-                        rows[position],
-                        state=document.state.value,
-                        detail=_detail(document),
-                        ok=document.state in wanted,
-                    )
-            return rows
-    except sqlite3.Error as exc:
-        msg = f"the document store {store} failed: {exc}"
-        raise StoreUnavailableError(msg) from exc
+        except handle.errors as exc:
+            msg = f"the document store {handle.location} failed: {exc}"
+            raise StoreUnavailableError(msg) from exc
+
+
+async def _ingest(
+    repository: DocumentRepository,
+    files: Sequence[Path],
+    *,
+    tenant_id: str,
+    scope: str,
+    index: bool,
+    clock: Clock,
+    worker_id: str,
+    err: TextIO,
+    limits: UploadLimits,
+    settings: StoreSettings,
+    on_indexed: IndexedHook | None,
+) -> list[IngestRow]:
+    """Upload into the opened ``repository``, index when asked, and read the outcome back."""
+    rows, stored = await _upload(
+        repository,
+        files,
+        tenant_id=tenant_id,
+        scope=scope,
+        clock=clock,
+        limits=limits,
+        progress=_Progress(err, len(files)),
+    )
+    if index and stored:
+        worker = IngestionWorker(
+            repository,
+            worker_id=worker_id,
+            clock=clock,
+            settings_for=lambda _t: settings,
+            on_indexed=on_indexed,
+        )
+        progress = _Progress(err, len(stored))
+        await _drain(
+            repository,
+            tenant_id,
+            list(stored.values()),
+            worker=worker,
+            progress=progress,
+            wait_s=settings.lease_s,
+        )
+        progress.end()
+    # Without indexing, queued is success (as is a concurrent worker's head start).
+    wanted = {DocumentState.INDEXED} if index else {DocumentState.INDEXED, *_UNFINISHED}
+    for position, document_id in stored.items():
+        document = await repository.get(tenant_id, document_id)
+        if document is not None:
+            rows[position] = attrs.evolve(
+                rows[position],
+                state=document.state.value,
+                detail=_detail(document),
+                ok=document.state in wanted,
+            )
+    return rows
 
 
 async def _upload(

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from esra.core.config import ConfigSnapshot, Source, load_snapshot
+from esra.core.docstore.store_registry import installed_store_kinds
 from esra.core.exceptions import ConfigurationError
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS
@@ -623,9 +624,13 @@ def _check_template(table: _Table, source: Source) -> None:
 
 
 def _check_sources(
-    table: _Table, snapshot: ConfigSnapshot, databases: Path, kinds: frozenset[str]
+    table: _Table,
+    snapshot: ConfigSnapshot,
+    databases: Path,
+    kinds: frozenset[str],
+    store_kinds: frozenset[str],
 ) -> None:
-    if sum(s.provider_kind == STORE_PROVIDER_KIND for s in snapshot.sources) > 1:
+    if sum(s.provider_kind in store_kinds for s in snapshot.sources) > 1:
         raise table.fail("config", "a tenant has at most one document-store source")
     for source in snapshot.sources:
         if source.provider_kind not in kinds:
@@ -637,11 +642,13 @@ def _check_sources(
                 "adapter distribution for it (esra-postgres, esra-mysql, ...)",
             )
         if source.provider_kind not in FILE_PROVIDER_KINDS:
+            # A server store's template too: its host is checked against the tenant's
+            # outbound hosts when it resolves, like any server source's.
             _check_template(table, source)
             continue
         path = database_path(databases, source)
         # A document store's file appears when an administrator initialises the store.
-        exists = path.is_file() or source.provider_kind == STORE_PROVIDER_KIND
+        exists = path.is_file() or source.provider_kind in store_kinds
         if not path.is_relative_to(databases) or not exists:
             raise table.fail(
                 "databases", f"source {source.id!r}: no SQLite database {source.connection_ref!r}"
@@ -761,7 +768,9 @@ def _state(root: _Table, base: Path) -> StateSettings:
     )
 
 
-def _tenant(table: _Table, base: Path, kinds: frozenset[str]) -> TenantSettings:
+def _tenant(
+    table: _Table, base: Path, kinds: frozenset[str], store_kinds: frozenset[str]
+) -> TenantSettings:
     tenant_id = table.required_string("id")
     config_path = _file(table, "config", base)
     if config_path is None:
@@ -775,7 +784,7 @@ def _tenant(table: _Table, base: Path, kinds: frozenset[str]) -> TenantSettings:
     databases = (base / (table.string("databases", ".") or ".")).resolve()
     if not databases.is_dir():
         raise table.fail("databases", f"no such directory: {databases}")
-    _check_sources(table, snapshot, databases, kinds)
+    _check_sources(table, snapshot, databases, kinds, store_kinds)
     tenant = TenantSettings(
         snapshot=snapshot,
         databases=databases,
@@ -794,6 +803,7 @@ def parse_settings(
     environ: Mapping[str, str] | None = None,
     model_key: bool = True,
     provider_kinds: frozenset[str] | None = None,
+    store_kinds: frozenset[str] | None = None,
 ) -> HostSettings:
     """Validate parsed TOML ``data``; relative paths are taken from ``base``.
 
@@ -806,6 +816,8 @@ def parse_settings(
             the model (``esra worker``, ``esra ingest``) skip the check.
         provider_kinds: the provider kinds sources may have (default: those the installed
             distributions register under the ``esra.providers`` entry points).
+        store_kinds: the provider kinds that are document stores, at most one per tenant
+            (default: those registered under the ``esra.document_stores`` entry points).
 
     Raises:
         SettingsError: the first problem found, naming its key.
@@ -823,7 +835,8 @@ def parse_settings(
     if len(seen) != len(set(seen)):
         raise root.fail("issuers", "the same issuer is configured twice")
     kinds = installed_provider_kinds() if provider_kinds is None else provider_kinds
-    tenants = tuple(_tenant(t, base, kinds) for t in root.tables("tenants"))
+    stores = installed_store_kinds() if store_kinds is None else store_kinds
+    tenants = tuple(_tenant(t, base, kinds, stores) for t in root.tables("tenants"))
     if not tenants:
         raise root.fail("tenants", "at least one [[tenants]] table is required")
     ids = [t.id for t in tenants]

@@ -4,34 +4,52 @@ The admin API and the portal act on a store only through :class:`TenantStore`'s 
 services (``DocumentStoreService`` for the documents, ``StoreLifecycle`` for enable and
 initialise), which check the operator's roles and audit every action; the host adds HTTP.
 
-A store whose database already holds the store schema starts Ready. Any other starts
-Disabled: an administrator enables and then initialises it, and initialising creates the
-database file and applies the schema in the background.
+A store is opened through the :class:`~esra.core.docstore.store_registry.DocumentStoreRegistry`
+by its source's kind (SQLite, PostgreSQL, or whatever an installed distribution registers
+under ``esra.document_stores``), so nothing here knows an engine. A store whose database
+already holds the store schema starts Ready. Any other starts Disabled: an administrator
+enables and then initialises it, and initialising runs the engine's ``initialise()`` in the
+background (SQLite: create the file and apply the schema; PostgreSQL: the principal and
+allowlist checks, then the schema).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import AsyncIterator, Mapping
-from contextlib import closing
 from pathlib import Path
 
 import attrs
 
+from esra.core.admin.secrets import InMemorySecretVault
 from esra.core.docstore.extras import require_document_extra
-from esra.core.docstore.lifecycle import StoreInitialisationError, StoreLifecycle, StoreStatus
+from esra.core.docstore.lifecycle import StoreLifecycle, StoreStatus
 from esra.core.docstore.management import DocumentStoreService
+from esra.core.docstore.repository import DocumentRepository
+from esra.core.docstore.store_registry import DocumentStoreRegistry, OpenedStore, StoreRequest
 from esra.core.docstore.upload import UploadLimits
+from esra.core.outbound_allowlist import ConfiguredHostAllowlist
 from esra.core.ports import AuditSink, Clock
-from esra.sqlite import SqliteDocumentRepository
-from esra.sqlite.docstore_schema import store_schema_version
+from esra.sqlite import store_source
+from esra.sqlite.docstore_factory import schema_present
 
-__all__ = ["DEFAULT_UPLOAD_SCOPE", "TenantStore", "open_tenant_stores", "schema_present"]
+__all__ = [
+    "DEFAULT_UPLOAD_SCOPE",
+    "StoreSpec",
+    "TenantStore",
+    "open_tenant_stores",
+    "schema_present",
+    "sqlite_store_request",
+    "store_request",
+]
 
 # The security scope a document gets when the uploading administrator names none; callers
 # need it in their ``document_scopes`` claim to find the document.
 DEFAULT_UPLOAD_SCOPE = "general"
+
+# What names a tenant's store: the request the registry opens, or — for callers that only
+# have a file (tests, tools) — the SQLite store file itself.
+StoreSpec = StoreRequest | Path
 
 
 @attrs.frozen
@@ -39,72 +57,80 @@ class TenantStore:
     """One tenant's store and the role-checked, audited services over it."""
 
     tenant_id: str
-    repository: SqliteDocumentRepository
+    repository: DocumentRepository
     documents: DocumentStoreService
     lifecycle: StoreLifecycle
     limits: UploadLimits = attrs.field(factory=UploadLimits)
     default_scope: str = DEFAULT_UPLOAD_SCOPE
 
 
-def schema_present(database: Path) -> bool:
-    """Whether ``database`` exists and holds the store schema (never creates the file)."""
-    if not database.is_file():
-        return False
-    try:
-        with closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as connection:
-            return store_schema_version(connection) > 0
-    except sqlite3.Error:
-        return False
+def sqlite_store_request(tenant_id: str, database: Path) -> StoreRequest:
+    """The request of a SQLite store kept in ``database`` (no secret, no outbound host)."""
+    source, _mapping = store_source(tenant_id, connection_ref=database.name)
+    return StoreRequest(
+        source=source,
+        secrets=InMemorySecretVault(),
+        allowlist=ConfiguredHostAllowlist(),
+        databases=database.parent,
+    )
+
+
+def store_request(tenant_id: str, spec: StoreSpec) -> StoreRequest:
+    """``spec`` as the request the registry opens."""
+    return spec if isinstance(spec, StoreRequest) else sqlite_store_request(tenant_id, spec)
 
 
 @contextlib.asynccontextmanager
 async def open_tenant_stores(
-    databases: Mapping[str, Path],
+    stores: Mapping[str, StoreSpec],
     *,
     audit: AuditSink,
     clock: Clock,
     limits: UploadLimits | None = None,
+    registry: DocumentStoreRegistry | None = None,
 ) -> AsyncIterator[dict[str, TenantStore]]:
-    """Open a repository per tenant store database; close them all on exit.
+    """Open each tenant's store through ``registry``; close them all on exit.
+
+    Args:
+        stores: per tenant, its store (``HostParts.stores``).
+        audit: where the store actions and the engine's initialisation steps are recorded.
+        clock: time for those records and the lifecycle.
+        limits: the upload limits (the defaults otherwise).
+        registry: opens stores by kind (default: the installed ``esra.document_stores``).
 
     Raises:
         MissingExtraError: a store is configured but the ``documents`` extra (pypdf,
             python-docx) is not installed — refused at start-up, not at the first PDF.
+        UnknownStoreKindError: a store's kind has no installed factory.
+        ProviderOptionError: a store's options are refused by its factory.
     """
-    if databases:
+    if stores:
         require_document_extra()
-    stores: dict[str, TenantStore] = {}
+    registry = registry or DocumentStoreRegistry.from_entry_points()
+    opened: list[OpenedStore] = []
+    served: dict[str, TenantStore] = {}
     try:
-        for tenant_id, database in databases.items():
-            repository = SqliteDocumentRepository(database)
-
-            async def initialise(repository: SqliteDocumentRepository = repository) -> None:
-                try:
-                    await repository.initialize()
-                except (OSError, sqlite3.Error) as exc:
-                    raise StoreInitialisationError(
-                        "database_unavailable",
-                        "The store's database file could not be created or written: check "
-                        "that its directory exists and is writable by the host, then "
-                        "initialise again.",
-                    ) from exc
-
-            lifecycle = StoreLifecycle(
-                tenant_id,
-                initialise,
-                audit=audit,
-                clock=clock,
-                status=StoreStatus.READY if schema_present(database) else StoreStatus.DISABLED,
-            )
-            stores[tenant_id] = TenantStore(
+        for tenant_id, spec in stores.items():
+            request = attrs.evolve(store_request(tenant_id, spec), audit=audit, clock=clock)
+            store = await registry.open(request)
+            opened.append(store)
+            ready = await store.schema_present()
+            served[tenant_id] = TenantStore(
                 tenant_id=tenant_id,
-                repository=repository,
-                documents=DocumentStoreService(repository, audit=audit, clock=clock),
-                lifecycle=lifecycle,
+                repository=store.repository,
+                documents=DocumentStoreService(store.repository, audit=audit, clock=clock),
+                lifecycle=StoreLifecycle(
+                    tenant_id,
+                    store.initialise,
+                    audit=audit,
+                    clock=clock,
+                    status=StoreStatus.READY if ready else StoreStatus.DISABLED,
+                ),
                 limits=limits or UploadLimits(),
             )
-        yield stores
+        yield served
     finally:
-        for store in stores.values():
-            await store.lifecycle.wait()
-            await store.repository.close()
+        for tenant_store in served.values():
+            await tenant_store.lifecycle.wait()
+        for store in opened:
+            await store.close()

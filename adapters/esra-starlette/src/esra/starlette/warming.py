@@ -26,11 +26,11 @@ import attrs
 
 from esra.core.config import ConfigSnapshot, Mapping
 from esra.core.docstore.model import Claim, IndexedContent
+from esra.core.docstore.store_registry import installed_store_kinds
 from esra.core.pipeline.rerank import record_item
 from esra.core.prompts import RerankItem
 from esra.core.query import RowValue
 from esra.llm import LocalModel
-from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette.settings import HostSettings
 
 __all__ = ["StorePlan", "StoreWarmer", "open_store_warmer", "store_plans"]
@@ -48,8 +48,8 @@ class StorePlan:
     fragment_chars: tuple[int, ...]
 
 
-def _plan(snapshot: ConfigSnapshot) -> StorePlan | None:
-    source = next((s for s in snapshot.sources if s.provider_kind == STORE_PROVIDER_KIND), None)
+def _plan(snapshot: ConfigSnapshot, store_kinds: frozenset[str]) -> StorePlan | None:
+    source = next((s for s in snapshot.sources if s.provider_kind in store_kinds), None)
     if source is None:
         return None
     binding = {
@@ -69,11 +69,18 @@ def _plan(snapshot: ConfigSnapshot) -> StorePlan | None:
     return StorePlan(mappings=mappings, source_name=source.name, fragment_chars=tuple(sizes))
 
 
-def store_plans(snapshots: Iterable[ConfigSnapshot]) -> dict[str, StorePlan]:
-    """Per tenant whose store some exposure searches, how the rerank is shown its segments."""
+def store_plans(
+    snapshots: Iterable[ConfigSnapshot], *, store_kinds: frozenset[str] | None = None
+) -> dict[str, StorePlan]:
+    """Per tenant whose store some exposure searches, how the rerank is shown its segments.
+
+    ``store_kinds``: the provider kinds that are document stores (default: those the
+    installed distributions register under ``esra.document_stores``).
+    """
+    kinds = installed_store_kinds() if store_kinds is None else store_kinds
     plans: dict[str, StorePlan] = {}
     for snapshot in snapshots:
-        plan = _plan(snapshot)
+        plan = _plan(snapshot, kinds)
         if plan is not None:
             plans[snapshot.tenant_id] = plan
     return plans
@@ -100,19 +107,23 @@ class StoreWarmer:
             return []
         items: list[RerankItem] = []
         for segment in content.segments:
-            # The field values of the segment's row in the store's searchable view.
-            values: dict[str, RowValue] = {
+            # The segment's row in the store's searchable view, by column: each engine's
+            # mapping names its own fields over these columns (SQLite's ``section`` column is
+            # PostgreSQL's ``label``).
+            columns: dict[str, RowValue] = {
                 "title": claim.title,
-                "content": segment.body,
+                "body": segment.body,
                 "section": segment.label,
+                "label": segment.label,
                 "format": claim.format.value,
                 "document_id": claim.document_id,
             }
-            items.extend(
-                record_item(mapping, values, fragment_chars=size, source_name=plan.source_name)
-                for mapping in plan.mappings
-                for size in plan.fragment_chars
-            )
+            for mapping in plan.mappings:
+                values = {f.name: columns[f.column] for f in mapping.fields if f.column in columns}
+                items.extend(
+                    record_item(mapping, values, fragment_chars=size, source_name=plan.source_name)
+                    for size in plan.fragment_chars
+                )
         return items
 
     async def __call__(self, claim: Claim, content: IndexedContent) -> None:

@@ -1,13 +1,16 @@
 """``esra worker``: the ingestion worker process over every document store the host serves.
 
-Each store database gets one ``IngestionWorker``, and a turn gives every store one
-``run_turn()`` (a bounded batch per tenant with work, each document claimed as it is started
-and its lease renewed while it is extracted, so several workers share a store fairly). While
-any document was claimed the next turn starts at once; when nothing was, the worker waits
-``interval_s`` or until it is stopped. A stop (SIGINT, SIGTERM, or the ``stop`` event in
-tests) takes effect between turns, so a claimed document is finished rather than left to its
-lease; a worker killed outright stops renewing the one lease it holds, which lapses so another
-worker claims that document again at its next attempt.
+Each store is opened through the ``DocumentStoreRegistry`` by its source's kind — a SQLite
+file, a PostgreSQL schema, whatever an installed distribution registers — and gets one
+``IngestionWorker``; stores at one location (tenants sharing a database) share one. A turn
+gives every store one ``run_turn()`` (a bounded batch per tenant with work, each document
+claimed as it is started and its lease renewed while it is extracted, so several workers —
+processes on one machine or on many, on one SQLite file or one PostgreSQL store — share a
+store fairly). While any document was claimed the next turn starts at once; when nothing was,
+the worker waits ``interval_s`` or until it is stopped. A stop (SIGINT, SIGTERM, or the
+``stop`` event in tests) takes effect between turns, so a claimed document is finished rather
+than left to its lease; a worker killed outright stops renewing the one lease it holds, which
+lapses so another worker claims that document again at its next attempt.
 """
 
 from __future__ import annotations
@@ -19,19 +22,19 @@ import os
 import secrets
 import signal
 import socket
-import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import attrs
 
 from esra.core.clock import SystemClock
 from esra.core.docstore.ingestion import IndexedHook, IngestionWorker, TenantTurn
+from esra.core.docstore.lifecycle import StoreInitialisationError
 from esra.core.docstore.model import StoreSettings
+from esra.core.docstore.store_registry import DocumentStoreRegistry, OpenedStore
 from esra.core.docstore.worker_loop import TurnTotals, run_turns
 from esra.core.ports import Clock
-from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.stores import schema_present
+from esra.starlette.stores import StoreSpec, store_request
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
@@ -40,7 +43,8 @@ __all__ = [
     "default_worker_id",
     "describe_turn",
     "initialise_stores",
-    "open_repositories",
+    "open_stores",
+    "require_initialised",
     "run_worker",
     "serve_worker",
     "stop_on_signals",
@@ -51,7 +55,7 @@ _log = logging.getLogger(__name__)
 
 
 class StoreUnavailableError(Exception):
-    """A store database cannot be opened or its schema applied; the message names the file."""
+    """A store cannot be opened or its schema applied; the message names its location."""
 
 
 @attrs.define
@@ -59,8 +63,8 @@ class WorkerReport(TurnTotals):
     """What a worker run did, summed over its turns, and which stores it could not serve."""
 
     unreachable_tenants: set[str] = attrs.field(factory=set)
-    # Store databases without the store schema when the run ended: never served.
-    uninitialised: set[Path] = attrs.field(factory=set)
+    # The locations of the stores without their schema when the run ended: never served.
+    uninitialised: set[Path | str] = attrs.field(factory=set)
 
 
 def describe_turn(turn: TenantTurn) -> str:
@@ -83,53 +87,72 @@ def default_worker_id() -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_repositories(
-    databases: Collection[Path], *, initialise: bool = False
-) -> AsyncIterator[list[SqliteDocumentRepository]]:
-    """Open one repository per database; close them all.
+async def open_stores(
+    stores: Mapping[str, StoreSpec],
+    *,
+    registry: DocumentStoreRegistry | None = None,
+    initialise: bool = False,
+) -> AsyncIterator[dict[Path | str, OpenedStore]]:
+    """Open each distinct store (by location) of ``stores``; close them all on exit.
 
     A store is initialised by an administrator (``POST /admin/v1/store/initialise``), never
-    as a side effect of first use, so a database without the store schema is refused —
-    unless ``initialise`` says the caller owns it (the embedded default's store).
+    as a side effect of first use — unless ``initialise`` says the caller owns the stores
+    (the embedded default's). Nothing is checked here otherwise: see
+    :func:`require_initialised`.
 
     Raises:
-        StoreUnavailableError: a database cannot be opened, or is not initialised.
+        StoreUnavailableError: a store cannot be initialised (``initialise``).
+        UnknownStoreKindError, ProviderOptionError: a store's kind or options are refused.
     """
-    repositories: list[SqliteDocumentRepository] = []
+    registry = registry or DocumentStoreRegistry.from_entry_points()
+    opened: dict[Path | str, OpenedStore] = {}
     try:
-        for database in databases:
-            if not initialise and not schema_present(database):
-                msg = (
-                    f"the document store {database} is not initialised: enable and initialise "
-                    "it through the admin API first"
-                )
-                raise StoreUnavailableError(msg)
-            repository = SqliteDocumentRepository(database)
-            repositories.append(repository)
+        for tenant_id, spec in stores.items():
+            store = await registry.open(store_request(tenant_id, spec))
+            if store.location in opened:
+                await store.close()  # another tenant's store at the same location
+                continue
+            opened[store.location] = store
             if initialise:
                 try:
-                    await repository.initialize()
-                except (sqlite3.Error, OSError) as exc:
-                    msg = f"cannot open the document store {database}: {exc}"
+                    await store.initialise()
+                except StoreInitialisationError as exc:
+                    msg = f"cannot open the document store {store.location}: {exc.reason}"
                     raise StoreUnavailableError(msg) from exc
-        yield repositories
+        yield opened
     finally:
-        for repository in repositories:
-            await repository.close()
+        for store in opened.values():
+            await store.close()
 
 
-async def initialise_stores(databases: Collection[Path]) -> None:
-    """Apply the store schema to ``databases`` (stores the caller owns), idempotently.
+async def require_initialised(store: OpenedStore) -> None:
+    """Raise unless ``store`` holds its schema.
 
     Raises:
-        StoreUnavailableError: a database cannot be opened or initialised.
+        StoreUnavailableError: the store is not initialised (or cannot be reached).
     """
-    async with open_repositories(databases, initialise=True):
+    if not await store.schema_present():
+        msg = (
+            f"the document store {store.location} is not initialised: enable and initialise "
+            "it through the admin API first"
+        )
+        raise StoreUnavailableError(msg)
+
+
+async def initialise_stores(
+    stores: Mapping[str, StoreSpec], *, registry: DocumentStoreRegistry | None = None
+) -> None:
+    """Apply the store schema to ``stores`` (stores the caller owns), idempotently.
+
+    Raises:
+        StoreUnavailableError: a store cannot be opened or initialised.
+    """
+    async with open_stores(stores, registry=registry, initialise=True):
         return
 
 
 async def run_worker(
-    stores: Mapping[str, Path],
+    stores: Mapping[str, StoreSpec],
     *,
     stop: asyncio.Event,
     worker_id: str,
@@ -138,11 +161,13 @@ async def run_worker(
     interval_s: float = DEFAULT_INTERVAL_S,
     settings_for: Callable[[str], StoreSettings] = lambda _tenant: StoreSettings(),
     on_indexed: IndexedHook | None = None,
+    registry: DocumentStoreRegistry | None = None,
 ) -> WorkerReport:
     """Drain the stores' queues until ``stop`` is set (or, with ``once``, until none has work).
 
     Args:
-        stores: per tenant, its store database; tenants sharing a database share its worker.
+        stores: per tenant, its store (``Runtime.stores``, or a SQLite file); tenants whose
+            stores share a location share its worker.
         stop: set to end the run after the current turn.
         worker_id: the claims' owner; unique per worker process.
         clock: time for leases (the system clock by default).
@@ -151,26 +176,27 @@ async def run_worker(
         settings_for: the store settings of a tenant.
         on_indexed: awaited after each document indexed (``esra.starlette.warming``'s
             ``StoreWarmer``); its errors are logged by type and never fail the indexing.
+        registry: opens stores by kind (default: the installed ``esra.document_stores``).
 
     Raises:
-        StoreUnavailableError: a database cannot be opened.
+        UnknownStoreKindError, ProviderOptionError: a store's kind or options are refused.
     """
     clock = clock or SystemClock()
-    waiting = sorted({path.resolve() for path in stores.values()})
     report = WorkerReport()
-    async with contextlib.AsyncExitStack() as opened:
+    async with open_stores(stores, registry=registry) as opened:
+        waiting = dict(sorted(opened.items(), key=lambda item: str(item[0])))
         workers: list[IngestionWorker] = []
         _log.info("worker %s serving %d document store(s)", worker_id, len(waiting))
 
         async def turn() -> list[TenantTurn]:
             # A store initialised while the worker runs is picked up on the next turn.
-            ready = [database for database in waiting if schema_present(database)]
-            for database in ready:
-                waiting.remove(database)
-                (repository,) = await opened.enter_async_context(open_repositories([database]))
+            for location, store in list(waiting.items()):
+                if not await store.schema_present():
+                    continue
+                del waiting[location]
                 workers.append(
                     IngestionWorker(
-                        repository,
+                        store.repository,
                         worker_id=worker_id,
                         clock=clock,
                         settings_for=settings_for,
@@ -180,7 +206,7 @@ async def run_worker(
             if report.turns == 0 and waiting:
                 _log.warning(
                     "not initialised yet, skipped until it is: %s",
-                    ", ".join(str(database) for database in waiting),
+                    ", ".join(str(location) for location in waiting),
                 )
             report.uninitialised = set(waiting)
             turns = [each for worker in workers for each in await worker.run_turn()]
@@ -225,24 +251,25 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 
 
 async def serve_worker(
-    stores: Mapping[str, Path],
+    stores: Mapping[str, StoreSpec],
     *,
     once: bool,
     interval_s: float,
     worker_id: str,
     on_indexed: IndexedHook | None = None,
     store_settings: StoreSettings | None = None,
+    registry: DocumentStoreRegistry | None = None,
 ) -> int:
     """Run the worker as a process does, until a signal (or drained, with ``once``).
 
-    ``on_indexed``: see :func:`run_worker`. ``store_settings``: every store's settings (the
-    lease and its heartbeat among them); the defaults otherwise.
+    ``on_indexed``, ``registry``: see :func:`run_worker`. ``store_settings``: every store's
+    settings (the lease and its heartbeat among them); the defaults otherwise.
 
     Returns:
         0, or 1 when a run with ``once`` left a store unreachable or not initialised.
 
     Raises:
-        StoreUnavailableError: a database cannot be opened.
+        UnknownStoreKindError, ProviderOptionError: a store's kind or options are refused.
     """
     settings = store_settings or StoreSettings()
     stop = asyncio.Event()
@@ -255,12 +282,13 @@ async def serve_worker(
         interval_s=interval_s,
         on_indexed=on_indexed,
         settings_for=lambda _tenant: settings,
+        registry=registry,
     )
     if once and report.unreachable_tenants:
         _log.error("unreachable stores: %s", ", ".join(sorted(report.unreachable_tenants)))
     if once and report.uninitialised:
         _log.error(
             "stores not initialised (initialise them through the admin API): %s",
-            ", ".join(str(database) for database in sorted(report.uninitialised)),
+            ", ".join(sorted(str(location) for location in report.uninitialised)),
         )
     return 1 if once and (report.unreachable_tenants or report.uninitialised) else 0
