@@ -21,12 +21,13 @@ import importlib.metadata
 from collections.abc import Awaitable, Callable, Iterable
 from collections.abc import Mapping as AbstractMapping
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 import attrs
 
 from esra.core.config.mapping import Mapping
 from esra.core.config.source import Source
+from esra.core.entry_point_factories import describe_factory, installed_kinds, load_factories
 from esra.core.exceptions import ConfigurationError
 from esra.core.ports import HostAllowlist, SearchProvider, SecretStore
 
@@ -193,12 +194,6 @@ class ProviderFactory(Protocol):
         ...
 
 
-def _describe(factory: object) -> str:
-    module = getattr(factory, "__module__", None) or type(factory).__module__
-    name = getattr(factory, "__qualname__", None) or type(factory).__qualname__
-    return f"{module}:{name}"
-
-
 class ProviderRegistry:
     """Maps each ``provider_kind`` to its factory; each kind has exactly one.
 
@@ -234,24 +229,15 @@ class ProviderRegistry:
             DuplicateProviderKindError: two different factories claim one kind.
             ProviderOptionError: an entry point does not load to a callable.
         """
-        found = (
-            importlib.metadata.entry_points(group=group)
-            if entry_points is None
-            else [each for each in entry_points if each.group == group]
-        )
         registry = cls()
-        targets: dict[str, str] = {}
-        for entry in sorted(found, key=lambda each: (each.name, each.value)):
-            if entry.name in targets:
-                if targets[entry.name] == entry.value:
-                    continue
-                raise DuplicateProviderKindError(entry.name, targets[entry.name], entry.value)
-            factory = entry.load()
-            if not callable(factory):
-                msg = f"entry point {entry.name!r} ({entry.value}) is not a provider factory"
-                raise ProviderOptionError(msg)
-            targets[entry.name] = entry.value
-            registry.register(entry.name, factory)
+        for kind, factory in load_factories(
+            group,
+            what="provider factory",
+            duplicate=DuplicateProviderKindError,
+            invalid=ProviderOptionError,
+            entry_points=entry_points,
+        ):
+            registry.register(kind, cast("ProviderFactory", factory))  # loaded callable
         return registry
 
     @property
@@ -271,7 +257,9 @@ class ProviderRegistry:
             raise ProviderOptionError(msg)
         existing = self._factories.get(kind)
         if existing is not None:
-            raise DuplicateProviderKindError(kind, _describe(existing), _describe(factory))
+            raise DuplicateProviderKindError(
+                kind, describe_factory(existing), describe_factory(factory)
+            )
         self._factories[kind] = factory
 
     def require(self, kind: str) -> None:
@@ -305,4 +293,4 @@ class ProviderRegistry:
 
 def installed_provider_kinds(group: str = PROVIDER_ENTRY_POINT_GROUP) -> frozenset[str]:
     """The kinds the installed distributions register in ``group``, without importing them."""
-    return frozenset(entry.name for entry in importlib.metadata.entry_points(group=group))
+    return installed_kinds(group)

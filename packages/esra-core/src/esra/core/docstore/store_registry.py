@@ -24,11 +24,12 @@ import importlib.metadata
 from collections.abc import Awaitable, Callable, Iterable
 from collections.abc import Mapping as AbstractMapping
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import attrs
 
 from esra.core.docstore.repository import DocumentRepository
+from esra.core.entry_point_factories import describe_factory, installed_kinds, load_factories
 from esra.core.exceptions import ConfigurationError
 from esra.core.ports import AuditSink, Clock
 from esra.core.provider_registry import ProviderOptionError, ProviderRequest
@@ -130,12 +131,6 @@ class DocumentStoreFactory(Protocol):
         ...
 
 
-def _describe(factory: object) -> str:
-    module = getattr(factory, "__module__", None) or type(factory).__module__
-    name = getattr(factory, "__qualname__", None) or type(factory).__qualname__
-    return f"{module}:{name}"
-
-
 class DocumentStoreRegistry:
     """Maps each store kind to its factory; each kind has exactly one.
 
@@ -165,24 +160,15 @@ class DocumentStoreRegistry:
             DuplicateStoreKindError: two different factories claim one kind.
             ProviderOptionError: an entry point does not load to a callable.
         """
-        found = (
-            importlib.metadata.entry_points(group=group)
-            if entry_points is None
-            else [each for each in entry_points if each.group == group]
-        )
         registry = cls()
-        targets: dict[str, str] = {}
-        for entry in sorted(found, key=lambda each: (each.name, each.value)):
-            if entry.name in targets:
-                if targets[entry.name] == entry.value:
-                    continue
-                raise DuplicateStoreKindError(entry.name, targets[entry.name], entry.value)
-            factory = entry.load()
-            if not callable(factory):
-                msg = f"entry point {entry.name!r} ({entry.value}) is not a document-store factory"
-                raise ProviderOptionError(msg)
-            targets[entry.name] = entry.value
-            registry.register(entry.name, factory)
+        for kind, factory in load_factories(
+            group,
+            what="document-store factory",
+            duplicate=DuplicateStoreKindError,
+            invalid=ProviderOptionError,
+            entry_points=entry_points,
+        ):
+            registry.register(kind, cast("DocumentStoreFactory", factory))  # loaded callable
         return registry
 
     @property
@@ -202,7 +188,9 @@ class DocumentStoreRegistry:
             raise ProviderOptionError(msg)
         existing = self._factories.get(kind)
         if existing is not None:
-            raise DuplicateStoreKindError(kind, _describe(existing), _describe(factory))
+            raise DuplicateStoreKindError(
+                kind, describe_factory(existing), describe_factory(factory)
+            )
         self._factories[kind] = factory
 
     def require(self, kind: str) -> None:
@@ -236,4 +224,4 @@ class DocumentStoreRegistry:
 
 def installed_store_kinds(group: str = DOCUMENT_STORE_ENTRY_POINT_GROUP) -> frozenset[str]:
     """The store kinds the installed distributions register, without importing them."""
-    return frozenset(entry.name for entry in importlib.metadata.entry_points(group=group))
+    return installed_kinds(group)
