@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.client
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,7 +39,7 @@ from psycopg import sql
 
 from esra.core.config import AccessPolicy, BindingMode, ConfigSnapshot, SourceBinding, dump_snapshot
 from esra.postgres.store_factory import postgres_store_source
-from esra.starlette.serve import free_port
+from tests._serve_process import esra_argv, serve_process
 from tests.core.factories import make_capability, make_exposure
 from tests.postgres.conftest import admin, host_port
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
@@ -53,7 +50,6 @@ TENANT = "acme-store"
 SLUG = "handbook"
 PASSWORD_VARIABLE = "ESRA_PGSTORE_PASSWORD"
 # Safety nets for a slow machine, never measurements.
-_START_TIMEOUT_S = 120.0
 _READY_TIMEOUT_S = 60.0
 _PROCESS_TIMEOUT_S = 300.0
 
@@ -153,47 +149,16 @@ pool_size = 2
     yield settings, env
 
 
-def _esra(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "esra.starlette.cli", *argv]
-
-
 @contextlib.contextmanager
 def _serve(settings: Path, env: dict[str, str], log: Path) -> Iterator[int]:
     """``esra serve --config`` until the block ends (stopped with SIGINT, as Ctrl-C would)."""
-    port = free_port()
-    with log.open("ab") as sink:
-        process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            _esra("serve", "--config", str(settings), "--port", str(port)),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        try:
-            deadline = time.monotonic() + _START_TIMEOUT_S
-            while True:
-                assert process.poll() is None, log.read_text(errors="replace")
-                with contextlib.suppress(OSError):
-                    probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    probe.request("GET", "/healthz")
-                    answered = probe.getresponse().status == 200
-                    probe.close()
-                    if answered:
-                        break
-                assert time.monotonic() < deadline, "esra serve did not start listening"
-                time.sleep(0.2)
-            yield port
-        finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with serve_process(log, "--config", str(settings), env=env, stop="interrupt") as host:
+        yield host.port
 
 
 def _run(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 - our own interpreter and module
-        _esra(*argv),
+        esra_argv(*argv),
         capture_output=True,
         text=True,
         env=env,
@@ -331,7 +296,7 @@ def test_two_workers_share_one_postgres_store(
         assert queued.returncode == 0, queued.stderr
         workers = [
             subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                _esra("worker", "--config", str(settings), "--until-idle", "--worker-id", name),
+                esra_argv("worker", "--config", str(settings), "--until-idle", "--worker-id", name),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -39,10 +39,11 @@ from esra.core.config import (
 )
 from esra.core.config.converter import CONVERTER
 from esra.postgres.config_store import PostgresConfigStore
+from tests._serve_process import kill_9, serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.postgres.conftest import admin, seed_table
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
-from tests.starlette.test_durable_state import audit_records, kill_9, serve_process
+from tests.starlette.test_durable_state import audit_records
 
 pytestmark = pytest.mark.integration
 

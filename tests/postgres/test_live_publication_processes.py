@@ -29,6 +29,7 @@ import pytest
 from psycopg import sql
 
 from esra.core.config import AccessPolicy, BindingMode, SourceBinding
+from tests._serve_process import serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.postgres.conftest import admin, seed_table
 from tests.postgres.test_durable_state_postgres import (
@@ -41,7 +42,6 @@ from tests.postgres.test_durable_state_postgres import (
     _settings,
     _token,
 )
-from tests.starlette.test_durable_state import serve_process
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 

@@ -15,14 +15,11 @@ without the restart it needed before the host's ``ConfigFollower`` was wired in.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import httpx2
 import pytest
 from mcp import Client
@@ -41,9 +38,10 @@ from esra.starlette.durable_state import (
 )
 from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
 from esra.starlette.serve import free_port
+from tests._serve_process import ServeHost, esra_argv, kill_9, serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.sqlite.conftest import seed_database
-from tests.starlette.test_serve_process import _esra, _wait_until_listening, dev_token
+from tests.starlette.test_serve_process import dev_token
 
 pytestmark = pytest.mark.integration
 
@@ -63,41 +61,8 @@ ROWS = [
 ]
 
 
-@attrs.define
-class _Host:
-    process: subprocess.Popen[bytes]
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-@contextlib.contextmanager
-def serve_process(log: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[_Host]:
-    """``esra serve *options``, output appended to ``log``; SIGKILLed unless it exited."""
-    port = free_port()
-    argv = _esra("serve", "--port", str(port), *options)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    with log.open("ab") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)  # noqa: S603
-        try:
-            _wait_until_listening(process, port)
-            yield _Host(process, port)
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-
-
-def _serve(data_dir: Path, log: Path) -> contextlib.AbstractContextManager[_Host]:
+def _serve(data_dir: Path, log: Path) -> contextlib.AbstractContextManager[ServeHost]:
     return serve_process(log, "--data-dir", str(data_dir))
-
-
-def kill_9(host: _Host) -> None:
-    """SIGKILL: no shutdown, no flush, no close."""
-    host.process.send_signal(signal.SIGKILL)
-    assert host.process.wait(timeout=60) == -signal.SIGKILL
 
 
 def _body(part: object) -> dict[str, Any]:
@@ -342,7 +307,7 @@ def test_a_keyring_open_to_others_stops_the_embedded_default(tmp_path: Path) -> 
     keyring = data_dir / KEYRING_FILE
     assert keyring.stat().st_mode & 0o777 == 0o600
     keyring.chmod(0o644)
-    argv = _esra("serve", "--port", str(free_port()), "--data-dir", str(data_dir))
+    argv = esra_argv("serve", "--port", str(free_port()), "--data-dir", str(data_dir))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603
     assert done.returncode == 1
     assert "chmod 600" in done.stderr

@@ -10,13 +10,8 @@ search through ``/mcp`` returns results from both servers.
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,7 +31,7 @@ from esra.core.config import (
     SourceBinding,
     dump_snapshot,
 )
-from esra.starlette.serve import free_port
+from tests._serve_process import serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.mysql.conftest import Server, _server, create_database, drop_database
 from tests.mysql.conftest import seed_table as seed_mysql
@@ -47,7 +42,6 @@ from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 pytestmark = pytest.mark.integration
 
 TENANT = "acme-engines"
-_START_TIMEOUT_S = 120.0  # a safety net for a slow machine, not a measurement
 COLUMNS = [("col_id", FieldType.TEXT), ("col_title", FieldType.TEXT), ("col_body", FieldType.TEXT)]
 
 
@@ -163,36 +157,6 @@ def maria_reader(server: Server, maria_database: str) -> Iterator[tuple[str, str
         cursor.execute(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
-@contextlib.contextmanager
-def _serve(config: Path, env: dict[str, str], log: Path) -> Iterator[int]:
-    port = free_port()
-    argv = [sys.executable, "-m", "esra.starlette.cli", "serve", "--config", str(config)]
-    argv += ["--port", str(port)]
-    with log.open("wb") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)  # noqa: S603
-        try:
-            deadline = time.monotonic() + _START_TIMEOUT_S
-            while True:
-                assert process.poll() is None, log.read_text(errors="replace")
-                with contextlib.suppress(OSError):
-                    probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    probe.request("GET", "/healthz")
-                    answered = probe.getresponse().status == 200
-                    probe.close()
-                    if answered:
-                        break
-                assert time.monotonic() < deadline, "esra serve did not start listening"
-                time.sleep(0.2)
-            yield port
-        finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
 async def test_serve_config_answers_from_postgres_and_mariadb(
     tmp_path: Path,
     pg_dsn: str,  # noqa: F811
@@ -247,12 +211,13 @@ pool_size = 2
     }
     now = int(time.time())
     token = idp().token(esra_tenant=TENANT, iat=now, nbf=now, exp=now + 600)
-    with _serve(tmp_path / "esra.toml", env, tmp_path / "serve.log") as port:
+    config = str(tmp_path / "esra.toml")
+    with serve_process(
+        tmp_path / "serve.log", "--config", config, env=env, stop="interrupt"
+    ) as host:
         async with (
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
-            Client(
-                streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)
-            ) as client,
+            Client(streamable_http_client(f"{host.url}/mcp", http_client=http)) as client,
         ):
             tools = [tool.name for tool in (await client.list_tools()).tools]
             result = await client.call_tool(

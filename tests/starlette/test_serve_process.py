@@ -11,22 +11,16 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 
-from esra.starlette.serve import free_port
+from tests._serve_process import esra_argv, serve_process
 
 pytestmark = pytest.mark.integration
-
-_START_TIMEOUT_S = 120.0  # a safety net for a slow machine, not a measurement
 
 
 @attrs.define
@@ -42,54 +36,24 @@ class ServeProcess:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
 
-def _esra(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "esra.starlette.cli", *argv]
-
-
 def dev_token(data_dir: Path, *roles: str) -> str:
     """A development token from ``esra dev-token`` holding ``roles``."""
     argv = ["dev-token", "--tenant", "larkspur", "--subject", "ops", "--data-dir", str(data_dir)]
     for role in roles:
         argv += ["--role", role]
-    done = subprocess.run(_esra(*argv), capture_output=True, text=True, check=True)  # noqa: S603
+    done = subprocess.run(esra_argv(*argv), capture_output=True, text=True, check=True)  # noqa: S603
     return done.stdout.strip()
-
-
-def _wait_until_listening(process: subprocess.Popen[bytes], port: int) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "esra serve exited during start-up"
-        with contextlib.suppress(OSError):
-            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            probe.request("GET", "/healthz")
-            if probe.getresponse().status == 200:
-                probe.close()
-                return
-        time.sleep(0.2)
-    pytest.fail("esra serve did not start listening")
 
 
 @contextlib.contextmanager
 def esra_serve(tmp_path: Path) -> Iterator[ServeProcess]:
     """Start ``esra serve`` (embedded default) and stop it with SIGINT, as Ctrl-C would."""
     data_dir = tmp_path / "esra"
-    port = free_port()
     log = tmp_path / "serve.log"
-    served = ServeProcess(port=port, data_dir=data_dir)
-    argv = _esra("serve", "--port", str(port), "--data-dir", str(data_dir))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with log.open("wb") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)  # noqa: S603
-        try:
-            _wait_until_listening(process, port)
-            yield served
-        finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    log.unlink(missing_ok=True)
+    with serve_process(log, "--data-dir", str(data_dir), stop="interrupt") as host:
+        served = ServeProcess(port=host.port, data_dir=data_dir)
+        yield served
     served.output = log.read_text(encoding="utf-8", errors="replace")
 
 
