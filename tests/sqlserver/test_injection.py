@@ -1,10 +1,10 @@
 """The injection property for SQL Server, proved with ~19,000 real SQL-injection payloads.
 
 Two levels. (1) The command template the builder compiles is byte-identical whatever the
-content of the required, optional, phrase, filter and claim slots. (2) pymssql substitutes
-parameters on the client, so the batch that actually goes to the server is checked too:
-with every ``N'...'`` / ``'...'`` literal lexed out, it is byte-identical to the benign
-batch — each payload ended up inside exactly one string literal.
+content of the required, optional, phrase, filter and claim slots. (2) What goes to the
+server is an ``sp_executesql`` RPC: its ``@stmt`` and ``@params`` are byte-identical to the
+benign call's, and each payload is exactly one bound parameter value (``test_rpc`` proves
+the driver calls themselves against a recording ``_mssql`` connection).
 
 Queries are issued with ``_issue`` on purpose, bypassing the validator (which would reject
 most payloads): the builder and the provider must be safe for a path that forgets it.
@@ -12,23 +12,27 @@ most payloads): the builder and the provider must be safe for a path that forget
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
-from pymssql import _mssql
 
 from esra.core.validation import ValidatedQuery
 from esra.sql import StatementBuilder
-from esra.sqlserver import SqlServerFullText, bindable, sqlserver_dialect
+from esra.sqlserver import (
+    MAX_NVARCHAR_UNITS,
+    RpcLimitError,
+    SqlServerFullText,
+    bindable,
+    containstable_phrase,
+    freetext_string,
+    rpc_statement,
+    sqlserver_dialect,
+)
 from tests._external import load_sqli_payloads
 from tests._injection import SLOTS, assert_every_slot_compiles_to_the_benign_text, payload_query
 from tests.sqlserver.conftest import uncached_builder
 
 pytestmark = pytest.mark.external_data
-
-# A T-SQL string literal: optional N prefix, quotes doubled inside, may span lines.
-_LITERAL = re.compile(rb"N?'(?:[^']|'')*'", re.DOTALL)
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +49,16 @@ def _query(*, required: str = "solar", **slots: str) -> ValidatedQuery:
 _CACHED = StatementBuilder(sqlserver_dialect(), SqlServerFullText())
 
 
-def _wire(query: ValidatedQuery) -> bytes:
-    """The batch pymssql would send, with every string literal replaced by ``?``.
+def _call(query: ValidatedQuery) -> tuple[str, str, dict[str, Any]]:
+    """``@stmt``, ``@params`` and the bound values of the RPC the provider would send.
 
     The template is proven identical by the test above; this builder reuses it (cached by
-    shape) so only the substitution is exercised per payload.
+    shape) so only the binding is exercised per payload.
     """
     built = _CACHED.build(query)
-    params: dict[str, Any] = {k: bindable(v) for k, v in built.params.items()}
-    batch = _mssql.substitute_params(built.sql, params)
-    return _LITERAL.sub(b"?", batch)
+    statement = rpc_statement(built.sql, {k: bindable(v) for k, v in built.params.items()})
+    values = {p.name: p.value for p in statement.parameters}
+    return statement.text, statement.definition, values
 
 
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
@@ -62,17 +66,26 @@ def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[
     assert_every_slot_compiles_to_the_benign_text(uncached_builder(), _query, payloads)
 
 
-def test_every_payload_stays_inside_one_literal_on_the_wire(payloads: list[str]) -> None:
-    """After pymssql's client-side substitution, each payload is confined to its literal."""
-    benign = _wire(_query())
-    assert benign.count(b"?") == 6  # t0, tp0, q, tx0, f0_0, r0_0
+def test_every_payload_is_one_bound_value_of_an_identical_call(payloads: list[str]) -> None:
+    """@stmt and @params never change; each slot's payload is exactly its own RPC value."""
+    text, definition, benign = _call(_query())
+    assert list(benign) == ["@t0", "@tp0", "@q", "@tx0", "@f0_0", "@r0_0", "@lim"]
+    refused = 0
     for payload in payloads:
-        assert _wire(_query(**dict.fromkeys(SLOTS, payload))) == benign, payload
+        if _utf16_units(containstable_phrase(str(bindable(payload)))) > MAX_NVARCHAR_UNITS:
+            # Too long for one RPC parameter: refused whole, never truncated on the wire.
+            with pytest.raises(RpcLimitError):
+                _call(_query(**dict.fromkeys(SLOTS, payload)))
+            refused += 1
+            continue
+        hostile_text, hostile_definition, values = _call(_query(**dict.fromkeys(SLOTS, payload)))
+        assert (hostile_text, hostile_definition) == (text, definition), payload
+        safe = str(bindable(payload))
+        assert values["@f0_0"] == values["@r0_0"] == safe, payload
+        assert values["@t0"] == values["@tp0"] == values["@tx0"] == containstable_phrase(safe)
+        assert values["@q"] == freetext_string((safe,))
+    assert refused < len(payloads) // 1000  # the corpus is exercised, not skipped
 
 
-def test_the_wire_check_would_catch_an_unquoted_value() -> None:
-    """Guard: a value spliced into the text unquoted does change the lexed batch."""
-    built = uncached_builder().build(_query())
-    spliced = built.sql.replace("%(r0_0)s", "1 OR 1=1")
-    params: dict[str, Any] = {k: v for k, v in built.params.items() if k != "r0_0"}
-    assert _LITERAL.sub(b"?", _mssql.substitute_params(spliced, params)) != _wire(_query())
+def _utf16_units(text: object) -> int:
+    return len(str(text).encode("utf-16-le", "surrogatepass")) // 2

@@ -48,6 +48,8 @@ ORA_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
     3114: _P.CONNECTION_REFUSED,  # not connected to Oracle
     3135: _P.CONNECTION_REFUSED,  # connection lost contact
     1013: _P.CANCELLED,  # user requested cancel (TIMEOUT when the deadline caused it)
+    40: _P.TIMEOUT,  # active time limit exceeded - call aborted (Resource Manager)
+    56735: _P.TIMEOUT,  # elapsed time limit exceeded - call aborted (Resource Manager)
     29861: _P.TEXT_INDEX_UNAVAILABLE,  # domain index is marked LOADING/FAILED/UNUSABLE
     29868: _P.TEXT_INDEX_UNAVAILABLE,  # domain index marked LOADING
     29902: _P.SYNTAX_ERROR,  # error in ODCIIndexStart (the DRG code refines it)

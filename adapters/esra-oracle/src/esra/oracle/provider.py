@@ -55,8 +55,10 @@ from esra.sql import (
 )
 
 __all__ = [
+    "HEALTH_PROBE_SQL",
     "READ_ONLY_SQL",
     "SCHEMES",
+    "TEXT_INDEX_HEALTH_SQL",
     "OracleTextProvider",
     "current_schema_sql",
     "oracle_dialect",
@@ -68,6 +70,14 @@ SCHEMES = {"oracle": 1521}
 READ_ONLY_SQL = "SET TRANSACTION READ ONLY"
 _OPTIONS = frozenset({"protocol"})
 _HEALTH_TIMEOUT_S = 5.0
+HEALTH_PROBE_SQL = "SELECT 1 FROM DUAL"
+# Whether a mapping's CONTEXT index exists and is usable (names bound, never spliced).
+TEXT_INDEX_HEALTH_SQL = (
+    "SELECT COUNT(*) FROM ALL_INDEXES WHERE INDEX_NAME = :idx"
+    " AND OWNER = COALESCE(:owner, SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA'))"
+    " AND ITYP_NAME = 'CONTEXT' AND DOMIDX_STATUS = 'VALID'"
+    " AND DOMIDX_OPSTATUS = 'VALID'"
+)
 
 
 def oracle_dialect() -> sa.engine.Dialect:
@@ -278,17 +288,11 @@ class OracleTextProvider:
 
         def work(connection: oracledb.Connection) -> list[Any]:
             cursor = connection.cursor()
-            cursor.execute("SELECT 1 FROM DUAL")
+            cursor.execute(HEALTH_PROBE_SQL)
             cursor.fetchall()
             ready = []
             for index, owner in checks:
-                cursor.execute(
-                    "SELECT COUNT(*) FROM ALL_INDEXES WHERE INDEX_NAME = :idx"
-                    " AND OWNER = COALESCE(:owner, SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA'))"
-                    " AND ITYP_NAME = 'CONTEXT' AND DOMIDX_STATUS = 'VALID'"
-                    " AND DOMIDX_OPSTATUS = 'VALID'",
-                    {"idx": index, "owner": owner},
-                )
+                cursor.execute(TEXT_INDEX_HEALTH_SQL, {"idx": index, "owner": owner})
                 row = cursor.fetchone()
                 ready.append(bool(row and row[0]))
             connection.rollback()

@@ -8,13 +8,15 @@ from the shared builder with the ``mssql`` dialect and ``SqlServerFullText``, an
 rolls back. Every pymssql failure leaves as ``ProviderError(code)``; driver text goes to the
 log only.
 
-pymssql substitutes parameters on the client: each value becomes an escaped literal
-(``N'...'`` with ``'`` doubled) inside the batch sent to the server. The command *template*
-is fixed by the query's shape, and the injection tests check the substituted batch too.
+Values never enter the command text: the statement goes to the server as an
+``sp_executesql`` remote procedure call (``esra.sqlserver.rpc``) with each value its own RPC
+parameter. pymssql's DB-API ``cursor.execute(sql, params)`` — which would substitute escaped
+literals into the text on the client — is not used for anything that carries a value.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Sequence
@@ -45,16 +47,27 @@ from esra.sql import (
 )
 from esra.sqlserver.errors import classify
 from esra.sqlserver.fulltext import SqlServerFullText
+from esra.sqlserver.rpc import RpcStatement, execute_rpc, rpc_statement
 from esra.sqlserver.session import ROLLBACK_SQL, Isolation, session_sql
 
-__all__ = ["SCHEMES", "SqlServerProvider", "sqlserver_dialect"]
+__all__ = [
+    "FULLTEXT_INDEX_SQL",
+    "HEALTH_PROBE_SQL",
+    "SCHEMES",
+    "SqlServerProvider",
+    "bindable",
+    "sqlserver_dialect",
+]
 
 _log = logging.getLogger("esra.sqlserver")
 
 SCHEMES = {"mssql": 1433, "sqlserver": 1433}
 _OPTIONS = frozenset({"tds_version", "encryption", "application_intent"})
 _HEALTH_TIMEOUT_S = 5.0
+HEALTH_PROBE_SQL = "SELECT 1"
+FULLTEXT_INDEX_SQL = "SELECT OBJECTPROPERTYEX(OBJECT_ID(%(name)s), 'TableHasActiveFulltextIndex')"
 _Connection = Any  # pymssql.Connection[Any]; pymssql's generic stubs add nothing here
+_DRIVER_ERRORS = (pymssql.Error, _mssql.MSSQLException)
 
 
 def sqlserver_dialect() -> sa.engine.Dialect:
@@ -70,11 +83,11 @@ def sqlserver_dialect() -> sa.engine.Dialect:
 
 
 def bindable(value: object) -> object:
-    """Make a value safe for pymssql's client-side substitution.
+    """Make a value bindable as an RPC character parameter.
 
     Lone surrogates (undecodable input) become U+FFFD and NUL a space: pymssql encodes the
-    batch as UTF-8 and hands FreeTDS a C string, so either would fail or cut the batch short.
-    Such a value could never equal stored text anyway; this keeps it a literal.
+    value as UTF-8 and hands FreeTDS a C string (its length taken by ``strlen``), so either
+    would fail or cut the value short. Such a value could never equal stored text anyway.
     """
     if isinstance(value, str):
         value = value.replace("\x00", " ")
@@ -138,7 +151,7 @@ class SqlServerProvider:
             self._pool,
             engine="sqlserver",
             log=_log,
-            driver_errors=(pymssql.Error, _mssql.MSSQLException),
+            driver_errors=_DRIVER_ERRORS,
             classify=classify,
             grace_s=1.0,
         )
@@ -222,7 +235,14 @@ class SqlServerProvider:
         except Exception as exc:
             _log.warning("sqlserver statement could not be built for %s", query.query_id)
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
-        params = {name: bindable(value) for name, value in built.params.items()}
+        try:
+            statement = rpc_statement(
+                built.sql, {name: bindable(value) for name, value in built.params.items()}
+            )
+        except (ValueError, TypeError) as exc:
+            # Too long for one RPC parameter, or unbindable: refused before anything is sent.
+            _log.warning("sqlserver statement could not be bound for %s", query.query_id)
+            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
         await self.connection_kwargs()
         lock_ms = self._lock_timeout_ms
         if lock_ms is None:
@@ -230,15 +250,8 @@ class SqlServerProvider:
         batch = session_sql(lock_timeout_ms=lock_ms, isolation=self._isolation)
         query_timeout = max(1, math.ceil(timeout_s))
 
-        def work(connection: _Connection) -> list[Any]:
-            connection._conn.query_timeout = query_timeout  # pymssql's per-connection timeout
-            cursor = connection.cursor()
-            try:
-                cursor.execute(batch)
-                cursor.execute(built.sql, params)
-                return list(cursor.fetchall())
-            finally:
-                cursor.execute(ROLLBACK_SQL)
+        def work(connection: _Connection) -> Sequence[Any]:
+            return run_fenced(connection._conn, batch, statement, query_timeout=query_timeout)
 
         raw = await self._runner.run(work, timeout_s, query.query_id)
         return [_typed_row(built, row, query.mapping) for row in raw]
@@ -249,17 +262,13 @@ class SqlServerProvider:
         quoted = [_quoted_name(m) for m in self._mappings]
 
         def work(connection: _Connection) -> list[Any]:
-            cursor = connection.cursor()
-            cursor.execute("SELECT 1")
-            cursor.fetchall()
+            probes = [rpc_statement(FULLTEXT_INDEX_SQL, {"name": name}) for name in quoted]
+            mssql_conn = connection._conn
+            mssql_conn.execute_non_query(HEALTH_PROBE_SQL)
             ready = []
-            for name in quoted:
-                cursor.execute(
-                    "SELECT OBJECTPROPERTYEX(OBJECT_ID(%(name)s), 'TableHasActiveFulltextIndex')",
-                    {"name": name},
-                )
-                row = cursor.fetchone()
-                ready.append(bool(row and row[0] == 1))
+            for probe in probes:
+                rows = execute_rpc(mssql_conn, probe)
+                ready.append(bool(rows and rows[0][0] == 1))
             return ready
 
         try:
@@ -278,6 +287,30 @@ class SqlServerProvider:
     async def close(self) -> None:
         """Close pooled connections (busy ones close when their statement ends)."""
         self._pool.close()
+
+
+def run_fenced(
+    connection: Any, batch: str, statement: RpcStatement, *, query_timeout: int
+) -> Sequence[Any]:
+    """Run ``statement`` on an ``_mssql.MSSQLConnection`` inside the fencing transaction.
+
+    The fencing batch (``SET LOCK_TIMEOUT``, isolation, ``BEGIN TRANSACTION``) holds no
+    value; the statement goes as an ``sp_executesql`` RPC; the transaction is always rolled
+    back, whether the statement succeeded or not.
+    """
+    connection.query_timeout = query_timeout  # FreeTDS sends an attention when it expires
+    try:
+        connection.execute_non_query(batch)
+        rows = execute_rpc(connection, statement)
+    except BaseException:
+        # The statement's own failure is the one to classify; a rollback that fails behind
+        # it (a dead connection) must not replace it. The next use's rollback still ends
+        # any transaction left open, as ``IF @@TRANCOUNT > 0`` rolls back every level.
+        with contextlib.suppress(*_DRIVER_ERRORS):
+            connection.execute_non_query(ROLLBACK_SQL)
+        raise
+    connection.execute_non_query(ROLLBACK_SQL)
+    return rows
 
 
 def _quoted_name(mapping: Mapping) -> str:
