@@ -28,8 +28,15 @@ from esra.core.config import (
     SourceBinding,
 )
 from esra.core.context import CallerIdentity, InvocationContext
+from esra.core.docstore.extraction import extract, segment_extraction
 from esra.core.docstore.ingestion import IngestionWorker, upload_files
 from esra.core.docstore.model import DocumentState
+from esra.core.docstore.upload import inspect_upload
+from esra.core.fetch import Keyring
+from esra.core.fetch.refs import DocumentRefMinter
+from esra.core.fetch.service import DocumentFetcher
+from esra.core.fetch.tokens import DocumentLocator
+from esra.core.quota import InProcessQuotaStore
 from esra.core.retriever import Retriever
 from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import (
@@ -41,6 +48,7 @@ from esra.core.testing import (
 from esra.llm import LocalModel
 from esra.postgres import (
     STORE_AUDIT_EVENT,
+    STORE_SCHEMA_VERSION,
     PostgresDocumentRepository,
     PostgresProvider,
     StoreFailure,
@@ -171,12 +179,12 @@ async def test_a_principal_without_create_is_refused(pg_dsn: str, schema: str) -
 async def test_a_dedicated_role_initialises_idempotently_inside_its_schema(
     pg_dsn: str, role: str, schema: str
 ) -> None:
-    """Ready with version 1 and the source registered; a second run applies nothing."""
+    """Ready at the current version, the source registered; a second run applies nothing."""
     dsn = _as_user(pg_dsn, role)
     audit = InMemoryAuditSink()
     first = await _init(dsn, schema, audit)
     assert first.state is StoreState.READY, first.reason
-    assert (first.applied, first.schema_version) == (True, 1)
+    assert (first.applied, first.schema_version) == (True, STORE_SCHEMA_VERSION)
     assert first.source is not None
     assert first.mapping is not None
     assert first.mapping.relation == "searchable_segments"
@@ -184,7 +192,7 @@ async def test_a_dedicated_role_initialises_idempotently_inside_its_schema(
     assert first.mapping.record_key == "document_id"
     second = await _init(dsn, schema, audit)
     assert second.state is StoreState.READY
-    assert (second.applied, second.schema_version) == (False, 1)
+    assert (second.applied, second.schema_version) == (False, STORE_SCHEMA_VERSION)
     assert second.mapping == first.mapping
     assert _states(audit) == [
         ("initializing", "ok", None),
@@ -339,3 +347,111 @@ async def test_the_ready_store_is_searched_through_the_ordinary_pipeline(
     assert sorted(both) == sorted([ids["policy.txt"], ids["budget.txt"]])
     # No scope claim: record security fails closed and the store is not searched at all.
     assert none == []
+
+
+def _awkward_markdown() -> bytes:
+    """A Markdown file of several segments with what a joined fetch used to change: CRLF,
+    runs of blank lines, whitespace-only lines, a fence holding a heading, non-BMP text."""
+    sections = []
+    for n in range(6):
+        body = "\r\n".join(f"Paragraph {n}.{i} on parental leave — 🧪 Zürich." for i in range(40))
+        sections.append(
+            f"# Section {n}\r\n\r\n\r\n{body}\r\n \t\r\n\r\n```\r\n# not a heading\r\n```"
+        )
+    return ("\r\n\r\n".join(sections) + "\r\n\r\n\r\n").encode()
+
+
+async def test_a_store_document_is_fetched_exactly_as_extracted(
+    pg_dsn: str, role: str, schema: str
+) -> None:
+    """``esra_{slug}_fetch`` through ``PostgresProvider``: the pages, concatenated, are the
+    extracted text, ``total_chars`` is its length and ``has_more`` is exact on every page."""
+    dsn = _as_user(pg_dsn, role)
+    outcome = await _init(dsn, schema, InMemoryAuditSink())
+    assert outcome.source is not None
+    assert outcome.mapping is not None
+    data = _awkward_markdown()
+    clock = FakeClock()
+    repository = await PostgresDocumentRepository.open(dsn, schema=schema)
+    try:
+        (uploaded,) = await upload_files(
+            repository, TENANT, [("leave.md", data)], scope="handbook", clock=clock
+        )
+        assert uploaded.document is not None
+        turns = await IngestionWorker(repository, worker_id="w1", clock=clock).run_turn()
+        assert sum(t.indexed for t in turns) == 1
+    finally:
+        await repository.close()
+    extraction = extract(inspect_upload("leave.md", data))
+    assert len(segment_extraction(extraction)) > 3
+
+    exposure = Exposure(
+        id="docs-exposure",
+        tenant_id=TENANT,
+        slug="docs",
+        capability_id="docs",
+        audience=frozenset({"app"}),
+        published=True,
+        fetch_enabled=True,
+        size_cap_chars=100_000,
+    )
+    snapshot = ConfigSnapshot(
+        tenant_id=TENANT,
+        version="1",
+        sources=(outcome.source,),
+        mappings=(outcome.mapping,),
+        capabilities=(
+            Capability(
+                id="docs",
+                tenant_id=TENANT,
+                name="Documents",
+                bindings=(SourceBinding(outcome.source.id, BindingMode.MANDATORY),),
+            ),
+        ),
+        exposures=(exposure,),
+        access_policies=(AccessPolicy.matching(exposure),),
+    )
+    provider = PostgresProvider(
+        tenant_id=TENANT,
+        connection=outcome.source.connection_ref,
+        secrets=InMemorySecretStore(),
+        allowlist=_allow(pg_dsn),
+        mappings=(outcome.mapping,),
+        text_search_config=outcome.text_search_config,
+        search_path=schema,
+    )
+    keyring = Keyring.generate("k1")
+    fetcher = DocumentFetcher(
+        config=StaticConfigRepository([snapshot]),
+        providers={outcome.source.id: provider},
+        audit=InMemoryAuditSink(),
+        keyring=keyring,
+        quota=InProcessQuotaStore(),
+        hourly_chars=10**7,
+        clock=clock,
+    )
+    ctx = InvocationContext(
+        tenant_id=TENANT,
+        client_app_id="app",
+        caller=CallerIdentity(subject="alice", claims={"document_scopes": ("handbook",)}),
+        exposure_slug="docs",
+        correlation_id="c-fetch",
+    )
+    locator = DocumentLocator(outcome.source.id, outcome.mapping.id, uploaded.document.id)
+    ref = DocumentRefMinter(keyring=keyring, clock=clock, ctx=ctx).mint(exposure.id, locator)
+    text = extraction.text
+    try:
+        whole = await fetcher.fetch(ctx, ref, max_chars=100_000)
+        pages: list[str] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = await fetcher.fetch(ctx, ref, offset=offset, max_chars=997)
+            assert (page.total_chars, page.has_more) == (len(text), offset + 997 < len(text))
+            pages.append(page.text)
+            offset = page.next_offset
+        beyond = await fetcher.fetch(ctx, ref, offset=len(text), max_chars=10)
+    finally:
+        await provider.close()
+    assert (whole.text, whole.total_chars, whole.has_more) == (text, len(text), False)
+    assert "".join(pages) == text
+    assert (beyond.text, beyond.total_chars, beyond.has_more) == ("", len(text), False)

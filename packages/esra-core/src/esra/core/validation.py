@@ -251,8 +251,11 @@ def validate(
 
 
 # A fetch reads every part of a multi-part record (the store's segments) to report an exact
-# total; this bounds what one lookup may read.
-MAX_LOOKUP_PARTS = 10_000
+# total; this bounds what one lookup may read. It covers the store's default segment ceiling
+# (``esra.core.docstore.segments.DEFAULT_MAX_SEGMENTS``), so every store document is fetched
+# whole; a store document's text is bounded by ``ExtractionLimits.max_chars`` however many
+# segments it has.
+MAX_LOOKUP_PARTS = 50_000
 MAX_RECORD_KEY_CHARS = 512
 
 
@@ -293,7 +296,9 @@ def validate_lookup(
         record_predicate=predicates[mapping.id],
         projection=rules.project(mapping, ()),
         freshness=None,
-        row_limit=MAX_LOOKUP_PARTS if mapping.part_order_column else 1,
+        # One part more than a fetch uses, so the fetch can tell a record of exactly the cap
+        # (complete) from a longer one.
+        row_limit=MAX_LOOKUP_PARTS + 1 if mapping.part_order_column else 1,
     )
 
 

@@ -48,7 +48,7 @@ from esra.core.pipeline.respond import allowlisted_row_values
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource, admitted_exposure, resolve_scope
 from esra.core.ports import AuditSink, Clock, ConfigRepository, QuotaStore, SearchProvider
 from esra.core.query import ResultRow
-from esra.core.validation import ValidatedQuery, validate_lookup
+from esra.core.validation import MAX_LOOKUP_PARTS, ValidatedQuery, validate_lookup
 
 __all__ = [
     "DEFAULT_FETCH_CHARS",
@@ -58,8 +58,13 @@ __all__ = [
 
 DEFAULT_FETCH_CHARS = 8_000
 DEFAULT_HOURLY_FETCH_CHARS = 200_000
-# Parts of one record (the store's segments) are joined with a blank line between them.
-PART_SEPARATOR = "\n\n"
+# Parts of one record (rows sharing a key, ordered by ``part_order_column``: the store's
+# segments) are consecutive slices of one text, whitespace included, so they are concatenated
+# as they are: a separator would make the fetched text differ from the document, and its
+# total from the document's length. The content fields of one row are joined by
+# ``content_text`` with a space, as for a search result's content, so a one-row record's
+# fetched text is the very string its result's content and fragment were cut from.
+PART_SEPARATOR = ""
 
 _log = logging.getLogger(__name__)
 
@@ -180,12 +185,14 @@ class DocumentFetcher:
         if not rows:
             raise DocumentNotFoundError
         mapping = query.mapping
+        # The lookup reads one part past the cap: more than the cap came back only when the
+        # record holds more parts than a fetch may read.
+        complete = mapping.part_order_column is None or len(rows) <= MAX_LOOKUP_PARTS
         parts = [
-            masked_values(allowlisted_row_values(row.values, mapping), mapping) for row in rows
+            masked_values(allowlisted_row_values(row.values, mapping), mapping)
+            for row in rows[:MAX_LOOKUP_PARTS]
         ]
-        text = PART_SEPARATOR.join(t for t in (content_text(p, mapping) for p in parts) if t)
-        # A record read up to the part cap may hold more parts than were read.
-        complete = mapping.part_order_column is None or len(rows) < query.row_limit
+        text = PART_SEPARATOR.join(content_text(p, mapping) for p in parts)
         page = page_text(text, offset=offset, max_chars=min(max_chars, exposure.size_cap_chars))
         if not await self._quota.consume(
             ctx.tenant_id, ctx.caller.subject, len(page.text), self._hourly_chars
@@ -197,7 +204,9 @@ class DocumentFetcher:
             text=page.text,
             offset=page.offset,
             total_chars=page.total_chars if complete else None,
-            has_more=page.has_more or not complete,
+            # Past the parts read there is nothing a fetch can serve: the empty page there
+            # ends the paging instead of pointing at itself forever.
+            has_more=page.has_more or (not complete and bool(page.text)),
             correlation_id=ctx.correlation_id,
             fields=_shared_fields(parts, shown={mapping.title_field, *mapping.content_fields}),
         )
