@@ -15,7 +15,9 @@ from psycopg import sql
 
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.testing.docstore_contract import DocumentRepositoryContract
+from esra.core.testing.docstore_ownership_contract import VersionOneDocument
 from esra.postgres import PostgresDocumentRepository, apply_store_schema
+from tests.postgres._docstore_v1 import create_version_1_store
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -50,5 +52,18 @@ class TestPostgresDocumentRepositoryContract(DocumentRepositoryContract):
         repository = await _SchemaRepository.open(
             self.dsn, schema=schema, retain_bytes=retain_bytes, max_size=2
         )
+        repository.dsn, repository.schema_name = self.dsn, schema
+        return repository
+
+    async def make_migrated_repository(
+        self, tmp_path: Path, legacy: VersionOneDocument
+    ) -> DocumentRepository:
+        """A version-1 store schema holding ``legacy``, migrated by ``apply_store_schema``."""
+        del tmp_path
+        schema = f"esra_test_store_{uuid.uuid4().hex[:12]}"
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            await create_version_1_store(conn, schema, legacy)
+            assert await apply_store_schema(conn, schema, "simple")
+        repository = await _SchemaRepository.open(self.dsn, schema=schema, max_size=2)
         repository.dsn, repository.schema_name = self.dsn, schema
         return repository

@@ -14,12 +14,14 @@ from esra.core.codes import DocumentRefusal
 from esra.core.docstore.model import DocumentState, IndexedContent, StoredSegment
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.testing.docstore_contract import T0, DocumentRepositoryContract, contract_upload
+from esra.core.testing.docstore_ownership_contract import VersionOneDocument
 from esra.sqlite import (
     STORE_SCHEMA_VERSION,
     SqliteDocumentRepository,
     apply_store_schema,
     store_schema_version,
 )
+from tests.sqlite._docstore_v1 import create_version_1_store
 
 TENANT = "tenant-a"
 
@@ -36,6 +38,13 @@ class TestSqliteRepositoryContract(DocumentRepositoryContract):
     async def make_repository(self, tmp_path: Path, *, retain_bytes: bool) -> DocumentRepository:
         """A fresh store file under ``tmp_path``, schema applied."""
         return await _open(tmp_path / "store.db", retain_bytes=retain_bytes)
+
+    async def make_migrated_repository(
+        self, tmp_path: Path, legacy: VersionOneDocument
+    ) -> DocumentRepository:
+        """A version-1 store file holding ``legacy``, migrated by ``initialize()``."""
+        create_version_1_store(tmp_path / "store.db", legacy)
+        return await _open(tmp_path / "store.db")
 
 
 @pytest.fixture
@@ -82,7 +91,8 @@ async def test_the_schema_is_applied_idempotently_with_its_version(
     """Initialising again changes nothing; the version is recorded once; the journal is WAL."""
     assert await store.initialize() == STORE_SCHEMA_VERSION
     assert await store.initialize() == STORE_SCHEMA_VERSION
-    assert _read(store.path, "SELECT version FROM store_schema") == [(STORE_SCHEMA_VERSION,)]
+    versions = _read(store.path, "SELECT version FROM store_schema ORDER BY version")
+    assert versions == [(v,) for v in range(1, STORE_SCHEMA_VERSION + 1)]
     assert _read(store.path, "PRAGMA journal_mode") == [("wal",)]
     views = _read(store.path, "SELECT name FROM sqlite_master WHERE type = 'view'")
     assert views == [("searchable_segments",)]

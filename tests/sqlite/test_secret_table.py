@@ -119,10 +119,10 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 def test_it_shares_a_file_with_the_document_store(tmp_path: Path) -> None:
-    from esra.sqlite.docstore_schema import apply_store_schema
+    from esra.sqlite.docstore_schema import STORE_SCHEMA_VERSION, apply_store_schema
 
     connection = sqlite3.connect(tmp_path / "esra.db", isolation_level=None)
     apply_store_schema(connection)
     assert apply_secret_schema(connection) == SECRET_SCHEMA_VERSION
-    assert apply_store_schema(connection) == 1
+    assert apply_store_schema(connection) == STORE_SCHEMA_VERSION
     connection.close()

@@ -97,7 +97,7 @@ async def test_an_unexpected_failure_is_500_without_its_details(
             msg = "postgresql://admin:hunter2@db.internal/store exploded"
             raise RuntimeError(msg)
 
-        monkeypatch.setattr(host.store.documents, "overview", broken)
+        monkeypatch.setattr(host.store.documents, "search", broken)
         response = await client.get(f"{ADMIN}/store/documents")
         assert _code(response) == (500, "ESRA_INTERNAL")
         assert "hunter2" not in response.text

@@ -205,3 +205,66 @@ async def test_the_upload_response_names_files_by_their_sanitised_title(tmp_path
         stored = by_name["invoicefdp.txt"]
         assert (stored["outcome"], stored["title"]) == ("stored", "invoicefdp.txt")
         assert by_name["old.doc"]["reason"] == "LEGACY_DOC"
+
+
+async def test_the_list_searches_filters_and_pages(tmp_path: Path) -> None:
+    """q goes through the store's index and titles, every state; filters combine; pages chain;
+    unknown, repeated or hostile parameters are 400 naming the parameter, never a 500."""
+    async with open_admin_host(tmp_path) as host, host.client(READER) as reader:
+        async with host.client(MANAGER) as manager:
+            await manager.post(f"{ADMIN}/store/documents", files=files(CLEAN, HOSTILE))
+            await host.index()
+            await manager.post(
+                f"{ADMIN}/store/documents",
+                files=files(("later.txt", b"Not yet read.\n")),
+                data={"scope": "hr"},
+            )
+        documents = f"{ADMIN}/store/documents"
+
+        async def titles(**params: str | list[str]) -> list[str]:
+            response = await reader.get(documents, params=params)
+            assert response.status_code == 200, response.text
+            return [d["title"] for d in response.json()["documents"]]
+
+        assert await titles(q="system prompt") == ["memo.md"]  # quarantined, by its text
+        assert await titles(q="LEAVE") == ["leave.txt"]
+        assert await titles(q="later") == ["later.txt"]  # pending, by its title
+        assert set(await titles(state=["pending", "quarantined"])) == {"later.txt", "memo.md"}
+        assert await titles(type="md") == ["memo.md"]
+        assert await titles(scope="hr") == ["later.txt"]
+        assert await titles(since="2999-01-01T00:00:00Z") == []
+        assert set(await titles(until="2999-01-01T00:00:00+02:00")) == {
+            "later.txt",
+            "memo.md",
+            "leave.txt",
+        }
+        assert await titles(q='"paid" OR leave* NEAR(x) ^ -- ;') == []
+        first = (await reader.get(documents, params={"limit": "2"})).json()
+        assert len(first["documents"]) == 2
+        assert first["counts"]["total"] == 3
+        rest = (
+            await reader.get(documents, params={"limit": "2", "cursor": first["nextCursor"]})
+        ).json()
+        assert rest["nextCursor"] is None
+        walked = [d["id"] for d in first["documents"] + rest["documents"]]
+        assert len(set(walked)) == 3
+        for params, named in (
+            ({"uploader": "manager"}, "uploader"),
+            ({"q": "a\x00b"}, "q"),
+            ({"q": "x" * 201}, "q"),
+            ({"limit": "0"}, "limit"),
+            ({"limit": "201"}, "limit"),
+            ({"since": "2026-03-01T00:00:00"}, "since"),
+            ({"since": "2026-03-02T00:00:00Z", "until": "2026-03-01T00:00:00Z"}, "since"),
+            ({"cursor": "bm90LWEtY3Vyc29y"}, "cursor"),
+            ({"type": "doc"}, "type"),
+            ({"scope": "a\x01"}, "scope"),
+        ):
+            refused = await reader.get(documents, params=params)
+            assert refused.status_code == 400, params
+            error = refused.json()["error"]
+            assert error["code"] == "ESRA_INVALID_REQUEST"
+            assert named in error["message"], (params, error["message"])
+        repeated = await reader.get(f"{documents}?q=a&q=b")
+        assert repeated.status_code == 400
+        assert "q" in repeated.json()["error"]["message"]

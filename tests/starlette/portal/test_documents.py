@@ -262,7 +262,7 @@ async def test_an_unexpected_failure_is_a_plain_page_without_a_trace(
         async def broken(*_args: object, **_kwargs: object) -> None:
             raise RuntimeError("secret internal detail")
 
-        monkeypatch.setattr(site.store.documents, "overview", broken)
+        monkeypatch.setattr(site.store.documents, "search", broken)
         transport = httpx2.ASGITransport(app=site.app, raise_app_exceptions=False)
         async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
             await sign_in(client, reader_token())
@@ -271,3 +271,38 @@ async def test_an_unexpected_failure_is_a_plain_page_without_a_trace(
         assert "Something went wrong" in page.text
         assert "secret internal detail" not in page.text
         assert "Traceback" not in page.text
+
+
+async def test_the_list_searches_by_text_and_filters_every_state(tmp_path: Path) -> None:
+    """The search box goes through the store's index (a quarantined document's text is found)
+    and titles (a failed one's name); filters and paging keep the search; bad input is 400."""
+    async with open_site(tmp_path) as site, http(site) as client:
+        await _seed(site)
+        await sign_in(client, reader_token())
+        page = await client.get("/portal/documents")
+        assert 'role="search"' in page.text
+        assert 'name="q"' in page.text
+        by_text = await client.get("/portal/documents", params={"q": "previous instructions"})
+        assert "notes.txt" in by_text.text  # quarantined: retrieval would never return it
+        assert "leave.md" not in by_text.text
+        assert 'value="previous instructions"' in by_text.text
+        by_title = await client.get("/portal/documents", params={"q": "BUDGET"})
+        assert "budget.pdf" in by_title.text  # failed: no text, found by its name
+        assert "notes.txt" not in by_title.text
+        filtered = await client.get(
+            "/portal/documents", params={"q": "", "state": "pending", "type": "md", "since": ""}
+        )
+        assert "later.md" in filtered.text
+        assert "leave.md" not in filtered.text
+        assert _count(filtered, "Indexed") == 1  # counts stay store-wide
+        future = await client.get("/portal/documents", params={"since": "2999-01-01"})
+        assert "No documents match" in future.text
+        hostile = await client.get("/portal/documents", params={"q": '"leave" OR NEAR(*'})
+        assert hostile.status_code == 200
+        escaped = await client.get("/portal/documents", params={"q": '"><script>x'})
+        assert "<script>x" not in escaped.text
+        assert (await client.get("/portal/documents", params={"q": "a\x00b"})).status_code == 400
+        assert (await client.get("/portal/documents", params={"q": "x" * 201})).status_code == 400
+        assert (await client.get("/portal/documents", params={"type": "doc"})).status_code == 400
+        bad_cursor = await client.get("/portal/documents", params={"cursor": "not-a-cursor"})
+        assert bad_cursor.status_code == 400

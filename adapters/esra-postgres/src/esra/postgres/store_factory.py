@@ -55,7 +55,11 @@ from esra.postgres.store_init import (
     store_mapping,
 )
 from esra.postgres.store_repository import PostgresDocumentRepository
-from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA, store_schema_version
+from esra.postgres.store_schema import (
+    DEFAULT_STORE_SCHEMA,
+    STORE_SCHEMA_VERSION,
+    store_schema_version,
+)
 from esra.sql import resolve_connection
 from esra.sql.connection import encode_placeholders
 
@@ -196,7 +200,9 @@ async def open_postgres_store(request: StoreRequest) -> OpenedStore:
         try:
             kwargs = await resolved()
             async with await psycopg.AsyncConnection.connect(**kwargs) as conn:
-                return await store_schema_version(conn, schema) > 0
+                # Ready only at this release's version: an older store's repository
+                # queries need the columns its migration adds, which initialising applies.
+                return await store_schema_version(conn, schema) == STORE_SCHEMA_VERSION
         except ProviderError as exc:
             _log.warning("document store %s: %s", location, exc.code.value)
         except psycopg.Error as exc:

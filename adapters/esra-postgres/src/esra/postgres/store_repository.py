@@ -45,8 +45,10 @@ from esra.core.docstore.model import (
     IndexedContent,
     StoredDocument,
 )
+from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.scanner import Finding
+from esra.core.docstore.search import DocumentPage, DocumentSearch
 from esra.core.docstore.upload import AcceptedUpload
 from esra.postgres.connection import scrub
 from esra.postgres.pool import Pool, open_pool
@@ -57,7 +59,7 @@ __all__ = ["PostgresDocumentRepository"]
 _COLUMNS = (
     "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
     "updated_at, revision, segment_count, failure, remedy, findings, bytes_retained, "
-    "deleted_at, released_by"
+    "deleted_at, released_by, owner_kind, owner_connector"
 )
 _OWNED = (
     "id = %(id)s AND tenant_id = %(tenant)s AND locked_by = %(worker)s "
@@ -108,6 +110,7 @@ def _document(row: Mapping[str, Any]) -> StoredDocument:
         bytes_retained=bool(row["bytes_retained"]),
         deleted=row["deleted_at"] is not None,
         released_by=row["released_by"],
+        owner=DocumentOwner(row["owner_kind"], row["owner_connector"]),
     )
 
 
@@ -132,6 +135,7 @@ class PostgresDocumentRepository:
         self._retain = retain_bytes
         self._documents = sql.Identifier(schema, "documents")
         self._segments = sql.Identifier(schema, "segments")
+        self._versions = sql.Identifier(schema, "schema_version")
 
     @classmethod
     async def open(
@@ -176,9 +180,16 @@ class PostgresDocumentRepository:
             return await cur.fetchone()
 
     async def add(
-        self, tenant_id: str, upload: AcceptedUpload, *, scope: str, now: datetime
+        self,
+        tenant_id: str,
+        upload: AcceptedUpload,
+        *,
+        scope: str,
+        now: datetime,
+        owner: DocumentOwner = UPLOADED,
     ) -> StoredDocument:
-        """Persist a Pending document with its bytes; refuse a duplicate hash in the tenant.
+        """Persist a Pending document with its bytes, owned by ``owner``; refuse a duplicate
+        hash in the tenant.
 
         The partial unique index decides (``ON CONFLICT DO NOTHING``), so two concurrent
         uploads of one file cannot both be stored.
@@ -192,13 +203,15 @@ class PostgresDocumentRepository:
             "scope": scope,
             "now": now,
             "data": upload.data,
+            "owner_kind": owner.kind.value,
+            "owner_connector": owner.connector,  # printable by construction
         }
         row = await self._one(
             self._q(
                 "INSERT INTO {d} (tenant_id, title, format, sha256, size, scope, state,"
-                " created_at, updated_at, data)"
+                " created_at, updated_at, data, owner_kind, owner_connector)"
                 " VALUES (%(tenant)s, %(title)s, %(format)s, %(sha)s, %(size)s, %(scope)s,"
-                " 'pending', %(now)s, %(now)s, %(data)s)"
+                " 'pending', %(now)s, %(now)s, %(data)s, %(owner_kind)s, %(owner_connector)s)"
                 " ON CONFLICT (tenant_id, sha256) WHERE deleted_at IS NULL DO NOTHING"
                 " RETURNING {cols}"
             ),
@@ -439,6 +452,78 @@ class PostgresDocumentRepository:
             for state, count in await cursor.fetchall():
                 counts[DocumentState(state)] = int(count)
         return counts
+
+    async def search_documents(self, tenant_id: str, query: DocumentSearch) -> DocumentPage:
+        """Live documents matching ``query``, every state, newest first by ``(created_at, id)``.
+
+        The text matches the title (``strpos`` over ``lower``) or a segment whose ``tsvector``
+        (GIN-indexed) holds every word: each word is its own ``phraseto_tsquery`` bind value,
+        as the provider's ``TsvectorFullText`` binds terms, under the text search
+        configuration the store's schema was applied with (read from ``schema_version``), so
+        the words tokenize exactly as the segments were indexed. ``id`` orders and compares
+        under ``COLLATE "C"``: code-point order, the cursor's, whatever the database collation.
+        """
+        statement, params = self._search_statement(tenant_id, query)
+        async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(statement, params)
+            rows = await cur.fetchall()
+        return DocumentPage.of([_document(row) for row in rows], query.limit)
+
+    def _search_statement(
+        self, tenant_id: str, query: DocumentSearch
+    ) -> tuple[sql.Composed, dict[str, Any]]:
+        where: list[sql.Composable] = [sql.SQL("tenant_id = %(tenant)s AND deleted_at IS NULL")]
+        params: dict[str, Any] = {"tenant": tenant_id, "limit": query.limit + 1}
+        if query.states:
+            where.append(sql.SQL("state = ANY(%(states)s)"))
+            params["states"] = sorted(state.value for state in query.states)
+        if query.scope is not None:
+            where.append(sql.SQL("scope = %(scope)s"))
+            params["scope"] = query.scope
+        if query.formats:
+            where.append(sql.SQL("format = ANY(%(formats)s)"))
+            params["formats"] = sorted(f.value for f in query.formats)
+        if query.uploaded_since is not None:
+            where.append(sql.SQL("created_at >= %(since)s"))
+            params["since"] = query.uploaded_since
+        if query.uploaded_until is not None:
+            where.append(sql.SQL("created_at < %(until)s"))
+            params["until"] = query.uploaded_until
+        if query.cursor is not None:
+            where.append(
+                sql.SQL(
+                    "(created_at < %(cursor_at)s OR (created_at = %(cursor_at)s"
+                    ' AND id COLLATE "C" < %(cursor_id)s))'
+                )
+            )
+            params["cursor_at"] = query.cursor.created_at
+            params["cursor_id"] = query.cursor.document_id
+        if query.text is not None:
+            text: list[sql.Composable] = [sql.SQL("strpos(lower(title), lower(%(text)s)) > 0")]
+            params["text"] = query.text
+            if query.words:
+                config = sql.SQL(
+                    "(SELECT text_search_config FROM {v} ORDER BY version DESC LIMIT 1)::regconfig"
+                ).format(v=self._versions)
+                tsquery = sql.SQL(" && ").join(
+                    sql.SQL("phraseto_tsquery({cfg}, {word})").format(
+                        cfg=config, word=sql.Placeholder(f"w{i}")
+                    )
+                    for i in range(len(query.words))
+                )
+                text.append(
+                    sql.SQL(
+                        "id IN (SELECT document_id FROM {s} WHERE tenant_id = %(tenant)s"
+                        " AND tsv @@ ({q}))"
+                    ).format(s=self._segments, q=tsquery)
+                )
+                params.update({f"w{i}": word for i, word in enumerate(query.words)})
+            where.append(sql.SQL("({})").format(sql.SQL(" OR ").join(text)))
+        statement = sql.SQL(
+            "SELECT {cols} FROM {d} WHERE {where}"
+            ' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT %(limit)s'
+        ).format(cols=sql.SQL(_COLUMNS), d=self._documents, where=sql.SQL(" AND ").join(where))
+        return statement, params
 
     async def release(
         self, tenant_id: str, document_id: str, *, operator: str, now: datetime

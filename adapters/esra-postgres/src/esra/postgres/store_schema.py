@@ -14,6 +14,15 @@ without imposing bookkeeping on it. Version 1 creates:
   non-deleted documents, with ``tenant_id`` and ``scope`` to filter on. Quarantined,
   failed, pending and deleted documents are excluded structurally, not by a query option.
 
+Version 2 alters ``documents`` in place, so a version-1 store keeps its documents:
+
+- ``owner_kind`` (``uploaded``, what every earlier row becomes, or ``connector``) and
+  ``owner_connector`` (the connector's name, present exactly when connector-owned);
+- ``previous_content``, ``edited_by`` and ``edit_reason``: the structure reserved, beside
+  ``revision``, for editing a document's extracted text in place. They are nullable and
+  unused — no API, Portal page or repository method reads or writes them yet — and say so
+  in their column comments.
+
 ``apply_store_schema`` runs in one transaction under a transaction-scoped advisory lock, so
 concurrent initialisations serialise and a failure leaves nothing half-applied.
 """
@@ -39,16 +48,20 @@ __all__ = [
     "STORE_SCHEMA_VERSION",
     "StoreSchemaConflictError",
     "apply_store_schema",
+    "store_schema_migrations",
     "store_schema_statements",
     "store_schema_version",
 ]
 
 DEFAULT_STORE_SCHEMA = "esra_store"
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 SEARCHABLE_VIEW = "searchable_segments"
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _STATES = "'pending', 'processing', 'indexed', 'quarantined', 'failed'"
+_RESERVED_COMMENT = (
+    "Reserved for editing extracted text in place (with revision); unused by any ESRA API."
+)
 
 
 class StoreSchemaConflictError(Exception):
@@ -155,6 +168,51 @@ def store_schema_statements(
     )
 
 
+def _owner_and_reserved_edits(schema: str) -> tuple[sql.Composed, ...]:
+    """Version 2's DDL: document owners, and the columns reserved for in-place edits."""
+    documents = sql.Identifier(schema, "documents")
+    reserved = ("previous_content", "edited_by", "edit_reason")
+    return (
+        # One ALTER, one scan to validate the checks: a constant default is kept in the
+        # catalogue (PostgreSQL 11+), so no existing row is rewritten.
+        sql.SQL(
+            "ALTER TABLE {d}"
+            " ADD COLUMN owner_kind text NOT NULL DEFAULT 'uploaded',"
+            " ADD COLUMN owner_connector text,"
+            " ADD COLUMN previous_content text,"
+            " ADD COLUMN edited_by text,"
+            " ADD COLUMN edit_reason text,"
+            " ADD CONSTRAINT {kind} CHECK (owner_kind IN ('uploaded', 'connector')),"
+            " ADD CONSTRAINT {named}"
+            " CHECK ((owner_kind = 'connector') = (owner_connector IS NOT NULL))"
+        ).format(
+            d=documents,
+            kind=sql.Identifier("documents_owner_kind"),
+            named=sql.Identifier("documents_owner_connector_named"),
+        ),
+        *(
+            sql.SQL("COMMENT ON COLUMN {d}.{c} IS {text}").format(
+                d=documents, c=sql.Identifier(column), text=sql.Literal(_RESERVED_COMMENT)
+            )
+            for column in reserved
+        ),
+    )
+
+
+def store_schema_migrations(
+    schema: str = DEFAULT_STORE_SCHEMA, config: str = DEFAULT_TEXT_SEARCH_CONFIG
+) -> dict[int, tuple[sql.Composed, ...]]:
+    """Every version's DDL for ``schema``, by the version it brings the store to.
+
+    Raises:
+        ValueError: if ``schema`` is not a plain lowercase identifier.
+    """
+    return {
+        1: store_schema_statements(schema, config),
+        2: _owner_and_reserved_edits(schema),
+    }
+
+
 async def store_schema_version(
     connection: psycopg.AsyncConnection[Any], schema: str = DEFAULT_STORE_SCHEMA
 ) -> int:
@@ -168,16 +226,18 @@ async def apply_store_schema(
     schema: str = DEFAULT_STORE_SCHEMA,
     config: str = DEFAULT_TEXT_SEARCH_CONFIG,
 ) -> bool:
-    """Create the store in ``schema`` unless that version is already applied.
+    """Create the store in ``schema``, or migrate it to ``STORE_SCHEMA_VERSION`` in place.
 
-    Returns whether anything was applied (False on a repeat run).
+    Each version above the one recorded is applied in order and recorded with ``config``
+    (a version-1 store gains version 2's columns and keeps its documents). Returns whether
+    anything was applied (False on a repeat run).
 
     Raises:
         ValueError: if ``schema`` is not a plain lowercase identifier.
         StoreSchemaConflictError: if the store exists with another text search configuration.
         psycopg.Error: if the configuration is unknown or the DDL fails (nothing is kept).
     """
-    statements = store_schema_statements(schema, config)
+    migrations = store_schema_migrations(schema, config)
     async with connection.transaction():
         # Serialise concurrent initialisations of the same schema (released at commit).
         await lock_schema(connection, "esra.store", schema)
@@ -188,17 +248,20 @@ async def apply_store_schema(
             sql.SQL("SELECT version, text_search_config FROM {} ORDER BY version").format(versions)
         )
         applied = {int(v): str(c) for v, c in await cursor.fetchall()}
-        if STORE_SCHEMA_VERSION in applied:
-            if applied[STORE_SCHEMA_VERSION] != config:
-                msg = "the store was initialised with another text search configuration"
-                raise StoreSchemaConflictError(msg)
-            return False
-        for statement in statements:
-            await connection.execute(statement)
-        await connection.execute(
-            sql.SQL("INSERT INTO {} (version, text_search_config) VALUES (%s, %s)").format(
-                versions
-            ),
-            (STORE_SCHEMA_VERSION, config),
-        )
-    return True
+        # The segments' tsvector was generated with version 1's configuration: another
+        # one would index new segments differently from the stored ones.
+        if any(recorded != config for recorded in applied.values()):
+            msg = "the store was initialised with another text search configuration"
+            raise StoreSchemaConflictError(msg)
+        current = max(applied, default=0)
+        pending = sorted(v for v in migrations if v > current)
+        for version in pending:
+            for statement in migrations[version]:
+                await connection.execute(statement)
+            await connection.execute(
+                sql.SQL("INSERT INTO {} (version, text_search_config) VALUES (%s, %s)").format(
+                    versions
+                ),
+                (version, config),
+            )
+    return bool(pending)

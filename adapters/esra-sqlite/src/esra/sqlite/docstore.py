@@ -40,11 +40,15 @@ from esra.core.docstore.model import (
     IndexedContent,
     StoredDocument,
 )
+from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.scanner import Finding
+from esra.core.docstore.search import DocumentPage, DocumentSearch
 from esra.core.docstore.upload import AcceptedUpload
+from esra.sql.fulltext import SearchTerms
 from esra.sqlite.dedicated_connection import DedicatedConnection
 from esra.sqlite.docstore_schema import apply_store_schema
+from esra.sqlite.fulltext import fts5_match_expression
 
 __all__ = ["SqliteDocumentRepository"]
 
@@ -54,7 +58,7 @@ _EXHAUSTED = DocumentRefusal.MALFORMED_DOCUMENT
 _COLUMNS = (
     "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
     "updated_at, revision, segment_count, failure, remedy, findings, "
-    "original IS NOT NULL AS bytes_retained, deleted, released_by"
+    "original IS NOT NULL AS bytes_retained, deleted, released_by, owner_kind, owner_connector"
 )
 _OWNED = (
     "id = :id AND tenant_id = :tenant AND state = 'processing' "
@@ -113,6 +117,7 @@ def _document(row: sqlite3.Row) -> StoredDocument:
         bytes_retained=bool(row["bytes_retained"]),
         deleted=bool(row["deleted"]),
         released_by=row["released_by"],
+        owner=DocumentOwner(row["owner_kind"], row["owner_connector"]),
     )
 
 
@@ -163,9 +168,16 @@ class SqliteDocumentRepository:
     # -- the port --------------------------------------------------------------------------
 
     async def add(
-        self, tenant_id: str, upload: AcceptedUpload, *, scope: str, now: datetime
+        self,
+        tenant_id: str,
+        upload: AcceptedUpload,
+        *,
+        scope: str,
+        now: datetime,
+        owner: DocumentOwner = UPLOADED,
     ) -> StoredDocument:
-        """Persist a Pending document with its bytes; refuse a duplicate hash in the tenant.
+        """Persist a Pending document with its bytes, owned by ``owner``; refuse a duplicate
+        hash in the tenant.
 
         Raises:
             DocumentRefusedError: ``DUPLICATE_DOCUMENT``, ``detail`` naming the existing title.
@@ -184,8 +196,8 @@ class SqliteDocumentRepository:
                 )
             connection.execute(
                 "INSERT INTO store_documents (id, tenant_id, title, format, sha256, size, "
-                "scope, state, attempts, created_at, updated_at, original) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+                "scope, state, attempts, created_at, updated_at, original, owner_kind, "
+                "owner_connector) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)",
                 (
                     document_id,
                     tenant_id,
@@ -197,6 +209,8 @@ class SqliteDocumentRepository:
                     _ts(now),
                     _ts(now),
                     upload.data,
+                    owner.kind.value,
+                    owner.connector,
                 ),
             )
             stored = self._get(connection, tenant_id, document_id)
@@ -420,6 +434,22 @@ class SqliteDocumentRepository:
 
         return await self._db.run(query)
 
+    async def search_documents(self, tenant_id: str, query: DocumentSearch) -> DocumentPage:
+        """Live documents matching ``query``, every state, newest first by ``(created_at, id)``.
+
+        The text matches the title (``instr`` over ASCII-folded ``lower``) or, through the
+        FTS5 index retrieval searches, a segment holding every word: the MATCH string is the
+        provider's own (``fts5_match_expression``, each word a quoted FTS5 string) and one
+        bound value, so FTS5 syntax in the text is only ever searched for.
+        """
+        sql, params = _search_statement(tenant_id, query)
+
+        def run(connection: sqlite3.Connection) -> DocumentPage:
+            rows = connection.execute(sql, params).fetchall()
+            return DocumentPage.of([_document(r) for r in rows], query.limit)
+
+        return await self._db.run(run)
+
     async def release(
         self, tenant_id: str, document_id: str, *, operator: str, now: datetime
     ) -> StoredDocument | None:
@@ -510,3 +540,47 @@ class SqliteDocumentRepository:
             return "".join(r["body"] for r in rows)
 
         return await self._db.run(query)
+
+
+def _search_statement(tenant_id: str, query: DocumentSearch) -> tuple[str, list[object]]:
+    """The management search as SQL text built from constants, and its bound values."""
+    where = ["tenant_id = ?", "deleted = 0"]
+    params: list[object] = [tenant_id]
+    if query.states:
+        states = sorted(state.value for state in query.states)
+        where.append(f"state IN ({', '.join('?' for _ in states)})")
+        params.extend(states)
+    if query.scope is not None:
+        where.append("scope = ?")
+        params.append(query.scope)
+    if query.formats:
+        formats = sorted(document_format.value for document_format in query.formats)
+        where.append(f"format IN ({', '.join('?' for _ in formats)})")
+        params.extend(formats)
+    if query.uploaded_since is not None:
+        where.append("created_at >= ?")
+        params.append(_ts(query.uploaded_since))
+    if query.uploaded_until is not None:
+        where.append("created_at < ?")
+        params.append(_ts(query.uploaded_until))
+    if query.cursor is not None:
+        at = _ts(query.cursor.created_at)
+        where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+        params.extend((at, at, query.cursor.document_id))
+    if query.text is not None:
+        text = ["instr(lower(title), lower(?)) > 0"]
+        params.append(query.text)
+        if query.words:
+            text.append(
+                "id IN (SELECT s.document_id FROM store_segments AS s "
+                "JOIN store_segments_fts ON store_segments_fts.rowid = s.id "
+                "WHERE store_segments_fts MATCH ?)"
+            )
+            params.append(fts5_match_expression(SearchTerms(required=query.words)))
+        where.append(f"({' OR '.join(text)})")
+    params.append(query.limit + 1)
+    sql = (
+        f"SELECT {_COLUMNS} FROM store_documents WHERE {' AND '.join(where)} "  # noqa: S608 - constant fragments and placeholders only
+        "ORDER BY created_at DESC, id DESC LIMIT ?"
+    )
+    return sql, params

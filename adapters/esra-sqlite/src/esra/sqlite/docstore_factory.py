@@ -16,7 +16,7 @@ from pathlib import Path
 from esra.core.docstore.lifecycle import StoreInitialisationError
 from esra.core.docstore.store_registry import OpenedStore, StoreRequest
 from esra.sqlite.docstore import SqliteDocumentRepository
-from esra.sqlite.docstore_schema import store_schema_version
+from esra.sqlite.docstore_schema import STORE_SCHEMA_VERSION, store_schema_version
 from esra.sqlite.factory import OPTIONS
 
 __all__ = ["open_sqlite_store", "schema_present"]
@@ -28,12 +28,14 @@ _UNWRITABLE_REMEDY = (
 
 
 def schema_present(database: Path) -> bool:
-    """Whether ``database`` exists and holds the store schema (never creates the file)."""
+    """Whether ``database`` exists and holds the store schema at this release's version
+    (never creates the file). An older store is not ready: its repository needs the columns
+    its migration adds, which initialising it again applies in place."""
     if not database.is_file():
         return False
     try:
         with closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as connection:
-            return store_schema_version(connection) > 0
+            return store_schema_version(connection) == STORE_SCHEMA_VERSION
     except sqlite3.Error:
         return False
 

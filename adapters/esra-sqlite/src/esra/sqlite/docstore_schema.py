@@ -11,6 +11,13 @@ could forget. Its ``rowid`` column is the segment's rowid, which is also the FTS
 ``esra.sqlite.SqliteFts5Provider`` joins ``searchable_segments`` to ``store_segments_fts`` on
 ``rowid`` exactly as it does for any external-content index.
 
+Version 2 adds, in place (``ALTER TABLE … ADD COLUMN``, so a version-1 store keeps its
+documents): each document's owner (``owner_kind`` ``uploaded`` — what every earlier row
+becomes — or ``connector`` with ``owner_connector`` naming it), and the structure reserved
+for editing a document's extracted text in place (``previous_content``, ``edited_by``,
+``edit_reason``, beside the existing ``revision``). The reserved columns are nullable and
+unused: no API, Portal page or repository method reads or writes them yet.
+
 The version applied is recorded in ``store_schema``; applying is safe to repeat and takes the
 write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it once.
 """
@@ -28,10 +35,11 @@ __all__ = [
     "SEGMENTS_TABLE",
     "STORE_SCHEMA_VERSION",
     "apply_store_schema",
+    "store_schema_statements",
     "store_schema_version",
 ]
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 DOCUMENTS_TABLE = "store_documents"
 SEGMENTS_TABLE = "store_segments"
 SEGMENTS_FTS = "store_segments_fts"
@@ -141,7 +149,33 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         WHERE d.state = 'indexed' AND d.deleted = 0
         """,
     ),
+    2: (
+        # Every document stored before owners existed was uploaded by hand.
+        """
+        ALTER TABLE store_documents ADD COLUMN owner_kind TEXT NOT NULL DEFAULT 'uploaded'
+            CHECK (owner_kind IN ('uploaded', 'connector'))
+        """,
+        # A connector-owned document names its connector; an uploaded one names none.
+        """
+        ALTER TABLE store_documents ADD COLUMN owner_connector TEXT
+            CHECK ((owner_kind = 'connector') = (owner_connector IS NOT NULL))
+        """,
+        # Reserved for in-place editing of extracted text (with ``revision``): the text
+        # before the edit, who edited it and why. Unused by any API until that exists.
+        "ALTER TABLE store_documents ADD COLUMN previous_content TEXT",
+        "ALTER TABLE store_documents ADD COLUMN edited_by TEXT",
+        "ALTER TABLE store_documents ADD COLUMN edit_reason TEXT",
+    ),
 }
+
+
+def store_schema_statements(version: int) -> tuple[str, ...]:
+    """The DDL that brings the store's schema from ``version - 1`` to ``version``.
+
+    Raises:
+        KeyError: no such version.
+    """
+    return _MIGRATIONS[version]
 
 
 def store_schema_version(connection: sqlite3.Connection) -> int:

@@ -80,6 +80,8 @@ class ErrorCode(StrEnum):
     ESRA_SOURCE_UNAVAILABLE = "ESRA_SOURCE_UNAVAILABLE"
     # A configuration write named a version that is no longer the current one.
     ESRA_CONFIG_CONFLICT = "ESRA_CONFIG_CONFLICT"
+    # A management action on a connector-owned store document: its connector owns changes.
+    ESRA_DOCUMENT_READ_ONLY = "ESRA_DOCUMENT_READ_ONLY"
     ESRA_INTERNAL = "ESRA_INTERNAL"
 
 

@@ -41,7 +41,9 @@ OPERATIONS: tuple[Operation, ...] = (
               "Start initialising the store in the background; poll GET /store.",
               "ESRA_DATA_MANAGE", ok_status=202, ok="StoreState", errors=(*_STORE_ERRORS, 409)),
     Operation("get", "/store/documents",
-              "Store-wide counts for every state and the documents (filter: ?state=…).",
+              "Store-wide counts for every state and one page of documents, every state, "
+              "newest first: full-text search (q) plus state, scope, type and upload-time "
+              "filters.",
               "ESRA_DATA_READ", ok="DocumentList", errors=(400, *_STORE_ERRORS, 409)),
     Operation("post", "/store/documents",
               "Upload files (multipart field 'files', optional 'scope'); each file's outcome.",
@@ -51,7 +53,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "ESRA_DATA_READ", ok="Document", errors=(*_STORE_ERRORS, 409)),
     Operation("delete", "/store/documents/{document_id}",
               "Soft-delete a document: gone from search, fetch and the list.",
-              "ESRA_DATA_MANAGE", ok_status=204, ok="", errors=_STORE_ERRORS),
+              "ESRA_DATA_MANAGE", ok_status=204, ok="", errors=(*_STORE_ERRORS, 409)),
     Operation("post", "/store/documents/{document_id}/release",
               "Release a Quarantined document to Indexed (audited with the operator).",
               "ESRA_DATA_MANAGE", ok="Document", errors=_DOCUMENT_ERRORS),
@@ -91,7 +93,8 @@ _ERROR_TEXT = {
     401: "No valid bearer token.",
     403: "The token's roles do not permit this action.",
     404: "No such resource for the token's tenant.",
-    409: "The action does not apply in the current state.",
+    409: "The action does not apply in the current state, or the document is owned by a "
+    "connector and read-only (ESRA_DOCUMENT_READ_ONLY).",
     413: "The request body is too large.",
     415: "Unsupported content type.",
     422: "The configuration is not valid.",
@@ -155,6 +158,17 @@ _SCHEMAS: dict[str, Any] = {
             "reindexAvailable": {"type": "boolean"},
             "reindexUnavailableReason": _NULLABLE_TEXT,
             "downloadAvailable": {"type": "boolean"},
+            "deleteAvailable": {"type": "boolean"},
+            "owner": {
+                "type": "object",
+                "required": ["kind"],
+                "properties": {
+                    "kind": {"enum": ["uploaded", "connector"]},
+                    "connector": _NULLABLE_TEXT,
+                },
+            },
+            "readOnly": {"type": "boolean"},
+            "readOnlyReason": _NULLABLE_TEXT,
         },
     },
     "DocumentList": {
@@ -163,6 +177,7 @@ _SCHEMAS: dict[str, Any] = {
             "counts": {"$ref": "#/components/schemas/Counts"},
             "filter": {"type": "array", "items": {"type": "string"}},
             "documents": {"type": "array", "items": {"$ref": "#/components/schemas/Document"}},
+            "nextCursor": {"type": ["string", "null"]},
         },
     },
     "UploadResult": {
@@ -272,6 +287,24 @@ _AUDIT_PARAMETERS: tuple[tuple[str, dict[str, Any], str], ...] = (
 )
 
 
+_DOCUMENT_SEARCH_PARAMETERS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("q", {"type": "string", "maxLength": 200},
+     "Text: a document matches when its title contains it (ignoring ASCII case) or one of "
+     "its segments holds every word, through the store's own full-text index."),
+    ("state", {"type": "array", "items": {"type": "string", "enum": [
+        "pending", "processing", "indexed", "quarantined", "failed"]}},
+     "Document states (repeatable; any of them)."),
+    ("scope", _TEXT, "The security scope given at upload."),
+    ("type", {"type": "array", "items": {"type": "string", "enum": [
+        "txt", "md", "csv", "pdf", "docx"]}}, "Formats (repeatable; any of them)."),
+    ("since", {"type": "string", "format": "date-time"},
+     "Uploaded at or after; with a UTC offset."),
+    ("until", {"type": "string", "format": "date-time"}, "Uploaded before; with a UTC offset."),
+    ("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
+    ("cursor", _TEXT, "The previous page's nextCursor."),
+)  # fmt: skip
+
+
 def _responses(operation: Operation) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     if operation.ok == "Download":
@@ -308,15 +341,11 @@ def _operation(operation: Operation) -> dict[str, Any]:
         for name in names
     ]
     if operation.path == "/store/documents" and operation.method == "get":
-        parameters.append(
-            {
-                "name": "state",
-                "in": "query",
-                "required": False,
-                "schema": {"type": "array", "items": {"type": "string"}},
-                "explode": True,
-            }
-        )
+        parameters.extend(
+            {"name": name, "in": "query", "required": False, "schema": schema,
+             "description": text, **({"explode": True} if name in {"state", "type"} else {})}
+            for name, schema, text in _DOCUMENT_SEARCH_PARAMETERS
+        )  # fmt: skip
     if operation.path == "/audit":
         parameters.extend(
             {"name": name, "in": "query", "required": False, "schema": schema,

@@ -5,6 +5,8 @@ audited services (``DocumentStoreService``, ``StoreLifecycle``); this module add
 which status and code each outcome gets. A missing role is 403, a document the tenant does
 not have (or has deleted) 404, an action that does not apply to the document's state 409,
 and documents cannot be uploaded until the store is Ready (409 ``ESRA_STORE_NOT_READY``).
+Release, re-index and delete of a connector-owned document answer 409
+``ESRA_DOCUMENT_READ_ONLY``: its connector owns its changes.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from starlette.routing import Route
 from esra.core.admin.roles import NotPermittedError, Role
 from esra.core.docstore.lifecycle import StoreNotReadyError, StoreStatus
 from esra.core.docstore.management import Operator
-from esra.core.docstore.model import DocumentState
+from esra.core.docstore.ownership import DocumentReadOnlyError
+from esra.core.docstore.search import DocumentSearchError
 from esra.starlette.admin.errors import AdminError, AdminErrorCode
 from esra.starlette.admin.limits import AdminLimits
 from esra.starlette.admin.operator import operator_of
 from esra.starlette.admin.views import counts_view, document_view, outcome_view, state_view
+from esra.starlette.document_search import document_search_of
 from esra.starlette.downloads import download_headers
 from esra.starlette.stores import TenantStore
 from esra.starlette.uploads import MAX_SCOPE_CHARS, read_each, upload_scope
@@ -40,6 +44,11 @@ def _forbidden() -> AdminError:
 
 def _not_found() -> AdminError:
     return AdminError(AdminErrorCode.ESRA_NOT_FOUND, "No such document.")
+
+
+def _read_only(refusal: DocumentReadOnlyError) -> AdminError:
+    # The core's message names the connector and says changes come from its source.
+    return AdminError(AdminErrorCode.ESRA_DOCUMENT_READ_ONLY, str(refusal))
 
 
 def _not_ready(status: StoreStatus) -> AdminError:
@@ -121,6 +130,8 @@ class StoreApi:
             raise _not_found()
         try:
             await action(store, operator, document_id)
+        except DocumentReadOnlyError as exc:
+            raise _read_only(exc) from None
         except NotPermittedError:
             raise AdminError(AdminErrorCode.ESRA_CONFLICT, conflict) from None
         return await self._one(operator, store, document_id)
@@ -168,26 +179,28 @@ class StoreApi:
     # -- documents ------------------------------------------------------------------------
 
     async def list_documents(self, request: Request) -> Response:
-        """GET /store/documents[?state=…]: counts for every state and the matching rows."""
+        """GET /store/documents[?q=…&state=…&scope=…&type=…&since=…&until=…&limit=…&cursor=…]:
+        counts for every state and one page of the matching rows, newest first.
+
+        ``q`` searches the store's own full-text index over the documents' segments, and
+        their titles; every state is listed. See ``esra.starlette.document_search``.
+        """
         operator, store = self._operator_and_store(request)
-        wanted = request.query_params.getlist("state")
-        allowed = {state.value: state for state in DocumentState}
-        unknown = [value for value in wanted if value not in allowed]
-        if unknown:
-            raise AdminError(
-                AdminErrorCode.ESRA_INVALID_REQUEST,
-                f"Unknown state {unknown[0]!r}; use one of {', '.join(allowed)}.",
-            )
+        try:
+            query = document_search_of(request.query_params.multi_items())
+        except DocumentSearchError as exc:
+            raise AdminError(AdminErrorCode.ESRA_INVALID_REQUEST, str(exc)) from None
         self._require_ready(store)
-        states = {allowed[value] for value in wanted} or None
-        overview = await store.documents.overview(operator, states=states)
+        found = await self._checked(store.documents.search(operator, query))
         may_download = operator.may(Role.ESRA_DATA_MANAGE)
         return JSONResponse(
             {
-                "counts": counts_view(overview.counts),
-                "filter": sorted(state.value for state in states) if states else [],
-                "documents": [document_view(r, may_download=may_download) for r in overview.rows],
-            }
+                "counts": counts_view(found.counts),
+                "filter": sorted(state.value for state in query.states),
+                "documents": [document_view(r, may_download=may_download) for r in found.rows],
+                "nextCursor": found.next_cursor.encode() if found.next_cursor else None,
+            },
+            headers={"cache-control": "no-store"},
         )
 
     async def get_document(self, request: Request) -> Response:
@@ -265,6 +278,8 @@ class StoreApi:
             raise _forbidden()
         try:
             await store.documents.delete(operator, document_id)
+        except DocumentReadOnlyError as exc:
+            raise _read_only(exc) from None
         except NotPermittedError:
             raise _not_found() from None
         return Response(status_code=204)

@@ -2,7 +2,9 @@
 
 A document's view carries what the review screen needs — state, failure classification and
 remedy, findings, the zero-segment callout and which actions apply — and never its bytes or
-text. ``downloadAvailable`` is true only for an operator holding ``ESRA_DATA_MANAGE``.
+text. ``downloadAvailable`` is true only for an operator holding ``ESRA_DATA_MANAGE``. A
+connector-owned document is ``readOnly`` (``readOnlyReason`` says why): no release, re-index
+or delete is available on it.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def _document(document: StoredDocument) -> dict[str, Any]:
         "findings": [finding_view(f) for f in document.findings],
         "bytesRetained": document.bytes_retained,
         "releasedBy": document.released_by,
+        "owner": {"kind": document.owner.kind.value, "connector": document.owner.connector},
     }
 
 
@@ -66,11 +69,17 @@ def document_view(row: DocumentRow, *, may_download: bool) -> dict[str, Any]:
         "reindexUnavailableReason": None
         if row.reindex_available
         else (
-            "The document is being processed."
-            if row.document.bytes_retained
-            else "The original bytes were not retained, so there is nothing to re-index from."
+            row.read_only_reason
+            or (
+                "The document is being processed."
+                if row.document.bytes_retained
+                else "The original bytes were not retained, so there is nothing to re-index from."
+            )
         ),
         "downloadAvailable": may_download and row.document.bytes_retained,
+        "deleteAvailable": row.delete_available,
+        "readOnly": row.read_only_reason is not None,
+        "readOnlyReason": row.read_only_reason,
     }
 
 

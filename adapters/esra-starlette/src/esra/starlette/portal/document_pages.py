@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,6 +21,9 @@ from esra.core.admin.roles import NotPermittedError, Role
 from esra.core.docstore.filenames import sanitize_filename
 from esra.core.docstore.management import DocumentRow, Operator
 from esra.core.docstore.model import DocumentState
+from esra.core.docstore.ownership import DocumentReadOnlyError
+from esra.core.docstore.search import DocumentCursor, DocumentSearchError
+from esra.starlette.document_search import document_search_of
 from esra.starlette.portal.access import Access, not_found
 from esra.starlette.portal.errors import PortalError
 from esra.starlette.portal.layout import page
@@ -36,6 +39,7 @@ from esra.starlette.portal.views import (
     document_facts,
     documents_table,
     findings_section,
+    search_form,
 )
 from esra.starlette.stores import TenantStore
 
@@ -63,24 +67,35 @@ class DocumentPages:
         ]
 
     async def list_documents(self, request: Request) -> Response:
-        """GET /documents[?state=…]: store-wide counts (as filters) above every document."""
+        """GET /documents[?q=…&state=…&scope=…&type=…&since=…&until=…&cursor=…]: store-wide
+        counts (as filters), a search form, and one page of matching documents."""
         visitor, store = self._access.visitor_and_ready_store(request)
-        selected = _state_filter(request.query_params.get("state"))
-        overview = await store.documents.overview(
-            visitor.operator, states={selected} if selected else None
-        )
+        params = _search_params(request)
+        selected = _state_filter(params.get("state"))
+        try:
+            query = document_search_of(params.items())
+        except DocumentSearchError as exc:
+            raise PortalError(
+                400, "Invalid search", str(exc), links=(("/documents", "All documents"),)
+            ) from None
+        found = await store.documents.search(visitor.operator, query)
         base = base_path(request)
         label = STATE_LABELS[selected] if selected else "All states"
+        searching = query.text is not None or len(params) > (1 if selected else 0)
+        caption = f"{len(found.rows)} documents, {label.lower()}"
+        caption += ", matching the search, newest first" if searching else ", newest first"
         content = render_template(
             "documents.html",
-            counts=count_filters(base, overview.counts, selected),
+            counts=count_filters(base, found.counts, selected),
+            search=search_form(base, params),
             list_heading=f"Documents: {label}",
             table=documents_table(
                 base,
-                overview.rows,
+                found.rows,
                 may_download=visitor.may(Role.ESRA_DATA_MANAGE),
-                caption=f"{len(overview.rows)} documents, {label.lower()}, newest first",
+                caption=caption,
             ),
+            more=_next_page(base, params, found.next_cursor),
         )
         return page(
             request, title="Documents", content=content, visitor=visitor, current="/documents"
@@ -199,6 +214,13 @@ class DocumentPages:
             )
         try:
             await action(store, visitor.operator, document_id)
+        except DocumentReadOnlyError as refusal:
+            raise PortalError(
+                409,
+                "Read-only document",
+                str(refusal),
+                links=((f"/documents/{quote(document_id)}", "Back to the document"),),
+            ) from None
         except NotPermittedError:
             raise PortalError(
                 409,
@@ -207,6 +229,35 @@ class DocumentPages:
                 links=((f"/documents/{quote(document_id)}", "Back to the document"),),
             ) from None
         return document_id
+
+
+_DATE_FIELDS = ("since", "until")
+
+
+def _search_params(request: Request) -> dict[str, str]:
+    """The search fields of the form (one value each; blanks dropped; others ignored).
+
+    The form's date fields give a day, which is taken as midnight UTC: ``since`` a day
+    includes it, ``until`` a day excludes it.
+    """
+    params: dict[str, str] = {}
+    for name in ("q", "state", "scope", "type", "since", "until", "cursor"):
+        value = request.query_params.get(name, "").strip()
+        if not value:
+            continue
+        if name in _DATE_FIELDS and len(value) == 10:
+            value += "T00:00:00+00:00"
+        params[name] = value
+    return params
+
+
+def _next_page(base: str, params: dict[str, str], cursor: DocumentCursor | None) -> Markup:
+    if cursor is None:
+        return Markup()
+    following = {**params, "cursor": cursor.encode()}
+    return html(
+        '<p><a href="{}/documents?{}" rel="next">Next page</a></p>', base, urlencode(following)
+    )
 
 
 def _state_filter(value: str | None) -> DocumentState | None:
@@ -235,6 +286,8 @@ def _actions(base: str, visitor: Visitor, row: DocumentRow) -> Markup:
             "downloading need ESRA_DATA_MANAGE.",
         )
     action_base = f"{base}/documents/{quote(document.id)}"
+    if row.read_only_reason is not None:
+        return _read_only_actions(action_base, row)
     sections: list[Markup] = []
     if row.release_available:
         sections.append(
@@ -269,21 +322,31 @@ def _actions(base: str, visitor: Visitor, row: DocumentRow) -> Markup:
             )
         )
     if document.bytes_retained:
-        sections.append(
-            _section(
-                "Original file",
-                html(
-                    '<p><a href="{}/download" download>Download the original of {}</a> '
-                    "(saved as a file, never opened in the browser).</p>",
-                    action_base,
-                    document.title,
-                ),
-            )
-        )
+        sections.append(_original_section(action_base, document.title))
     sections.append(_delete_form(action_base + "/delete", visitor.csrf, document.title))
     return html(
         '<div class="actions"><h2>Actions</h2>{}</div>',
         join(sections),
+    )
+
+
+def _read_only_actions(action_base: str, row: DocumentRow) -> Markup:
+    """A connector-owned document: the reason it is read-only, no forms (download stays)."""
+    sections = [_section("Read-only", html("<p>{}</p>", row.read_only_reason or ""))]
+    if row.document.bytes_retained:
+        sections.append(_original_section(action_base, row.document.title))
+    return html('<div class="actions"><h2>Actions</h2>{}</div>', join(sections))
+
+
+def _original_section(action_base: str, title: str) -> Markup:
+    return _section(
+        "Original file",
+        html(
+            '<p><a href="{}/download" download>Download the original of {}</a> '
+            "(saved as a file, never opened in the browser).</p>",
+            action_base,
+            title,
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from esra.core.docstore.formats import DocumentFormat
 from esra.core.docstore.ingestion import UploadOutcome
 from esra.core.docstore.management import DocumentRow
 from esra.core.docstore.model import DocumentState, StoredDocument
@@ -32,6 +33,8 @@ __all__ = [
     "human_size",
     "marked_excerpt",
     "moment",
+    "owner_label",
+    "search_form",
     "state_badge",
     "upload_outcome_rows",
 ]
@@ -95,6 +98,55 @@ def count_filters(
             _count_link(href, STATE_LABELS[state], counts.get(state, 0), state is selected)
         )
     return html("<ul>{}</ul>", join(items))
+
+
+def search_form(base: str, params: Mapping[str, str]) -> Markup:
+    """The search box and filters (a GET form), filled in with the current search.
+
+    The text goes through the store's full-text index and the titles; every state is
+    searchable here, quarantined and failed documents included.
+    """
+
+    def options(name: str, choices: Sequence[tuple[str, str]]) -> Markup:
+        chosen = params.get(name, "")
+        return join(
+            html(
+                '<option value="{}"{}>{}</option>',
+                value,
+                Markup(" selected") if value == chosen else Markup(),
+                label,
+            )
+            for value, label in (("", "Any"), *choices)
+        )
+
+    states = [(state.value, STATE_LABELS[state]) for state in _COUNT_ORDER]
+    formats = [(f.value, f.value) for f in DocumentFormat]
+    return html(
+        '<section aria-labelledby="search-heading"><h2 id="search-heading">Search documents</h2>'
+        '<form method="get" action="{}/documents" role="search" class="stack">'
+        '<p><label for="search-q">Text or file name</label> '
+        '<input type="search" id="search-q" name="q" value="{}" maxlength="200"></p>'
+        '<p><label for="search-state">State</label> '
+        '<select id="search-state" name="state">{}</select> '
+        '<label for="search-type">Format</label> '
+        '<select id="search-type" name="type">{}</select> '
+        '<label for="search-scope">Scope</label> '
+        '<input type="text" id="search-scope" name="scope" value="{}" maxlength="256"></p>'
+        '<p><label for="search-since">Uploaded from (UTC)</label> '
+        '<input type="date" id="search-since" name="since" value="{}"> '
+        '<label for="search-until">Uploaded before (UTC)</label> '
+        '<input type="date" id="search-until" name="until" value="{}"></p>'
+        '<p><button type="submit">Search</button> <a href="{}/documents">Clear</a></p>'
+        "</form></section>",
+        base,
+        params.get("q", ""),
+        options("state", states),
+        options("type", formats),
+        params.get("scope", ""),
+        params.get("since", "")[:10],
+        params.get("until", "")[:10],
+        base,
+    )
 
 
 def _count_link(href: str, label: str, count: int, selected: bool) -> Markup:
@@ -189,6 +241,13 @@ def document_notes(base: str, row: DocumentRow) -> Markup:
         )
     if document.released_by:
         notes.append(html("<p>Released from quarantine by {}.</p>", document.released_by))
+    if document.owner.read_only:
+        notes.append(
+            html(
+                "<p><strong>Read-only:</strong> kept in sync by the connector {}.</p>",
+                document.owner.connector,
+            )
+        )
     return join(notes)
 
 
@@ -216,10 +275,18 @@ def document_facts(document: StoredDocument) -> Markup:
         ("Updated", moment(document.updated_at)),
         ("Original bytes", "Retained" if document.bytes_retained else "Not retained"),
         ("Content SHA-256", html("<code>{}</code>", document.sha256)),
+        ("Owner", owner_label(document)),
     ]
     if document.released_by:
         facts.append(("Released from quarantine by", document.released_by))
     return join(html("<dt>{}</dt><dd>{}</dd>", name, value) for name, value in facts)
+
+
+def owner_label(document: StoredDocument) -> str:
+    """Who owns the document, in words: an upload, or the connector keeping it in sync."""
+    if document.owner.read_only:
+        return f"Connector {document.owner.connector} (read-only here)"
+    return "Uploaded"
 
 
 def document_callouts(row: DocumentRow) -> Markup:

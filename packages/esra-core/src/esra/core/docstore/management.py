@@ -14,22 +14,26 @@ import attrs
 
 from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role
 from esra.core.audit import AuditRecord
-from esra.core.codes import AuditEvent
+from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.docstore.ingestion import UploadOutcome, upload_files
 from esra.core.docstore.model import DocumentState, StoredDocument
+from esra.core.docstore.ownership import DocumentReadOnlyError
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.scanner import Finding
+from esra.core.docstore.search import DocumentCursor, DocumentSearch
 from esra.core.docstore.upload import UploadLimits
 from esra.core.ports import AuditSink, Clock
 
 __all__ = [
     "DATA_MANAGE",
     "DATA_READ",
+    "DocumentReadOnlyError",
     "DocumentRow",
     "DocumentStoreService",
     "NotPermittedError",
     "Operator",
     "StoreOverview",
+    "StoreSearchPage",
 ]
 
 DATA_READ = Role.ESRA_DATA_READ
@@ -64,12 +68,26 @@ _ROLE_NAMES = frozenset(r.value for r in Role)
 
 @attrs.frozen
 class DocumentRow:
-    """One row of the review list, with what the screen must call out."""
+    """One row of the review list, with what the screen must call out.
+
+    A connector-owned document is read-only: no release, re-index or delete is available,
+    and ``read_only_reason`` says why (None for an uploaded document).
+    """
 
     document: StoredDocument
     zero_segments: bool
     reindex_available: bool
     release_available: bool
+
+    @property
+    def read_only_reason(self) -> str | None:
+        """Why an operator cannot change this document by hand (None when they can)."""
+        return self.document.owner.read_only_reason
+
+    @property
+    def delete_available(self) -> bool:
+        """Whether an operator may delete it (a connector's documents follow their source)."""
+        return not self.document.owner.read_only
 
 
 @attrs.frozen
@@ -78,6 +96,15 @@ class StoreOverview:
 
     counts: Mapping[DocumentState, int]
     rows: tuple[DocumentRow, ...]
+
+
+@attrs.frozen
+class StoreSearchPage:
+    """Counts for every state (store-wide, as filters) and one page of matching rows."""
+
+    counts: Mapping[DocumentState, int]
+    rows: tuple[DocumentRow, ...]
+    next_cursor: DocumentCursor | None
 
 
 class DocumentStoreService:
@@ -143,6 +170,22 @@ class DocumentStoreService:
         documents = await self._repository.list(operator.tenant_id, states=states)
         return StoreOverview(counts=counts, rows=tuple(_row(d) for d in documents))
 
+    async def search(self, operator: Operator, query: DocumentSearch) -> StoreSearchPage:
+        """Every state's count, and one page of the documents ``query`` matches.
+
+        Needs ``ESRA_DATA_READ``, like ``overview`` (and, like it, reading is not audited).
+        The text goes through the store's own full-text index; see
+        ``esra.core.docstore.search``. The tenant is always the operator's.
+        """
+        operator.require(DATA_READ)
+        counts = await self._repository.counts(operator.tenant_id)
+        page = await self._repository.search_documents(operator.tenant_id, query)
+        return StoreSearchPage(
+            counts=counts,
+            rows=tuple(_row(d) for d in page.documents),
+            next_cursor=page.next_cursor,
+        )
+
     async def findings(self, operator: Operator, document_id: str) -> tuple[Finding, ...]:
         """What the scanner matched: shown to the operator before a release."""
         operator.require(DATA_READ)
@@ -152,8 +195,14 @@ class DocumentStoreService:
         return document.findings
 
     async def release(self, operator: Operator, document_id: str) -> StoredDocument:
-        """Release a quarantined document to Indexed; audited with the operator and findings."""
+        """Release a quarantined document to Indexed; audited with the operator and findings.
+
+        Raises:
+            NotPermittedError: no ``ESRA_DATA_MANAGE``, or the document is not Quarantined.
+            DocumentReadOnlyError: a connector owns the document (the refusal is audited).
+        """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_RELEASE, document_id)
+        await self._refuse_read_only(operator, AuditEvent.DOCUMENT_RELEASE, document_id)
         released = await self._repository.release(
             operator.tenant_id, document_id, operator=operator.subject, now=self._clock.now()
         )
@@ -169,8 +218,14 @@ class DocumentStoreService:
         return released
 
     async def reindex(self, operator: Operator, document_id: str) -> StoredDocument:
-        """Queue a document for extraction again, attempts reset; only with retained bytes."""
+        """Queue a document for extraction again, attempts reset; only with retained bytes.
+
+        Raises:
+            NotPermittedError: no ``ESRA_DATA_MANAGE``, no retained bytes, or being processed.
+            DocumentReadOnlyError: a connector owns the document (the refusal is audited).
+        """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_REINDEX, document_id)
+        await self._refuse_read_only(operator, AuditEvent.DOCUMENT_REINDEX, document_id)
         queued = await self._repository.reindex(
             operator.tenant_id, document_id, now=self._clock.now()
         )
@@ -182,8 +237,14 @@ class DocumentStoreService:
         return queued
 
     async def delete(self, operator: Operator, document_id: str) -> None:
-        """Soft-delete a document: gone from search, fetch and the list."""
+        """Soft-delete a document: gone from search, fetch and the list.
+
+        Raises:
+            NotPermittedError: no ``ESRA_DATA_MANAGE``, or no such live document.
+            DocumentReadOnlyError: a connector owns the document (the refusal is audited).
+        """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DELETE, document_id)
+        await self._refuse_read_only(operator, AuditEvent.DOCUMENT_DELETE, document_id)
         deleted = await self._repository.soft_delete(
             operator.tenant_id, document_id, now=self._clock.now()
         )
@@ -212,6 +273,25 @@ class DocumentStoreService:
         if not operator.may(role):
             await self._record(operator, event, document_id, ok=False)
             raise NotPermittedError
+
+    async def _refuse_read_only(
+        self, operator: Operator, event: AuditEvent, document_id: str
+    ) -> None:
+        """Raise ``DocumentReadOnlyError`` for a connector-owned document; audit the refusal.
+
+        The owner never changes once stored, so checking before the action cannot race it.
+        """
+        document = await self._repository.get(operator.tenant_id, document_id)
+        if document is None or document.deleted or not document.owner.read_only:
+            return
+        await self._record(
+            operator,
+            event,
+            document_id,
+            ok=False,
+            refusal=ErrorCode.ESRA_DOCUMENT_READ_ONLY.value,
+        )
+        raise DocumentReadOnlyError(document.owner)
 
     async def _record(
         self,
@@ -248,6 +328,8 @@ def _row(document: StoredDocument) -> DocumentRow:
         # Indexed yet unsearchable: nothing about the state alone says so.
         zero_segments=document.state is DocumentState.INDEXED and document.segment_count == 0,
         reindex_available=document.bytes_retained
-        and document.state is not DocumentState.PROCESSING,
-        release_available=document.state is DocumentState.QUARANTINED,
+        and document.state is not DocumentState.PROCESSING
+        and not document.owner.read_only,
+        release_available=document.state is DocumentState.QUARANTINED
+        and not document.owner.read_only,
     )

@@ -9,6 +9,7 @@ import attrs
 
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.scanner import Finding, ScanPolicy
 
 __all__ = [
@@ -78,7 +79,10 @@ class StoreSettings:
 
 @attrs.frozen
 class StoredDocument:
-    """A document's metadata as the store keeps it (bytes and text are fetched separately)."""
+    """A document's metadata as the store keeps it (bytes and text are fetched separately).
+
+    ``owner`` says who may change it: an upload (by hand) or a connector (read-only here).
+    """
 
     id: str
     tenant_id: str
@@ -99,6 +103,7 @@ class StoredDocument:
     bytes_retained: bool = True
     deleted: bool = False
     released_by: str | None = None
+    owner: DocumentOwner = UPLOADED
 
 
 @attrs.frozen

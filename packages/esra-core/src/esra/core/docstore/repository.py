@@ -14,7 +14,9 @@ from typing import Protocol
 
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.model import Claim, DocumentState, IndexedContent, StoredDocument
+from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.scanner import Finding
+from esra.core.docstore.search import DocumentPage, DocumentSearch
 from esra.core.docstore.upload import AcceptedUpload
 
 __all__ = ["DocumentRepository"]
@@ -33,9 +35,18 @@ class DocumentRepository(Protocol):
     """
 
     async def add(
-        self, tenant_id: str, upload: AcceptedUpload, *, scope: str, now: datetime
+        self,
+        tenant_id: str,
+        upload: AcceptedUpload,
+        *,
+        scope: str,
+        now: datetime,
+        owner: DocumentOwner = UPLOADED,
     ) -> StoredDocument:
-        """Persist a Pending document with its bytes.
+        """Persist a Pending document with its bytes, owned by ``owner``.
+
+        Every upload is ``UPLOADED`` (the default); a sync connector passes its own
+        ``DocumentOwner.by_connector(name)``, which makes the document read-only to operators.
 
         Raises:
             DocumentRefusedError: ``DUPLICATE_DOCUMENT`` when the tenant already holds the
@@ -99,6 +110,16 @@ class DocumentRepository(Protocol):
 
     async def counts(self, tenant_id: str) -> Mapping[DocumentState, int]:
         """Store-wide counts per state (non-deleted), every state present."""
+        ...
+
+    async def search_documents(self, tenant_id: str, query: DocumentSearch) -> DocumentPage:
+        """One page of the tenant's non-deleted documents matching ``query``, newest first.
+
+        Every state is searched (this is the review screen, not retrieval). The text goes
+        through the store's own full-text index over the documents' segments, each word a
+        literal, or matches the title (see ``esra.core.docstore.search``); ordered by
+        ``(created_at, id)`` descending, the page starting strictly after ``query.cursor``.
+        """
         ...
 
     async def release(

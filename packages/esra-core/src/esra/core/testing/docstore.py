@@ -18,8 +18,15 @@ from esra.core.docstore.model import (
     StoredDocument,
     StoredSegment,
 )
+from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.scanner import Finding
+from esra.core.docstore.search import (
+    DocumentPage,
+    DocumentSearch,
+    search_words,
+    title_contains,
+)
 from esra.core.docstore.upload import AcceptedUpload
 
 __all__ = ["InMemoryDocumentRepository"]
@@ -52,9 +59,15 @@ class InMemoryDocumentRepository:
         row.document = attrs.evolve(row.document, updated_at=now, **changes)
 
     async def add(
-        self, tenant_id: str, upload: AcceptedUpload, *, scope: str, now: datetime
+        self,
+        tenant_id: str,
+        upload: AcceptedUpload,
+        *,
+        scope: str,
+        now: datetime,
+        owner: DocumentOwner = UPLOADED,
     ) -> StoredDocument:
-        """Persist a Pending document; refuse a duplicate hash within the tenant."""
+        """Persist a Pending document owned by ``owner``; refuse a duplicate hash in the tenant."""
         async with self._lock:
             for row in self._rows.values():
                 doc = row.document
@@ -72,6 +85,7 @@ class InMemoryDocumentRepository:
                 attempts=0,
                 created_at=now,
                 updated_at=now,
+                owner=owner,
             )
             self._rows[document.id] = _Row(document=document, data=upload.data)
             return document
@@ -257,6 +271,32 @@ class InMemoryDocumentRepository:
         for doc in await self.list(tenant_id):
             counts[doc.state] += 1
         return counts
+
+    async def search_documents(self, tenant_id: str, query: DocumentSearch) -> DocumentPage:
+        """Live documents matching ``query``, newest first by ``(created_at, id)``.
+
+        The text matches the title, or a segment holding every word as a token (no stemming:
+        the contract suite searches for words as they were indexed).
+        """
+        matched = [
+            row.document
+            for row in self._rows.values()
+            if row.document.tenant_id == tenant_id
+            and query.matches_metadata(row.document)
+            and (query.text is None or self._text_matches(row, query))
+        ]
+        matched.sort(key=lambda d: (d.created_at, d.id), reverse=True)
+        return DocumentPage.of(matched[: query.limit + 1], query.limit)
+
+    @staticmethod
+    def _text_matches(row: _Row, query: DocumentSearch) -> bool:
+        assert query.text is not None
+        if title_contains(row.document.title, query.text):
+            return True
+        words = set(query.words)
+        return bool(words) and any(
+            words <= set(search_words(segment.indexed)) for segment in row.segments
+        )
 
     async def release(
         self, tenant_id: str, document_id: str, *, operator: str, now: datetime

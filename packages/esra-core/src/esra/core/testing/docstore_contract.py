@@ -42,6 +42,8 @@ from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.upload import AcceptedUpload
+from esra.core.testing.docstore_ownership_contract import DocumentOwnershipContract
+from esra.core.testing.docstore_search_contract import DocumentSearchContract
 
 __all__ = ["DocumentRepositoryContract", "RepositoryOpener", "contract_upload"]
 
@@ -96,7 +98,7 @@ class RepositoryOpener(Protocol):
 
 
 @pytest.mark.asyncio
-class DocumentRepositoryContract:
+class DocumentRepositoryContract(DocumentSearchContract, DocumentOwnershipContract):
     """Tests every ``DocumentRepository`` must pass; subclass and implement ``make_repository``."""
 
     def make_repository(
