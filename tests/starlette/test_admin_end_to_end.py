@@ -8,6 +8,7 @@ read-only operator can list it but not download it.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,12 @@ async def test_an_uploaded_document_is_searchable_once_indexed(
     admin = f"{url}/admin/v1"
     with _running(host_server(args)):
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {manager}"}) as http:
+            # The embedded store starts Disabled: the administrator enables and initialises it.
+            assert (await http.get(f"{admin}/store")).json()["status"] == "disabled"
+            assert (await http.post(f"{admin}/store/enable")).status_code == 200
+            assert (await http.post(f"{admin}/store/initialise")).status_code == 202
+            while (await http.get(f"{admin}/store")).json()["status"] == "initializing":
+                await asyncio.sleep(0.05)
             assert (await http.get(f"{admin}/store")).json()["status"] == "ready"
             uploaded = await http.post(
                 f"{admin}/store/documents",

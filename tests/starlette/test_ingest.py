@@ -233,6 +233,7 @@ async def test_a_file_over_the_limit_is_refused_without_reading_it_whole(tmp_pat
     """At most the limit plus one byte is read; the inspection refuses it as too large."""
     big = tmp_path / "big.txt"
     big.write_text("quokka " * 1000)
+    await _initialise(tmp_path / "store.db")
     err = io.StringIO()
     (row,) = await ingest(
         [big],
@@ -244,7 +245,6 @@ async def test_a_file_over_the_limit_is_refused_without_reading_it_whole(tmp_pat
         worker_id="test",
         err=err,
         limits=UploadLimits(max_bytes=100),
-        initialise=True,
     )
     assert (row.outcome, row.state) == ("refused", "-")
     assert row.detail.startswith("TOO_LARGE: ")
@@ -263,6 +263,7 @@ async def test_a_terminal_gets_one_redrawn_progress_line(tmp_path: Path) -> None
         path = tmp_path / f"memo-{number}.md"
         path.write_text(f"# Memo {number}\n\nThe quokka count for week {number} is {number * 7}.\n")
         files.append(path)
+    await _initialise(tmp_path / "store.db")
     err = _Terminal()
     rows = await ingest(
         files,
@@ -273,7 +274,6 @@ async def test_a_terminal_gets_one_redrawn_progress_line(tmp_path: Path) -> None
         clock=FakeClock(),
         worker_id="test",
         err=err,
-        initialise=True,
     )
     assert [r.state for r in rows] == ["indexed"] * 3
     assert all(r.ok for r in rows)

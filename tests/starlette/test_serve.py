@@ -80,7 +80,8 @@ async def test_dev_token_and_serve_round_trip(
     assert metadata.json()["authorization_servers"] == ["https://dev-issuer.esra.invalid"]
     assert refused.status_code == 401
     assert "resource_metadata=" in refused.headers["www-authenticate"]
-    assert (tmp_path / STORE_FILE).is_file()
+    # The store starts Disabled: serving creates neither its file nor its schema.
+    assert not (tmp_path / STORE_FILE).exists()
 
 
 async def test_an_unauthorized_caller_of_the_real_server_sees_no_tools(

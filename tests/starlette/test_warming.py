@@ -160,6 +160,11 @@ async def test_an_ingest_warms_the_documents_it_indexes(tmp_path: Path) -> None:
         (tmp_path / name).write_text(text)
         files.append(tmp_path / name)
     snapshot = _snapshot(400)
+    repository = SqliteDocumentRepository(store)
+    try:
+        await repository.initialize()  # a store is initialised before its first ingest
+    finally:
+        await repository.close()
     with EmbeddingCache(CountingEmbedder(), tmp_path / "vectors.sqlite") as cache:
         rows = await ingest(
             files,
@@ -170,7 +175,6 @@ async def test_an_ingest_warms_the_documents_it_indexes(tmp_path: Path) -> None:
             clock=FakeClock(),
             worker_id="ingest-test",
             err=io.StringIO(),
-            initialise=True,
             on_indexed=StoreWarmer(LocalModel(embedder=cache), store_plans([snapshot])),
         )
     assert [row.state for row in rows] == ["indexed"] * len(MEMOS)

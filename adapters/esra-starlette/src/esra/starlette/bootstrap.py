@@ -83,7 +83,7 @@ from esra.core.provider_registry import ProviderRegistry, ProviderRequest
 from esra.core.secrets.references import ReferencePolicy
 from esra.core.static_config import StaticConfigRepository
 from esra.llm import LocalModel, RemoteModelClient
-from esra.sqlite import STORE_PROVIDER_KIND, SqliteDocumentRepository
+from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette.durable_state import (
     EMBEDDED_DATABASES_DIR,
     embedded_state,
@@ -634,13 +634,8 @@ async def _embedded(
     if purpose is Purpose.SERVE and data_dir is not None:
         issuer = load_or_create_dev_issuer(data_dir)
         issuers = (issuer.trusted(frozenset({served.tenant_id})),)
-        if stores:
-            # The embedded store is the host's own: its schema is applied at every start.
-            repository_of_store = SqliteDocumentRepository(data_dir / STORE_FILE)
-            try:
-                await repository_of_store.initialize()  # idempotent: creates the schema
-            finally:
-                await repository_of_store.close()
+        # The store is not initialised here: like a configured one it starts Disabled until
+        # an administrator (or `esra ingest`, on the user's behalf) initialises it, audited.
     placement: SourcePlacement | None = None
     if purpose is not Purpose.STORES:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esra-demo-")))

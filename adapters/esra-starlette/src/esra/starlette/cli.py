@@ -7,7 +7,9 @@ MCP endpoint at ``/mcp`` — on the embedded default without ``--config``, on a 
 configuration with it. ``esra dev-token`` signs a token with the embedded default's
 development issuer, so a new user can call ``esra serve`` at once. ``esra worker`` indexes
 the documents queued in every tenant's document store; ``esra ingest PATH ...`` uploads files
-into one tenant's store and indexes them at once.
+into one tenant's store and indexes them at once. No command initialises a store implicitly:
+``esra ingest`` into the embedded default's store not initialised yet initialises it for the
+user as the audited administrative action (``esra.starlette.store_init``) and says so.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from esra.core.docstore.extras import MissingExtraError
+from esra.core.docstore.extras import MissingExtraError, require_document_extra
 from esra.core.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
@@ -205,7 +207,10 @@ def _add_ingest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="Upload files (directories recursively, hidden files skipped) into a "
         "tenant's document store, each inspected like an API upload, then index them so they "
         "are searchable at once. Prints one line per file: outcome, state and remedy. Exit "
-        "status 0 when every file was stored and indexed, 1 otherwise, 2 for usage errors.",
+        "status 0 when every file was stored and indexed, 1 otherwise, 2 for usage errors. "
+        "Without --config, an embedded store not initialised yet is first initialised on your "
+        "behalf (audited as esra.store.initialise by cli:<your user>); a configured store "
+        "must be initialised by an administrator.",
     )
     ingest.add_argument("path", nargs="+", type=Path, help="a file or directory to ingest")
     ingest.add_argument("--config", type=Path, default=None, help="the host's TOML settings")
@@ -356,6 +361,8 @@ def _serve(args: argparse.Namespace) -> int:
             "Embedded default. Get a token with:\n"
             f"  esra dev-token --tenant {EMBEDDED_TENANT} --subject you --claim region=emea "
             "--claim document_scopes=general\n"
+            "Its document store is initialised by your first `esra ingest PATH` (audited) or "
+            "at /portal/status.\n"
         )
     try:
         asyncio.run(server.serve())
@@ -451,6 +458,13 @@ def _worker(args: argparse.Namespace) -> int:
         return _fail(f"worker: cannot create the data directory: {exc}")
     if not stores:
         return _fail(f"worker: no tenant in {args.config} has a document store")
+    try:
+        # A worker extracts documents: without the extra it can do nothing, initialised
+        # store or not, so that is what it says first.
+        require_document_extra()
+    except MissingExtraError as exc:
+        sys.stderr.write(f"esra: worker: {exc}\n")
+        return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     redact_root_handlers()
     try:
@@ -485,21 +499,20 @@ async def _work(
     from esra.core.docstore.store_registry import DocumentStoreRegistry  # noqa: PLC0415
     from esra.starlette.worker import (  # noqa: PLC0415
         default_worker_id,
-        initialise_stores,
         open_stores,
         serve_worker,
     )
 
     registry = DocumentStoreRegistry.from_entry_points()
-    if args.config is None:
-        # The embedded default's store is the host's own: initialised like `esra serve`.
-        await initialise_stores(runtime.stores, registry=registry)
+    # A worker never initialises a store, the embedded default's included: it serves the
+    # stores an administrator (or, embedded, `esra ingest`) initialised, as they appear.
+    also = ", or once `esra ingest` initialises it" if args.config is None else ""
     async with open_stores(runtime.stores, registry=registry) as opened:
         for store in opened.values():
             if not await store.schema_present():
                 sys.stderr.write(
                     f"esra: worker: {store.location} is not initialised; it is served once an "
-                    "administrator initialises it (POST /admin/v1/store/initialise)\n"
+                    f"administrator initialises it (POST /admin/v1/store/initialise){also}\n"
                 )
     return await serve_worker(
         runtime.stores,
@@ -523,6 +536,7 @@ def _ingest(args: argparse.Namespace) -> int:
         summarize,
     )
     from esra.starlette.settings import SettingsError  # noqa: PLC0415
+    from esra.starlette.store_init import CliStoreInitialisation, cli_operator  # noqa: PLC0415
     from esra.starlette.worker import StoreUnavailableError, default_worker_id  # noqa: PLC0415
 
     if args.config is not None and args.tenant is None:
@@ -558,8 +572,19 @@ def _ingest(args: argparse.Namespace) -> int:
                         clock=runtime.clock,
                         worker_id=default_worker_id(),
                         err=sys.stderr,
-                        # The embedded default's store is the host's own, always initialised.
-                        initialise=args.config is None,
+                        # The embedded default's store starts Disabled like any other; its
+                        # first ingest initialises it for the user, audited and said so.
+                        initialise=(
+                            CliStoreInitialisation(
+                                cli_operator(tenant),
+                                audit=runtime.audit,
+                                clock=runtime.clock,
+                                err=sys.stderr,
+                                what="the embedded document store",
+                            )
+                            if args.config is None
+                            else None
+                        ),
                         on_indexed=warmer,
                     ),
                 )

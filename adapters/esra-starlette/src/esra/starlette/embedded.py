@@ -2,10 +2,16 @@
 
 The Larkspur Cycles demo enterprise (three SQLite sources, rebuilt in a temporary directory
 at each start, which the model selects among) plus the tenant's internal document store
-(``document-store.db`` in the data directory, kept between runs and empty until documents are
-ingested; bound mandatory, so searched on every question), searched with the offline
+(``document-store.db`` in the data directory, kept between runs; bound mandatory, so searched
+on every question), searched with the offline
 ``LocalModel``, behind one exposure that also publishes its fetch tool. Tokens come
 from the development issuer (``esra dev-token``), the only issuer trusted here.
+
+The store starts Disabled, exactly like a configured one: ``esra serve`` creates no file and
+no schema. It is initialised by the audited administrative action — enable, then initialise,
+through the admin API or the portal — or by the first ``esra ingest``, which takes that same
+action on the user's behalf as ``cli:<OS user>`` and says so (``esra.starlette.store_init``).
+Until then a search reports the store unavailable and answers from the demo sources.
 
 What administrators change through the admin API outlives a restart too: the configuration
 workspaces (drafts, history, publications), the connection secrets (encrypted with the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -21,7 +21,7 @@ import attrs
 from esra.core.docstore.ingestion import IndexedHook, IngestionWorker, upload_files
 from esra.core.docstore.model import DocumentState, StoredDocument, StoreSettings
 from esra.core.docstore.repository import DocumentRepository
-from esra.core.docstore.store_registry import DocumentStoreRegistry
+from esra.core.docstore.store_registry import DocumentStoreRegistry, OpenedStore
 from esra.core.docstore.upload import UploadLimits
 from esra.core.ports import Clock
 from esra.starlette.stores import DEFAULT_UPLOAD_SCOPE, StoreSpec
@@ -198,7 +198,7 @@ async def ingest(
     err: TextIO,
     limits: UploadLimits | None = None,
     store_settings: StoreSettings | None = None,
-    initialise: bool = False,
+    initialise: Callable[[OpenedStore], Awaitable[object]] | None = None,
     on_indexed: IndexedHook | None = None,
     registry: DocumentStoreRegistry | None = None,
 ) -> list[IngestRow]:
@@ -207,7 +207,7 @@ async def ingest(
     Args:
         files: the files, in order (see :func:`collect_files`).
         store: the tenant's store (``Runtime.stores[tenant_id]``, of any kind, or a SQLite
-            file); it must be initialised unless ``initialise``.
+            file); it must be initialised unless ``initialise`` is given.
         tenant_id: the tenant the documents belong to.
         scope: the security scope given to every document.
         index: drain the queue in-process before returning.
@@ -216,8 +216,10 @@ async def ingest(
         err: where progress goes.
         limits: the upload limits (the API's defaults otherwise).
         store_settings: the indexing settings (the store defaults otherwise).
-        initialise: create the store's schema where missing (the embedded default's store,
-            which the host owns; a configured store is initialised by an administrator).
+        initialise: initialises the opened store where it is not yet, as an audited
+            action on the user's behalf (``esra.starlette.store_init``'s
+            ``CliStoreInitialisation``: the embedded default's store); without it a store
+            not initialised by an administrator is refused.
         on_indexed: awaited after each document indexed (``esra.starlette.warming``'s
             ``StoreWarmer``); its errors are logged by type and never fail the indexing.
         registry: opens the store by kind (default: the installed ``esra.document_stores``).
@@ -227,17 +229,19 @@ async def ingest(
 
     Raises:
         IngestUsageError: ``scope`` is empty or not printable.
-        StoreUnavailableError: the store cannot be opened, or fails while in use.
+        StoreUnavailableError: the store cannot be opened or initialised, is not
+            initialised (without ``initialise``), or fails while in use.
     """
     if not scope.strip() or not scope.isprintable():
         msg = "--scope must be a non-empty, printable scope name"
         raise IngestUsageError(msg)
     limits = limits or UploadLimits()
     settings = store_settings or StoreSettings()
-    async with open_stores({tenant_id: store}, registry=registry, initialise=initialise) as opened:
+    async with open_stores({tenant_id: store}, registry=registry) as opened:
         (handle,) = opened.values()
-        if not initialise:
-            await require_initialised(handle)
+        if initialise is not None:
+            await initialise(handle)
+        await require_initialised(handle)
         try:
             return await _ingest(
                 handle.repository,
