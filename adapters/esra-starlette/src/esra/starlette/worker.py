@@ -29,7 +29,6 @@ import attrs
 
 from esra.core.clock import SystemClock
 from esra.core.docstore.ingestion import IndexedHook, IngestionWorker, TenantTurn
-from esra.core.docstore.lifecycle import StoreInitialisationError
 from esra.core.docstore.model import StoreSettings
 from esra.core.docstore.store_registry import DocumentStoreRegistry, OpenedStore
 from esra.core.docstore.worker_loop import TurnTotals, run_turns
@@ -42,7 +41,6 @@ __all__ = [
     "WorkerReport",
     "default_worker_id",
     "describe_turn",
-    "initialise_stores",
     "open_stores",
     "require_initialised",
     "run_worker",
@@ -91,17 +89,15 @@ async def open_stores(
     stores: Mapping[str, StoreSpec],
     *,
     registry: DocumentStoreRegistry | None = None,
-    initialise: bool = False,
 ) -> AsyncIterator[dict[Path | str, OpenedStore]]:
     """Open each distinct store (by location) of ``stores``; close them all on exit.
 
-    A store is initialised by an administrator (``POST /admin/v1/store/initialise``), never
-    as a side effect of first use — unless ``initialise`` says the caller owns the stores
-    (the embedded default's). Nothing is checked here otherwise: see
+    Nothing is initialised here: a store is initialised only by the audited lifecycle
+    action (the admin API, the portal, or ``esra ingest`` on the embedded default's behalf;
+    ``esra.starlette.store_init``), never as a side effect of opening it. See
     :func:`require_initialised`.
 
     Raises:
-        StoreUnavailableError: a store cannot be initialised (``initialise``).
         UnknownStoreKindError, ProviderOptionError: a store's kind or options are refused.
     """
     registry = registry or DocumentStoreRegistry.from_entry_points()
@@ -113,12 +109,6 @@ async def open_stores(
                 await store.close()  # another tenant's store at the same location
                 continue
             opened[store.location] = store
-            if initialise:
-                try:
-                    await store.initialise()
-                except StoreInitialisationError as exc:
-                    msg = f"cannot open the document store {store.location}: {exc.reason}"
-                    raise StoreUnavailableError(msg) from exc
         yield opened
     finally:
         for store in opened.values():
@@ -137,18 +127,6 @@ async def require_initialised(store: OpenedStore) -> None:
             "it through the admin API first"
         )
         raise StoreUnavailableError(msg)
-
-
-async def initialise_stores(
-    stores: Mapping[str, StoreSpec], *, registry: DocumentStoreRegistry | None = None
-) -> None:
-    """Apply the store schema to ``stores`` (stores the caller owns), idempotently.
-
-    Raises:
-        StoreUnavailableError: a store cannot be opened or initialised.
-    """
-    async with open_stores(stores, registry=registry, initialise=True):
-        return
 
 
 async def run_worker(
