@@ -22,11 +22,13 @@ from esra.starlette.devtoken import load_or_create_dev_issuer
 from esra.starlette.embedded import (
     EMBEDDED_CLIENT_APP,
     EMBEDDED_TENANT,
+    STORE_FILE,
     embedded_snapshot,
     open_embedded,
 )
 from esra.starlette.host import build_app
 from esra.starlette.ingest import IngestUsageError, collect_files, ingest
+from esra.starlette.store_init import cli_subject
 from tests._external import shared_data
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 from tests.starlette._world import mcp_client
@@ -37,6 +39,14 @@ MACRO_DOCM = "documents/office_apache_poi/document_SimpleMacro.docm"
 DDE_CSV = "documents/malicious/office_dde_macro_ole/msodde_dde-in-csv.csv"
 ENCRYPTED_PDF = "documents/pdf/encrypted/pypdf-encryption/r2-user-password.pdf"
 ABOUT_INJECTION = "prompt_injection/benign_about_prompt_injection/OWASP_LLM01_PromptInjection.md"
+
+
+async def _uploaders(database: Path) -> set[str | None]:
+    repository = SqliteDocumentRepository(database)
+    try:
+        return {d.uploaded_by for d in await repository.list(EMBEDDED_TENANT)}
+    finally:
+        await repository.close()
 
 
 def _table(out: str) -> dict[str, list[str]]:
@@ -137,6 +147,7 @@ def test_no_index_leaves_documents_pending_and_a_second_upload_is_a_duplicate(
     duplicate = _table(capsys.readouterr().out)["fmla.md"]
     assert duplicate[:2] == ["refused", "-"]
     assert duplicate[2] == "DUPLICATE_DOCUMENT: The same content is already stored as 'fmla.md'."
+    assert asyncio.run(_uploaders(tmp_path / STORE_FILE)) == {cli_subject()}
     assert main(["worker", "--data-dir", str(tmp_path), "--once"]) == 0
     found = asyncio.run(_search(tmp_path, "FMLA", document_scopes="hr"))
     assert found[0] == ("fmla.md", "Internal documents")

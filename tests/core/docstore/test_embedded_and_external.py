@@ -25,7 +25,7 @@ import pytest
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore import ooxml
 from esra.core.docstore.extraction import extract, segment_extraction
-from esra.core.docstore.refusals import DocumentRefusedError
+from esra.core.docstore.refusals import Breach, DocumentRefusedError
 from esra.core.docstore.scanner import scan_text
 from esra.core.docstore.upload import inspect_upload
 from tests._external import shared_data
@@ -203,7 +203,7 @@ def _with_embedded_objects() -> bytes:
 
 def test_the_embedded_payloads_would_be_refused_if_they_were_inspected() -> None:
     """The control for the tests below: each payload is hostile on its own."""
-    assert _refusal("workbook.docx", XXE_WORKBOOK) is DocumentRefusal.MALFORMED_DOCUMENT
+    assert inspect_upload("workbook.docx", XXE_WORKBOOK).breach is Breach.XML_DTD_OR_ENTITY
     assert _refusal("embedded.docx", DDE_DOCUMENT) is DocumentRefusal.ACTIVE_CONTENT
     assert _refusal("object.docx", BROKEN_OLE) is DocumentRefusal.TYPE_MISMATCH
 

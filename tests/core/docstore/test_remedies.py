@@ -1,5 +1,6 @@
 """Every refusal's remedy points the operator the right way: a Latin-1 file is told to save as
-UTF-8, and each .docx safety limit (entry count, zip bomb, XXE, structure) names itself."""
+UTF-8, and each .docx safety limit (entry count, zip bomb, XXE, structure) names itself — in
+the Failed document it is stored as, and in the upload's per-file outcome."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.ingestion import upload_files
-from esra.core.docstore.refusals import BREACH_REMEDIES, REMEDIES, DocumentRefusedError
+from esra.core.docstore.model import DocumentState
+from esra.core.docstore.refusals import BREACH_REMEDIES, REMEDIES, Breach, DocumentRefusedError
 from esra.core.docstore.upload import UploadLimits, inspect_upload
 from esra.core.docstore.zipguard import ZipLimits
 from esra.core.testing import FakeClock
@@ -80,14 +82,36 @@ BREACHES = {
 
 
 @pytest.mark.parametrize("case", sorted(BREACHES))
-def test_each_docx_safety_limit_names_itself_in_the_remedy(case: str) -> None:
+async def test_each_docx_safety_limit_names_itself_in_the_remedy(case: str) -> None:
     """The attack: bombs, XXE and the entry-count limit shared one generic remedy. Each
-    breach stays MALFORMED_DOCUMENT (the spec's classification) with its own remedy."""
+    breach is stored as a Failed MALFORMED_DOCUMENT (the spec's classification) naming the
+    breach, with its own remedy."""
     data, phrase = BREACHES[case]
-    refused = _refused("report.docx", data, LIMITS)
-    assert refused.refusal is DocumentRefusal.MALFORMED_DOCUMENT
-    assert phrase in refused.remedy
-    assert refused.remedy != REMEDIES[DocumentRefusal.MALFORMED_DOCUMENT]
+    breach = inspect_upload("report.docx", data, LIMITS).breach
+    assert breach is not None
+    (outcome,) = await upload_files(
+        InMemoryDocumentRepository(),
+        "tenant-a",
+        [("report.docx", data)],
+        scope="all",
+        clock=FakeClock(),
+        limits=LIMITS,
+    )
+    assert outcome.stored_as_failed
+    assert outcome.document is not None
+    assert outcome.document.state is DocumentState.FAILED
+    assert outcome.document.failure_breach is breach
+    assert outcome.refusal is DocumentRefusal.MALFORMED_DOCUMENT
+    assert outcome.remedy == outcome.document.remedy == BREACH_REMEDIES[breach]
+    assert phrase in outcome.remedy
+    assert outcome.remedy != REMEDIES[DocumentRefusal.MALFORMED_DOCUMENT]
+
+
+def test_a_latin1_file_is_refused_not_stored() -> None:
+    """Not UTF-8 is a breach with its own remedy, but nothing about it is unsafe to review:
+    it stays a refusal ("save it as UTF-8"), never a stored failure."""
+    refused = _refused("menu.txt", LATIN_1)
+    assert refused.breach is Breach.TEXT_NOT_UTF8
 
 
 def test_breach_remedies_are_distinct() -> None:
@@ -110,6 +134,7 @@ async def test_the_per_file_upload_outcome_carries_the_specific_remedy() -> None
         DocumentRefusal.MALFORMED_DOCUMENT,
         DocumentRefusal.TYPE_MISMATCH,
     ]
+    assert [o.stored_as_failed for o in outcomes] == [True, False]
     assert outcomes[0].remedy is not None
     assert "compression ratio" in outcomes[0].remedy
     assert outcomes[1].remedy is not None

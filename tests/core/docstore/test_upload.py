@@ -1,5 +1,6 @@
 """Upload inspection with real and hostile files: one classified outcome each, nothing inflated
-or resolved past a limit."""
+or resolved past a limit. A .docx that breaks a safety limit is accepted *as a breach* (stored
+Failed by the repository); every other hostile file is refused."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.filenames import sanitize_filename
 from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.refusals import DocumentRefusedError
+from esra.core.docstore.refusals import Breach, DocumentRefusedError
 from esra.core.docstore.upload import UploadLimits, inspect_upload
 from esra.core.docstore.zipguard import ZipLimits, inflate_members
 from tests._external import shared_data
@@ -28,6 +29,12 @@ def _refusal(name: str, data: bytes, limits: UploadLimits | None = None) -> Docu
     with pytest.raises(DocumentRefusedError) as raised:
         inspect_upload(name, data, limits)
     return raised.value.refusal
+
+
+def _breach(name: str, data: bytes, limits: UploadLimits | None = None) -> Breach:
+    accepted = inspect_upload(name, data, limits)
+    assert accepted.breach is not None, "accepted without a breach"
+    return accepted.breach
 
 
 def _zip(entries: list[tuple[str, bytes]], *, compression: int = zipfile.ZIP_DEFLATED) -> bytes:
@@ -56,17 +63,20 @@ def _outcome(path: Path) -> str:
         accepted = inspect_upload(path.name, path.read_bytes())
     except DocumentRefusedError as refused:
         return refused.refusal.value if refused.remedy else "refused without a remedy"
+    if accepted.breach is not None:
+        return "breach"
     return "accepted" if accepted.format in DocumentFormat else "unknown format"
 
 
 @pytest.mark.external_data
 def test_every_real_file_gets_exactly_one_classified_outcome() -> None:
-    """No crash, no unclassified error: accepted with a format, or refused with a reason."""
+    """No crash, no unclassified error: accepted with a format (or as a breach, to be stored
+    Failed), or refused with a reason."""
     root = shared_data(DOCUMENTS)
     outcomes = Counter(_outcome(path) for path in sorted(p for p in root.rglob("*") if p.is_file()))
     assert sum(outcomes.values()) > 500
     assert outcomes["accepted"] > 400
-    assert set(outcomes) <= {"accepted", *(r.value for r in DocumentRefusal)}
+    assert set(outcomes) <= {"accepted", "breach", *(r.value for r in DocumentRefusal)}
 
 
 @pytest.mark.external_data
@@ -82,22 +92,19 @@ def test_every_real_file_gets_exactly_one_classified_outcome() -> None:
             DocumentRefusal.LEGACY_DOC,
         ),
         (
-            "malicious/xxe_ooxml/document_ExternalEntityInText.docx",
-            DocumentRefusal.MALFORMED_DOCUMENT,
-        ),
-        (
             "office_apache_poi/document_bug53475-password-is-pass.docx",
             DocumentRefusal.PASSWORD_PROTECTED,
         ),
         ("office_apache_poi/poifs_protected_agile.docx", DocumentRefusal.PASSWORD_PROTECTED),
+        # Damaged, not hostile: nothing to review, "re-export it" at once.
         ("office_apache_poi/document_truncated62886.docx", DocumentRefusal.MALFORMED_DOCUMENT),
     ],
 )
 def test_hostile_files_are_refused_with_their_reason(
     relative: str, expected: DocumentRefusal
 ) -> None:
-    """Macros, DDE, XXE, encryption and truncation each get their code (embedded objects are
-    ignored, not refused: test_embedded_and_external)."""
+    """Macros, DDE, encryption and truncation each get their code (embedded objects are
+    ignored, not refused: test_embedded_and_external; XXE is a stored breach, below)."""
     path = shared_data(f"{DOCUMENTS}/{relative}")
     assert _refusal(path.name, path.read_bytes()) is expected
 
@@ -113,10 +120,23 @@ def test_hostile_files_are_refused_with_their_reason(
         "malicious/xxe_ooxml/spreadsheet_54764-2.xlsx",
     ],
 )
-def test_entities_in_any_ooxml_part_are_refused_even_renamed(relative: str) -> None:
+def test_entities_in_any_ooxml_part_are_breaches_even_renamed(relative: str) -> None:
     """Every XML part is parsed with DTDs and entities forbidden, whatever the package is."""
     data = shared_data(f"{DOCUMENTS}/{relative}").read_bytes()
-    assert _refusal("renamed.docx", data) is DocumentRefusal.MALFORMED_DOCUMENT
+    assert _breach("renamed.docx", data) is Breach.XML_DTD_OR_ENTITY
+
+
+@pytest.mark.external_data
+@pytest.mark.parametrize(
+    ("relative", "expected"),
+    [
+        ("malicious/xxe_ooxml/document_ExternalEntityInText.docx", Breach.XML_DTD_OR_ENTITY),
+    ],
+)
+def test_real_breaches_are_accepted_as_breaches(relative: str, expected: Breach) -> None:
+    """An XXE document is kept for review as Failed, naming the limit it broke."""
+    path = shared_data(f"{DOCUMENTS}/{relative}")
+    assert _breach(path.name, path.read_bytes()) is expected
 
 
 @pytest.mark.external_data
@@ -127,7 +147,7 @@ def test_the_zip_bomb_is_refused_before_inflation() -> None:
         inflate_members(data)
     assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
     assert raised.value.detail in {"overlapping entries", "declared size over the total limit"}
-    assert _refusal("bomb.docx", data) is DocumentRefusal.MALFORMED_DOCUMENT
+    assert _breach("bomb.docx", data) in {Breach.ZIP_STRUCTURE, Breach.ZIP_INFLATED_SIZE}
 
 
 @pytest.mark.external_data
@@ -203,10 +223,10 @@ def test_a_minimal_word_package_is_accepted_and_hashed() -> None:
     assert len(accepted.sha256) == 64
 
 
-def test_a_dtd_in_the_main_part_is_refused() -> None:
-    """XXE in the story part is refused, never resolved."""
+def test_a_dtd_in_the_main_part_is_a_breach() -> None:
+    """XXE in the story part is a breach (stored Failed), never resolved."""
     xxe = b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]><d>&x;</d>'
-    assert _refusal("x.docx", _docx(xxe)) is DocumentRefusal.MALFORMED_DOCUMENT
+    assert _breach("x.docx", _docx(xxe)) is Breach.XML_DTD_OR_ENTITY
 
 
 def test_a_dde_field_is_refused_but_text_about_dde_is_not() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 from esra.core.codes import AuditEvent
@@ -232,6 +234,8 @@ async def test_the_list_searches_filters_and_pages(tmp_path: Path) -> None:
         assert set(await titles(state=["pending", "quarantined"])) == {"later.txt", "memo.md"}
         assert await titles(type="md") == ["memo.md"]
         assert await titles(scope="hr") == ["later.txt"]
+        assert len(await titles(uploader="manager")) == 3  # the token's subject, recorded
+        assert await titles(uploader="manage") == []  # exact, never a prefix
         assert await titles(since="2999-01-01T00:00:00Z") == []
         assert set(await titles(until="2999-01-01T00:00:00+02:00")) == {
             "later.txt",
@@ -249,7 +253,8 @@ async def test_the_list_searches_filters_and_pages(tmp_path: Path) -> None:
         walked = [d["id"] for d in first["documents"] + rest["documents"]]
         assert len(set(walked)) == 3
         for params, named in (
-            ({"uploader": "manager"}, "uploader"),
+            ({"uploaded_by": "manager"}, "uploaded_by"),
+            ({"uploader": "a\x00b"}, "uploader"),
             ({"q": "a\x00b"}, "q"),
             ({"q": "x" * 201}, "q"),
             ({"limit": "0"}, "limit"),
@@ -268,3 +273,53 @@ async def test_the_list_searches_filters_and_pages(tmp_path: Path) -> None:
         repeated = await reader.get(f"{documents}?q=a&q=b")
         assert repeated.status_code == 400
         assert "q" in repeated.json()["error"]["message"]
+
+
+def _bomb() -> bytes:
+    """A Word package with a part that compresses 2000:1: a zip bomb's signature."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", b"<Types/>")
+        archive.writestr("word/document.xml", b"<w:document/>")
+        archive.writestr("word/media/zeros.bin", b"\x00" * 2_000_000)
+    return buffer.getvalue()
+
+
+async def test_a_zip_bomb_is_stored_as_a_failed_document_for_review(tmp_path: Path) -> None:
+    """Spec 004: a breach "yields a failed document with a MALFORMED_DOCUMENT
+    classification". The upload says so per file; the review list shows it under Failed
+    with the limit and its remedy, and the worker never indexes it."""
+    async with open_admin_host(tmp_path) as host, host.client(MANAGER) as manager:
+        uploaded = await manager.post(
+            f"{ADMIN}/store/documents", files=files(("bomb.docx", _bomb()), CLEAN, LEGACY)
+        )
+        assert uploaded.status_code == 202
+        body = uploaded.json()
+        assert (body["stored"], body["failed"], body["refused"]) == (1, 1, 1)
+        (failed,) = [f for f in body["files"] if f["filename"] == "bomb.docx"]
+        assert (failed["outcome"], failed["state"], failed["reason"], failed["breach"]) == (
+            "failed",
+            "failed",
+            "MALFORMED_DOCUMENT",
+            "zip_compression_ratio",
+        )
+        assert "compression ratio" in failed["remedy"]
+        await host.index()
+        listed = (await manager.get(f"{ADMIN}/store/documents?state=failed")).json()
+        (document,) = listed["documents"]
+        assert document["id"] == failed["documentId"]
+        assert document["failure"] == {
+            "reason": "MALFORMED_DOCUMENT",
+            "breach": "zip_compression_ratio",
+            "remedy": failed["remedy"],
+        }
+        assert (document["uploadedBy"], document["segmentCount"]) == ("manager", 0)
+        assert document["bytesRetained"]
+        assert document["reindexAvailable"]
+        assert listed["counts"]["indexed"] == 1
+    (record,) = [
+        r
+        for r in host.audit.events(AuditEvent.DOCUMENT_UPLOAD)
+        if r.dimensions.get("breach") is not None
+    ]
+    assert (record.outcome, record.dimensions["document_id"]) == ("ok", failed["documentId"])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 from pathlib import Path
 
 import httpx2
@@ -153,3 +155,37 @@ async def test_the_result_page_shows_sanitised_names_never_the_submitted_ones(
         assert "<code>LEGACY_DOC</code>" in rows["minutes.doc"]
         (stored,) = await site.store.repository.list("larkspur")
         assert stored.title == "invoicefdp.md"
+
+
+def _bomb() -> bytes:
+    """A Word package with a part that compresses 2000:1: a zip bomb's signature."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", b"<Types/>")
+        archive.writestr("word/document.xml", b"<w:document/>")
+        archive.writestr("word/media/zeros.bin", b"\x00" * 2_000_000)
+    return buffer.getvalue()
+
+
+async def test_a_breach_is_reported_stored_as_failed_with_its_remedy(tmp_path: Path) -> None:
+    """The result row links the Failed document and names the limit's remedy; its page shows
+    the safety limit and who uploaded it; the search form filters by uploader."""
+    async with open_site(tmp_path) as site, http(site) as client:
+        await sign_in(client, manager_token())
+        result = await _upload(client, [("bomb.docx", _bomb()), ("travel.md", POLICY)])
+        assert "2 files: 1 stored, 1 stored as failed, 0 refused." in result.text
+        row = _rows(result)["bomb.docx"]
+        assert "Stored as failed" in row
+        assert "<code>MALFORMED_DOCUMENT</code>" in row
+        assert "compression ratio" in row
+        (document,) = await site.store.repository.list("larkspur", states={DocumentState.FAILED})
+        page = await client.get(f"/portal/documents/{document.id}")
+        assert "<code>zip_compression_ratio</code>" in page.text
+        assert document.uploaded_by is not None
+        assert f"<dd>{document.uploaded_by}</dd>" in page.text
+        listing = await client.get("/portal/documents", params={"uploader": document.uploaded_by})
+        assert 'name="uploader"' in listing.text
+        assert listing.text.count("bomb.docx") >= 1
+        assert "travel.md" in listing.text
+        nobody = await client.get("/portal/documents", params={"uploader": "nobody"})
+        assert "bomb.docx" not in nobody.text

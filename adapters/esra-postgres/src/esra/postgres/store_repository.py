@@ -46,7 +46,7 @@ from esra.core.docstore.model import (
     StoredDocument,
 )
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
-from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
+from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
 from esra.core.docstore.upload import AcceptedUpload
@@ -59,7 +59,7 @@ __all__ = ["PostgresDocumentRepository"]
 _COLUMNS = (
     "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
     "updated_at, revision, segment_count, failure, remedy, findings, bytes_retained, "
-    "deleted_at, released_by, owner_kind, owner_connector"
+    "deleted_at, released_by, owner_kind, owner_connector, uploaded_by, failure_breach"
 )
 _OWNED = (
     "id = %(id)s AND tenant_id = %(tenant)s AND locked_by = %(worker)s "
@@ -111,6 +111,8 @@ def _document(row: Mapping[str, Any]) -> StoredDocument:
         deleted=row["deleted_at"] is not None,
         released_by=row["released_by"],
         owner=DocumentOwner(row["owner_kind"], row["owner_connector"]),
+        uploaded_by=row["uploaded_by"],
+        failure_breach=Breach(row["failure_breach"]) if row["failure_breach"] else None,
     )
 
 
@@ -187,13 +189,15 @@ class PostgresDocumentRepository:
         scope: str,
         now: datetime,
         owner: DocumentOwner = UPLOADED,
+        uploaded_by: str | None = None,
     ) -> StoredDocument:
         """Persist a Pending document with its bytes, owned by ``owner``; refuse a duplicate
-        hash in the tenant.
+        hash in the tenant. An upload with a ``breach`` is inserted Failed, naming it.
 
         The partial unique index decides (``ON CONFLICT DO NOTHING``), so two concurrent
         uploads of one file cannot both be stored.
         """
+        failure = DocumentRefusal.MALFORMED_DOCUMENT if upload.breach is not None else None
         params = {
             "tenant": tenant_id,
             "title": scrub(upload.display_name),
@@ -205,13 +209,20 @@ class PostgresDocumentRepository:
             "data": upload.data,
             "owner_kind": owner.kind.value,
             "owner_connector": owner.connector,  # printable by construction
+            "uploaded_by": scrub(uploaded_by) if uploaded_by is not None else None,
+            "state": (DocumentState.FAILED if failure else DocumentState.PENDING).value,
+            "failure": failure.value if failure is not None else None,
+            "breach": upload.breach.value if upload.breach is not None else None,
+            "remedy": remedy_for(failure, upload.breach) if failure is not None else None,
         }
         row = await self._one(
             self._q(
                 "INSERT INTO {d} (tenant_id, title, format, sha256, size, scope, state,"
-                " created_at, updated_at, data, owner_kind, owner_connector)"
+                " created_at, updated_at, data, owner_kind, owner_connector, uploaded_by,"
+                " failure, failure_breach, remedy)"
                 " VALUES (%(tenant)s, %(title)s, %(format)s, %(sha)s, %(size)s, %(scope)s,"
-                " 'pending', %(now)s, %(now)s, %(data)s, %(owner_kind)s, %(owner_connector)s)"
+                " %(state)s, %(now)s, %(now)s, %(data)s, %(owner_kind)s, %(owner_connector)s,"
+                " %(uploaded_by)s, %(failure)s, %(breach)s, %(remedy)s)"
                 " ON CONFLICT (tenant_id, sha256) WHERE deleted_at IS NULL DO NOTHING"
                 " RETURNING {cols}"
             ),
@@ -328,7 +339,8 @@ class PostgresDocumentRepository:
                 self._q(
                     "UPDATE {d} SET state = %(state)s, text = %(text)s,"
                     " findings = %(findings)s::jsonb, segment_count = %(count)s,"
-                    " revision = revision + 1, failure = NULL, remedy = NULL,"
+                    " revision = revision + 1, failure = NULL, failure_breach = NULL,"
+                    " remedy = NULL,"
                     " locked_by = NULL, lease_until = NULL, updated_at = %(now)s,"
                     " data = CASE WHEN %(retain)s THEN data END,"
                     " bytes_retained = %(retain)s AND data IS NOT NULL"
@@ -374,6 +386,7 @@ class PostgresDocumentRepository:
         retry: bool,
         now: datetime,
         findings: tuple[Finding, ...] = (),
+        breach: Breach | None = None,
     ) -> bool:
         """Fail the claim's document (or return it to Pending), fenced; bytes are kept."""
         params = {
@@ -381,13 +394,15 @@ class PostgresDocumentRepository:
             "now": now,
             "state": (DocumentState.PENDING if retry else DocumentState.FAILED).value,
             "failure": refusal.value,
-            "remedy": REMEDIES[refusal],
+            "breach": breach.value if breach is not None else None,
+            "remedy": remedy_for(refusal, breach),
             "findings": _findings_json(findings),
         }
         row = await self._one(
             self._q(
                 "UPDATE {d} SET state = %(state)s, failure = %(failure)s, remedy = %(remedy)s,"
-                " findings = %(findings)s::jsonb, locked_by = NULL, lease_until = NULL,"
+                " failure_breach = %(breach)s, findings = %(findings)s::jsonb, locked_by = NULL,"
+                " lease_until = NULL,"
                 " updated_at = %(now)s WHERE {owned} RETURNING id"
             ),
             params,
@@ -401,7 +416,8 @@ class PostgresDocumentRepository:
             cursor = await conn.execute(
                 self._q(
                     "UPDATE {d} SET state = 'failed', failure = %(failure)s, remedy = %(remedy)s,"
-                    " locked_by = NULL, lease_until = NULL, updated_at = %(now)s"
+                    " failure_breach = NULL, locked_by = NULL, lease_until = NULL,"
+                    " updated_at = %(now)s"
                     " WHERE state = 'processing' AND lease_until <= %(now)s"
                     " AND attempts >= %(max)s"
                 ),
@@ -483,6 +499,9 @@ class PostgresDocumentRepository:
         if query.formats:
             where.append(sql.SQL("format = ANY(%(formats)s)"))
             params["formats"] = sorted(f.value for f in query.formats)
+        if query.uploader is not None:
+            where.append(sql.SQL("uploaded_by = %(uploader)s"))
+            params["uploader"] = scrub(query.uploader)
         if query.uploaded_since is not None:
             where.append(sql.SQL("created_at >= %(since)s"))
             params["since"] = query.uploaded_since

@@ -21,7 +21,11 @@ Version 2 alters ``documents`` in place, so a version-1 store keeps its document
 - ``previous_content``, ``edited_by`` and ``edit_reason``: the structure reserved, beside
   ``revision``, for editing a document's extracted text in place. They are nullable and
   unused — no API, Portal page or repository method reads or writes them yet — and say so
-  in their column comments.
+  in their column comments;
+- ``uploaded_by`` (the uploading operator's subject, unknown for earlier rows) and
+  ``failure_breach`` (which safety limit a document failed at upload broke);
+- ``store_settings``: each tenant's scan policy, byte retention, attempt ceiling and batch
+  size, with a revision and who set them, written only by the audited "configure" action.
 
 ``apply_store_schema`` runs in one transaction under a transaction-scoped advisory lock, so
 concurrent initialisations serialise and a failure leaves nothing half-applied.
@@ -169,7 +173,7 @@ def store_schema_statements(
 
 
 def _owner_and_reserved_edits(schema: str) -> tuple[sql.Composed, ...]:
-    """Version 2's DDL: document owners, and the columns reserved for in-place edits."""
+    """Version 2's DDL: owners, uploaders, breaches, reserved edit columns, store settings."""
     documents = sql.Identifier(schema, "documents")
     reserved = ("previous_content", "edited_by", "edit_reason")
     return (
@@ -182,6 +186,8 @@ def _owner_and_reserved_edits(schema: str) -> tuple[sql.Composed, ...]:
             " ADD COLUMN previous_content text,"
             " ADD COLUMN edited_by text,"
             " ADD COLUMN edit_reason text,"
+            " ADD COLUMN uploaded_by text,"
+            " ADD COLUMN failure_breach text,"
             " ADD CONSTRAINT {kind} CHECK (owner_kind IN ('uploaded', 'connector')),"
             " ADD CONSTRAINT {named}"
             " CHECK ((owner_kind = 'connector') = (owner_connector IS NOT NULL))"
@@ -196,6 +202,20 @@ def _owner_and_reserved_edits(schema: str) -> tuple[sql.Composed, ...]:
             )
             for column in reserved
         ),
+        # The store's own settings, one row per tenant, changed only by the audited
+        # "configure" action; a tenant without a row uses the host's defaults.
+        sql.SQL(
+            "CREATE TABLE {t} ("
+            " tenant_id text PRIMARY KEY,"
+            " scan_policy text NOT NULL"
+            " CHECK (scan_policy IN ('quarantine', 'reject', 'index_anyway')),"
+            " retain_bytes boolean NOT NULL,"
+            " max_attempts integer NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),"
+            " batch_per_tenant integer NOT NULL CHECK (batch_per_tenant BETWEEN 1 AND 1000),"
+            " revision integer NOT NULL CHECK (revision >= 1),"
+            " updated_at timestamptz NOT NULL,"
+            " updated_by text NOT NULL)"
+        ).format(t=sql.Identifier(schema, "store_settings")),
     )
 
 

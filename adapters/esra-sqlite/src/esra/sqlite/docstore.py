@@ -41,7 +41,7 @@ from esra.core.docstore.model import (
     StoredDocument,
 )
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
-from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
+from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
 from esra.core.docstore.upload import AcceptedUpload
@@ -58,7 +58,8 @@ _EXHAUSTED = DocumentRefusal.MALFORMED_DOCUMENT
 _COLUMNS = (
     "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
     "updated_at, revision, segment_count, failure, remedy, findings, "
-    "original IS NOT NULL AS bytes_retained, deleted, released_by, owner_kind, owner_connector"
+    "original IS NOT NULL AS bytes_retained, deleted, released_by, owner_kind, owner_connector, "
+    "uploaded_by, failure_breach"
 )
 _OWNED = (
     "id = :id AND tenant_id = :tenant AND state = 'processing' "
@@ -118,6 +119,8 @@ def _document(row: sqlite3.Row) -> StoredDocument:
         deleted=bool(row["deleted"]),
         released_by=row["released_by"],
         owner=DocumentOwner(row["owner_kind"], row["owner_connector"]),
+        uploaded_by=row["uploaded_by"],
+        failure_breach=Breach(row["failure_breach"]) if row["failure_breach"] else None,
     )
 
 
@@ -175,14 +178,17 @@ class SqliteDocumentRepository:
         scope: str,
         now: datetime,
         owner: DocumentOwner = UPLOADED,
+        uploaded_by: str | None = None,
     ) -> StoredDocument:
         """Persist a Pending document with its bytes, owned by ``owner``; refuse a duplicate
-        hash in the tenant.
+        hash in the tenant. An upload with a ``breach`` is inserted Failed, naming it.
 
         Raises:
             DocumentRefusedError: ``DUPLICATE_DOCUMENT``, ``detail`` naming the existing title.
         """
         document_id = uuid.uuid4().hex
+        failure = DocumentRefusal.MALFORMED_DOCUMENT if upload.breach is not None else None
+        state = DocumentState.FAILED if failure is not None else DocumentState.PENDING
 
         def insert(connection: sqlite3.Connection) -> StoredDocument:
             existing = connection.execute(
@@ -197,7 +203,8 @@ class SqliteDocumentRepository:
             connection.execute(
                 "INSERT INTO store_documents (id, tenant_id, title, format, sha256, size, "
                 "scope, state, attempts, created_at, updated_at, original, owner_kind, "
-                "owner_connector) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)",
+                "owner_connector, uploaded_by, failure, failure_breach, remedy) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     document_id,
                     tenant_id,
@@ -206,11 +213,16 @@ class SqliteDocumentRepository:
                     upload.sha256,
                     len(upload.data),
                     scope,
+                    state.value,
                     _ts(now),
                     _ts(now),
                     upload.data,
                     owner.kind.value,
                     owner.connector,
+                    uploaded_by,
+                    failure.value if failure is not None else None,
+                    upload.breach.value if upload.breach is not None else None,
+                    remedy_for(failure, upload.breach) if failure is not None else None,
                 ),
             )
             stored = self._get(connection, tenant_id, document_id)
@@ -321,7 +333,8 @@ class SqliteDocumentRepository:
             cursor = connection.execute(
                 "UPDATE store_documents SET state = :state, findings = :findings, "  # noqa: S608 - constant predicate
                 "segment_count = :segments, revision = revision + 1, failure = NULL, "
-                "remedy = NULL, worker_id = NULL, lease_until = NULL, updated_at = :now, "
+                "failure_breach = NULL, remedy = NULL, worker_id = NULL, lease_until = NULL, "
+                "updated_at = :now, "
                 "original = CASE WHEN :retain THEN original ELSE NULL END "
                 f"WHERE {_OWNED}",
                 params,
@@ -348,6 +361,7 @@ class SqliteDocumentRepository:
         retry: bool,
         now: datetime,
         findings: tuple[Finding, ...] = (),
+        breach: Breach | None = None,
     ) -> bool:
         """Fail the claim's document (or return it to Pending when ``retry``), fenced.
 
@@ -358,7 +372,8 @@ class SqliteDocumentRepository:
             **self._owner(claim),
             "state": (DocumentState.PENDING if retry else DocumentState.FAILED).value,
             "failure": refusal.value,
-            "remedy": REMEDIES[refusal],
+            "breach": breach.value if breach is not None else None,
+            "remedy": remedy_for(refusal, breach),
             "findings": _findings_json(findings),
             "now": _ts(now),
         }
@@ -366,8 +381,8 @@ class SqliteDocumentRepository:
         def mark(connection: sqlite3.Connection) -> bool:
             cursor = connection.execute(
                 "UPDATE store_documents SET state = :state, failure = :failure, "  # noqa: S608 - constant predicate
-                "remedy = :remedy, findings = :findings, worker_id = NULL, "
-                f"lease_until = NULL, updated_at = :now WHERE {_OWNED}",
+                "failure_breach = :breach, remedy = :remedy, findings = :findings, "
+                f"worker_id = NULL, lease_until = NULL, updated_at = :now WHERE {_OWNED}",
                 params,
             )
             return cursor.rowcount == 1
@@ -386,7 +401,8 @@ class SqliteDocumentRepository:
         def sweep(connection: sqlite3.Connection) -> int:
             cursor = connection.execute(
                 "UPDATE store_documents SET state = 'failed', failure = :failure, "
-                "remedy = :remedy, worker_id = NULL, lease_until = NULL, updated_at = :now "
+                "failure_breach = NULL, remedy = :remedy, worker_id = NULL, lease_until = NULL, "
+                "updated_at = :now "
                 "WHERE state = 'processing' AND lease_until <= :now "
                 "AND attempts >= :max_attempts",
                 params,
@@ -557,6 +573,9 @@ def _search_statement(tenant_id: str, query: DocumentSearch) -> tuple[str, list[
         formats = sorted(document_format.value for document_format in query.formats)
         where.append(f"format IN ({', '.join('?' for _ in formats)})")
         params.extend(formats)
+    if query.uploader is not None:
+        where.append("uploaded_by = ?")
+        params.append(query.uploader)
     if query.uploaded_since is not None:
         where.append("created_at >= ?")
         params.append(_ts(query.uploaded_since))

@@ -16,7 +16,10 @@ documents): each document's owner (``owner_kind`` ``uploaded`` — what every ea
 becomes — or ``connector`` with ``owner_connector`` naming it), and the structure reserved
 for editing a document's extracted text in place (``previous_content``, ``edited_by``,
 ``edit_reason``, beside the existing ``revision``). The reserved columns are nullable and
-unused: no API, Portal page or repository method reads or writes them yet.
+unused: no API, Portal page or repository method reads or writes them yet. It also records
+who uploaded each document (``uploaded_by``), which safety limit a document failed at upload
+broke (``failure_breach``), and each tenant's store settings (``store_settings``: scan
+policy, byte retention, attempt ceiling and batch size, with a revision and who set them).
 
 The version applied is recorded in ``store_schema``; applying is safe to repeat and takes the
 write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it once.
@@ -165,6 +168,27 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE store_documents ADD COLUMN previous_content TEXT",
         "ALTER TABLE store_documents ADD COLUMN edited_by TEXT",
         "ALTER TABLE store_documents ADD COLUMN edit_reason TEXT",
+        # Who uploaded it (the operator's subject); unknown for documents stored earlier
+        # and for a connector's, which its owner names instead.
+        "ALTER TABLE store_documents ADD COLUMN uploaded_by TEXT",
+        # For a document failed at upload for a safety limit (a zip bomb, an XML entity),
+        # which limit it broke: the failure's MALFORMED_DOCUMENT alone does not say.
+        "ALTER TABLE store_documents ADD COLUMN failure_breach TEXT",
+        # The store's own settings, one row per tenant, changed only by the audited
+        # "configure" action; a tenant without a row uses the host's defaults.
+        """
+        CREATE TABLE store_settings (
+            tenant_id TEXT PRIMARY KEY,
+            scan_policy TEXT NOT NULL
+                CHECK (scan_policy IN ('quarantine', 'reject', 'index_anyway')),
+            retain_bytes INTEGER NOT NULL CHECK (retain_bytes IN (0, 1)),
+            max_attempts INTEGER NOT NULL CHECK (max_attempts BETWEEN 1 AND 100),
+            batch_per_tenant INTEGER NOT NULL CHECK (batch_per_tenant BETWEEN 1 AND 1000),
+            revision INTEGER NOT NULL CHECK (revision >= 1),
+            updated_at TEXT NOT NULL,
+            updated_by TEXT NOT NULL
+        )
+        """,
     ),
 }
 

@@ -536,7 +536,7 @@ def _ingest(args: argparse.Namespace) -> int:
         summarize,
     )
     from esra.starlette.settings import SettingsError  # noqa: PLC0415
-    from esra.starlette.store_init import CliStoreInitialisation, cli_operator  # noqa: PLC0415
+    from esra.starlette.store_init import CliStoreInitialisation, cli_operator, cli_subject  # noqa: PLC0415
     from esra.starlette.worker import StoreUnavailableError, default_worker_id  # noqa: PLC0415
 
     if args.config is not None and args.tenant is None:
@@ -586,6 +586,7 @@ def _ingest(args: argparse.Namespace) -> int:
                             else None
                         ),
                         on_indexed=warmer,
+                        uploaded_by=cli_subject(),
                     ),
                 )
             )

@@ -1,8 +1,9 @@
 """Reading a management search from query parameters, for the admin API and the Portal.
 
 Parameters: ``q`` (text), ``state`` and ``type`` (repeatable: a document state, a format),
-``scope``, ``since`` (inclusive) and ``until`` (exclusive) as ISO-8601 times with an offset,
-``limit`` (1–200) and ``cursor`` (a page's ``nextCursor``). Each other parameter may be given
+``scope``, ``uploader`` (the subject that uploaded it, exactly), ``since`` (inclusive) and
+``until`` (exclusive) as ISO-8601 times with an offset, ``limit`` (1–200) and ``cursor`` (a
+page's ``nextCursor``). Each other parameter may be given
 once; an empty value is no filter (an HTML form submits its blank fields). Anything else —
 an unknown or repeated parameter, a malformed value — is a ``DocumentSearchError`` naming
 the parameter, which each surface answers as its own 400.
@@ -26,9 +27,10 @@ from esra.core.docstore.search import (
 __all__ = ["SEARCH_PARAMETERS", "document_search_of"]
 
 _REPEATABLE = frozenset({"state", "type"})
-_SINGLE = frozenset({"q", "scope", "since", "until", "limit", "cursor"})
+_SINGLE = frozenset({"q", "scope", "uploader", "since", "until", "limit", "cursor"})
 SEARCH_PARAMETERS = _REPEATABLE | _SINGLE
-# Longer than any valid value (text 200, scope 256, cursor 1024): refused before parsing.
+# Longer than any valid value (text 200, scope and uploader 256, cursor 1024): refused
+# before parsing.
 _MAX_PARAM_CHARS = 2048
 
 
@@ -101,6 +103,7 @@ def document_search_of(params: Iterable[tuple[str, str]]) -> DocumentSearch:
         formats=frozenset(DocumentFormat(f) for f in formats),
         uploaded_since=_time("since", single.get("since")),
         uploaded_until=_time("until", single.get("until")),
+        uploader=single.get("uploader"),
         limit=_limit(single.get("limit")),
         cursor=DocumentCursor.decode(cursor) if cursor is not None else None,
     )

@@ -201,6 +201,7 @@ async def ingest(
     initialise: Callable[[OpenedStore], Awaitable[object]] | None = None,
     on_indexed: IndexedHook | None = None,
     registry: DocumentStoreRegistry | None = None,
+    uploaded_by: str | None = None,
 ) -> list[IngestRow]:
     """Upload ``files`` into ``tenant_id``'s store at ``store`` and (with ``index``) index them.
 
@@ -223,6 +224,7 @@ async def ingest(
         on_indexed: awaited after each document indexed (``esra.starlette.warming``'s
             ``StoreWarmer``); its errors are logged by type and never fail the indexing.
         registry: opens the store by kind (default: the installed ``esra.document_stores``).
+        uploaded_by: recorded as each document's uploader (the CLI's ``cli:<OS user>``).
 
     Returns:
         One row per file, in order.
@@ -255,6 +257,7 @@ async def ingest(
                 limits=limits,
                 settings=settings,
                 on_indexed=on_indexed,
+                uploaded_by=uploaded_by,
             )
         except handle.errors as exc:
             msg = f"the document store {handle.location} failed: {exc}"
@@ -274,6 +277,7 @@ async def _ingest(
     limits: UploadLimits,
     settings: StoreSettings,
     on_indexed: IndexedHook | None,
+    uploaded_by: str | None,
 ) -> list[IngestRow]:
     """Upload into the opened ``repository``, index when asked, and read the outcome back."""
     rows, stored = await _upload(
@@ -284,6 +288,7 @@ async def _ingest(
         clock=clock,
         limits=limits,
         progress=_Progress(err, len(files)),
+        uploaded_by=uploaded_by,
     )
     if index and stored:
         worker = IngestionWorker(
@@ -326,6 +331,7 @@ async def _upload(
     clock: Clock,
     limits: UploadLimits,
     progress: _Progress,
+    uploaded_by: str | None,
 ) -> tuple[list[IngestRow], dict[int, str]]:
     """Upload each file; return the rows and, by row position, the stored documents' ids."""
     rows: list[IngestRow] = []
@@ -337,7 +343,13 @@ async def _upload(
             rows.append(IngestRow(str(path), "unreadable", "-", f"cannot read: {exc.strerror}"))
         else:
             (outcome,) = await upload_files(
-                repository, tenant_id, [(path.name, data)], scope=scope, clock=clock, limits=limits
+                repository,
+                tenant_id,
+                [(path.name, data)],
+                scope=scope,
+                clock=clock,
+                limits=limits,
+                uploaded_by=uploaded_by,
             )
             if outcome.document is None:
                 detail = f"{outcome.refusal}: {outcome.remedy}"

@@ -150,7 +150,18 @@ _SCHEMAS: dict[str, Any] = {
             "segmentCount": {"type": "integer"},
             "failure": {
                 "type": ["object", "null"],
-                "properties": {"reason": {"type": "string"}, "remedy": {"type": "string"}},
+                "properties": {
+                    "reason": {"type": "string"},
+                    "breach": {
+                        "type": ["string", "null"],
+                        "description": "The safety limit the document broke, when that is why.",
+                    },
+                    "remedy": {"type": "string"},
+                },
+            },
+            "uploadedBy": {
+                "type": ["string", "null"],
+                "description": "The subject that uploaded it (cli:<user> for esra ingest).",
             },
             "findings": {"type": "array", "items": {"$ref": "#/components/schemas/Finding"}},
             "zeroSegments": {"type": "boolean"},
@@ -183,8 +194,12 @@ _SCHEMAS: dict[str, Any] = {
     "UploadResult": {
         "type": "object",
         "properties": {
-            "stored": {"type": "integer"},
-            "refused": {"type": "integer"},
+            "stored": {"type": "integer", "description": "Files queued for indexing."},
+            "failed": {
+                "type": "integer",
+                "description": "Files kept as Failed documents (a safety limit was broken).",
+            },
+            "refused": {"type": "integer", "description": "Files not kept."},
             "files": {
                 "type": "array",
                 "items": {
@@ -195,10 +210,11 @@ _SCHEMAS: dict[str, Any] = {
                             "type": "string",
                             "description": "The file's sanitised name (its stored title).",
                         },
-                        "outcome": {"enum": ["stored", "refused"]},
+                        "outcome": {"enum": ["stored", "failed", "refused"]},
                         "documentId": {"type": "string"},
                         "state": {"type": "string"},
                         "reason": {"type": "string"},
+                        "breach": {"type": ["string", "null"]},
                         "remedy": {"type": "string"},
                     },
                 },
@@ -295,6 +311,8 @@ _DOCUMENT_SEARCH_PARAMETERS: tuple[tuple[str, dict[str, Any], str], ...] = (
         "pending", "processing", "indexed", "quarantined", "failed"]}},
      "Document states (repeatable; any of them)."),
     ("scope", _TEXT, "The security scope given at upload."),
+    ("uploader", {"type": "string", "maxLength": 256},
+     "The subject that uploaded it, exactly (cli:<user> for esra ingest)."),
     ("type", {"type": "array", "items": {"type": "string", "enum": [
         "txt", "md", "csv", "pdf", "docx"]}}, "Formats (repeatable; any of them)."),
     ("since", {"type": "string", "format": "date-time"},

@@ -179,8 +179,8 @@ class StoreApi:
     # -- documents ------------------------------------------------------------------------
 
     async def list_documents(self, request: Request) -> Response:
-        """GET /store/documents[?q=…&state=…&scope=…&type=…&since=…&until=…&limit=…&cursor=…]:
-        counts for every state and one page of the matching rows, newest first.
+        """GET /store/documents[?q=…&state=…&scope=…&type=…&uploader=…&since=…&until=…&limit=…
+        &cursor=…]: counts for every state and one page of the matching rows, newest first.
 
         ``q`` searches the store's own full-text index over the documents' segments, and
         their titles; every state is listed. See ``esra.starlette.document_search``.
@@ -211,7 +211,12 @@ class StoreApi:
 
     async def upload(self, request: Request) -> Response:
         """POST /store/documents (multipart, field ``files``, optional ``scope``): 202 with
-        each file's own outcome."""
+        each file's own outcome.
+
+        ``stored`` counts files queued for indexing, ``failed`` those kept as Failed documents
+        (a ``.docx`` that broke a safety limit, on the review screen with its remedy), and
+        ``refused`` those not kept at all.
+        """
         operator, store = self._operator_and_store(request)
         if not operator.may(Role.ESRA_DATA_MANAGE):
             await self._swallow(store.documents.upload(operator, (), scope=store.default_scope))
@@ -236,11 +241,13 @@ class StoreApi:
             outcomes = await store.documents.upload(
                 operator, read_each(files, per_file), scope=scope, limits=store.limits
             )
-        stored = sum(1 for outcome in outcomes if outcome.document is not None)
+        kept = sum(1 for outcome in outcomes if outcome.document is not None)
+        failed = sum(1 for outcome in outcomes if outcome.stored_as_failed)
         return JSONResponse(
             {
-                "stored": stored,
-                "refused": len(outcomes) - stored,
+                "stored": kept - failed,
+                "failed": failed,
+                "refused": len(outcomes) - kept,
                 "files": [outcome_view(outcome) for outcome in outcomes],
             },
             status_code=202,

@@ -34,7 +34,11 @@ def finding_view(finding: Finding) -> dict[str, Any]:
 
 def _document(document: StoredDocument) -> dict[str, Any]:
     failure = (
-        {"reason": document.failure.value, "remedy": document.remedy}
+        {
+            "reason": document.failure.value,
+            "breach": document.failure_breach.value if document.failure_breach else None,
+            "remedy": document.remedy,
+        }
         if document.failure is not None
         else None
     )
@@ -56,6 +60,7 @@ def _document(document: StoredDocument) -> dict[str, Any]:
         "bytesRetained": document.bytes_retained,
         "releasedBy": document.released_by,
         "owner": {"kind": document.owner.kind.value, "connector": document.owner.connector},
+        "uploadedBy": document.uploaded_by,
     }
 
 
@@ -90,10 +95,23 @@ def counts_view(counts: Mapping[DocumentState, int]) -> dict[str, int]:
 
 
 def outcome_view(outcome: UploadOutcome) -> dict[str, Any]:
-    """One uploaded file's own outcome: stored (with its document) or refused with a remedy.
+    """One uploaded file's own outcome: stored (with its document), stored as Failed (with
+    its document, the reason, the breach and the remedy), or refused with a remedy.
 
     ``filename`` is the sanitised name (the stored title), never the submitted one.
     """
+    if outcome.stored_as_failed and outcome.document is not None:
+        breach = outcome.document.failure_breach
+        return {
+            "filename": shown_name(outcome),
+            "outcome": "failed",
+            "documentId": outcome.document.id,
+            "title": outcome.document.title,
+            "state": outcome.document.state.value,
+            "reason": outcome.refusal.value if outcome.refusal else None,
+            "breach": breach.value if breach is not None else None,
+            "remedy": outcome.remedy,
+        }
     if outcome.document is not None:
         return {
             "filename": shown_name(outcome),

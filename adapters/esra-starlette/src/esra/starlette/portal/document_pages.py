@@ -67,8 +67,8 @@ class DocumentPages:
         ]
 
     async def list_documents(self, request: Request) -> Response:
-        """GET /documents[?q=…&state=…&scope=…&type=…&since=…&until=…&cursor=…]: store-wide
-        counts (as filters), a search form, and one page of matching documents."""
+        """GET /documents[?q=…&state=…&scope=…&uploader=…&type=…&since=…&until=…&cursor=…]:
+        store-wide counts (as filters), a search form, and one page of matching documents."""
         visitor, store = self._access.visitor_and_ready_store(request)
         params = _search_params(request)
         selected = _state_filter(params.get("state"))
@@ -241,7 +241,7 @@ def _search_params(request: Request) -> dict[str, str]:
     includes it, ``until`` a day excludes it.
     """
     params: dict[str, str] = {}
-    for name in ("q", "state", "scope", "type", "since", "until", "cursor"):
+    for name in ("q", "state", "scope", "uploader", "type", "since", "until", "cursor"):
         value = request.query_params.get(name, "").strip()
         if not value:
             continue

@@ -1,8 +1,9 @@
 """The upload form and its result: each file's own outcome, never a batch verdict.
 
 One bad file in ten must not make the operator re-upload the nine that were fine, so the
-result lists every file: stored (now Pending, queued for extraction) or refused with its
-classified reason and the remedy. The result is the POST's own response rather than a
+result lists every file: stored (now Pending, queued for extraction), stored as Failed (a
+``.docx`` that broke a safety limit, kept for review) or refused, with its classified reason
+and the remedy. The result is the POST's own response rather than a
 redirect, because the per-file outcomes exist only for this request; submitting it again is
 harmless, as every stored file would come back refused as a duplicate naming its document.
 """
@@ -100,12 +101,13 @@ class UploadPages:
                 f"{MAX_FILES_PER_UPLOAD} files at once.",
                 links=(("/upload", "Upload form"),),
             ) from None
-        stored = sum(1 for outcome in outcomes if outcome.document is not None)
-        refused = len(outcomes) - stored
+        kept = sum(1 for outcome in outcomes if outcome.document is not None)
+        failed = sum(1 for outcome in outcomes if outcome.stored_as_failed)
+        refused = len(outcomes) - kept
         content = render_template(
             "upload_result.html",
             base=base_path(request),
-            summary=f"{len(outcomes)} files: {stored} stored, {refused} refused.",
+            summary=_summary(len(outcomes), stored=kept - failed, failed=failed, refused=refused),
             rows=upload_outcome_rows(base_path(request), outcomes),
         )
         return page(
@@ -166,3 +168,9 @@ def _check_body(request: Request) -> None:
             "in smaller batches.",
             links=(("/upload", "Upload form"),),
         )
+
+
+def _summary(total: int, *, stored: int, failed: int, refused: int) -> str:
+    # "stored as failed" only when it happened: it is the rare outcome that needs a look.
+    failures = f", {failed} stored as failed" if failed else ""
+    return f"{total} files: {stored} stored{failures}, {refused} refused."

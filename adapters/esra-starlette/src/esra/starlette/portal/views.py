@@ -131,7 +131,9 @@ def search_form(base: str, params: Mapping[str, str]) -> Markup:
         '<label for="search-type">Format</label> '
         '<select id="search-type" name="type">{}</select> '
         '<label for="search-scope">Scope</label> '
-        '<input type="text" id="search-scope" name="scope" value="{}" maxlength="256"></p>'
+        '<input type="text" id="search-scope" name="scope" value="{}" maxlength="256"> '
+        '<label for="search-uploader">Uploaded by</label> '
+        '<input type="text" id="search-uploader" name="uploader" value="{}" maxlength="256"></p>'
         '<p><label for="search-since">Uploaded from (UTC)</label> '
         '<input type="date" id="search-since" name="since" value="{}"> '
         '<label for="search-until">Uploaded before (UTC)</label> '
@@ -143,6 +145,7 @@ def search_form(base: str, params: Mapping[str, str]) -> Markup:
         options("state", states),
         options("type", formats),
         params.get("scope", ""),
+        params.get("uploader", ""),
         params.get("since", "")[:10],
         params.get("until", "")[:10],
         base,
@@ -254,9 +257,16 @@ def document_notes(base: str, row: DocumentRow) -> Markup:
 def _failure(document: StoredDocument) -> Markup:
     code = document.failure.value if document.failure else "UNCLASSIFIED"
     remedy = document.remedy or "See the host's log for the cause, then re-index the document."
+    breach = (
+        html("<p><strong>Safety limit:</strong> <code>{}</code></p>", document.failure_breach)
+        if document.failure_breach is not None
+        else Markup()
+    )
     return html(
-        "<p><strong>Classification:</strong> <code>{}</code></p><p><strong>Remedy:</strong> {}</p>",
+        "<p><strong>Classification:</strong> <code>{}</code></p>{}"
+        "<p><strong>Remedy:</strong> {}</p>",
         code,
+        breach,
         remedy,
     )
 
@@ -272,6 +282,7 @@ def document_facts(document: StoredDocument) -> Markup:
         ("Extraction attempts", document.attempts),
         ("Revision", document.revision),
         ("Uploaded", moment(document.created_at)),
+        ("Uploaded by", document.uploaded_by or "-"),
         ("Updated", moment(document.updated_at)),
         ("Original bytes", "Retained" if document.bytes_retained else "Not retained"),
         ("Content SHA-256", html("<code>{}</code>", document.sha256)),
@@ -354,17 +365,27 @@ def marked_excerpt(finding: Finding) -> Markup:
 
 
 def upload_outcome_rows(base: str, outcomes: Sequence[UploadOutcome]) -> Markup:
-    """One table row per uploaded file: stored (now Pending) or refused with its remedy."""
+    """One table row per uploaded file: stored (now Pending), stored as Failed (a safety limit
+    was broken: kept for review, never indexed) or refused, with its remedy."""
     rows = []
     for outcome in outcomes:
         stored = outcome.document
-        if stored is not None:
+        advice: Markup | str
+        if stored is not None and outcome.stored_as_failed:
+            code = outcome.refusal.value if outcome.refusal else "MALFORMED_DOCUMENT"
+            result = html(
+                "<strong>Stored as failed</strong>: {}, <code>{}</code>",
+                html('<a href="{}/documents/{}">{}</a>', base, stored.id, stored.title),
+                code,
+            )
+            advice = outcome.remedy or ""
+        elif stored is not None:
             result = html(
                 "<strong>Stored</strong> as {}, {}",
                 html('<a href="{}/documents/{}">{}</a>', base, stored.id, stored.title),
                 state_badge(stored.state),
             )
-            advice: Markup | str = (
+            advice = (
                 "Queued for extraction; it becomes Indexed (or Quarantined for review) "
                 "once the ingestion worker has read it."
             )

@@ -3,8 +3,10 @@
 PDF runs in a child process of its own with memory and CPU limits and a wall-clock kill
 (pypdf has shipped dozens of denial-of-service fixes; a hostile file must only ever fail
 itself), forked by a sandbox server that already imported pypdf (``pdf_sandbox``). DOCX is
-read with python-docx only after ``inspect_upload`` has checked the package (zip limits, no
-DTDs). Text formats are decoded as UTF-8 (or UTF-16 with a byte-order mark).
+read with python-docx only after its package has passed the same zip and XML checks as at
+upload, here again: a document re-indexed by hand may be a stored breach, and extraction
+must never be the first to inflate it. Text formats are decoded as UTF-8 (or UTF-16 with a
+byte-order mark).
 
 Every format is bounded by ``ExtractionLimits``: the text's length and the number of units
 are checked while they are found, in one linear pass, and only unit starts are kept — never
@@ -21,6 +23,7 @@ import attrs
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.extras import MissingExtraError
 from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.ooxml import check_docx_members
 from esra.core.docstore.pdf_sandbox import PdfLimits, PdfSandbox, default_sandbox
 from esra.core.docstore.refusals import DocumentRefusedError
 from esra.core.docstore.segments import (
@@ -31,6 +34,7 @@ from esra.core.docstore.segments import (
     too_many_segments,
 )
 from esra.core.docstore.upload import AcceptedUpload
+from esra.core.docstore.zipguard import ZipLimits, inflate_members
 
 __all__ = [
     "Extraction",
@@ -70,11 +74,13 @@ class ExtractionLimits:
     text; PDF and DOCX compress, so 32 Mi leaves them headroom while a decompression-amplified
     text is refused (``TEXT_TOO_LONG``). ``max_segments``: see ``DEFAULT_MAX_SEGMENTS``
     (``TOO_MANY_SEGMENTS``). Both are checked while extracting, before the text or its
-    boundaries are materialised beyond them.
+    boundaries are materialised beyond them. ``zip``: the package limits a ``.docx`` is
+    checked against again before python-docx opens it (the upload's, by default).
     """
 
     max_chars: int = 32 * 1024 * 1024
     max_segments: int = DEFAULT_MAX_SEGMENTS
+    zip: ZipLimits = attrs.field(factory=ZipLimits)
 
 
 @attrs.frozen
@@ -210,6 +216,8 @@ def _docx(data: bytes, limits: ExtractionLimits) -> Extraction:
     except ImportError as exc:
         raise MissingExtraError(("python-docx",)) from exc
 
+    # Counted inflation and DTD-free XML first: python-docx trusts its zip and its parser.
+    check_docx_members(inflate_members(data, limits.zip))
     try:
         document = Document(io.BytesIO(data))
     except Exception as exc:

@@ -66,12 +66,21 @@ _FINAL = frozenset(
 
 @attrs.frozen
 class UploadOutcome:
-    """One file's verdict: stored (with its document) or refused with a remedy."""
+    """One file's verdict: stored (with its document), or refused with a remedy.
+
+    A file stored as Failed (a ``.docx`` that broke a safety limit) has both: its document,
+    and the refusal and remedy it failed with (``stored_as_failed``).
+    """
 
     filename: str
     document: StoredDocument | None = None
     refusal: DocumentRefusal | None = None
     remedy: str | None = None
+
+    @property
+    def stored_as_failed(self) -> bool:
+        """Whether the file was kept, as a Failed document, for the operator to review."""
+        return self.document is not None and self.document.state is DocumentState.FAILED
 
 
 async def upload_files(
@@ -82,22 +91,36 @@ async def upload_files(
     scope: str,
     clock: Clock,
     limits: UploadLimits | None = None,
+    uploaded_by: str | None = None,
 ) -> list[UploadOutcome]:
     """Inspect and persist each file; one bad file never affects the others.
 
     ``files`` is consumed one at a time, so a lazy iterable keeps one file in memory.
+    ``uploaded_by`` (the operator's subject) is recorded with each stored document.
     """
     outcomes = []
     for filename, data in files:
         try:
             accepted = inspect_upload(filename, data, limits)
-            document = await repository.add(tenant_id, accepted, scope=scope, now=clock.now())
+            document = await repository.add(
+                tenant_id, accepted, scope=scope, now=clock.now(), uploaded_by=uploaded_by
+            )
         except DocumentRefusedError as refused:
             remedy = refused.remedy
             if refused.refusal is DocumentRefusal.DUPLICATE_DOCUMENT and refused.detail:
                 remedy = f"The same content is already stored as '{refused.detail}'."
             outcomes.append(
                 UploadOutcome(filename=filename, refusal=refused.refusal, remedy=remedy)
+            )
+            continue
+        if document.state is DocumentState.FAILED:
+            outcomes.append(
+                UploadOutcome(
+                    filename=filename,
+                    document=document,
+                    refusal=document.failure,
+                    remedy=document.remedy,
+                )
             )
             continue
         outcomes.append(UploadOutcome(filename=filename, document=document))
@@ -243,7 +266,11 @@ class IngestionWorker:
         except DocumentRefusedError as refused:
             final = refused.refusal in _FINAL or claim.attempt >= settings.max_attempts
             owned = await self._repository.fail(
-                claim, refused.refusal, retry=not final, now=self._clock.now()
+                claim,
+                refused.refusal,
+                retry=not final,
+                now=self._clock.now(),
+                breach=refused.breach,
             )
             _count(tally, owned, "failed" if final else "retried")
             return

@@ -126,7 +126,8 @@ class DocumentStoreService:
         """Inspect and store each file as Pending under ``scope``; one outcome per file.
 
         Needs ``ESRA_DATA_MANAGE``. Each file is audited on its own (stored with its document
-        id, or refused with the classified reason), never with its name or content.
+        id, refused with the classified reason, or stored as Failed with both and the
+        ``breach``), never with its name or content. The operator is recorded as uploader.
         """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_UPLOAD, None)
         outcomes = await upload_files(
@@ -136,15 +137,18 @@ class DocumentStoreService:
             scope=scope,
             clock=self._clock,
             limits=limits,
+            uploaded_by=operator.subject,
         )
         for outcome in outcomes:
             stored = outcome.document
+            breach = stored.failure_breach if stored is not None else None
             await self._record(
                 operator,
                 AuditEvent.DOCUMENT_UPLOAD,
                 stored.id if stored else None,
                 ok=stored is not None,
                 refusal=outcome.refusal.value if outcome.refusal else None,
+                breach=breach.value if breach is not None else None,
             )
         return outcomes
 
@@ -302,6 +306,7 @@ class DocumentStoreService:
         ok: bool,
         findings: int | None = None,
         refusal: str | None = None,
+        breach: str | None = None,
     ) -> None:
         dimensions: dict[str, str | int] = {"operator": operator.subject}
         if document_id is not None:
@@ -310,6 +315,8 @@ class DocumentStoreService:
             dimensions["findings"] = findings
         if refusal is not None:
             dimensions["refusal"] = refusal
+        if breach is not None:
+            dimensions["breach"] = breach
         await self._audit.record(
             AuditRecord(
                 event=event,

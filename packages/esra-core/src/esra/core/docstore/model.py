@@ -10,6 +10,7 @@ import attrs
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.formats import DocumentFormat
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
+from esra.core.docstore.refusals import Breach
 from esra.core.docstore.scanner import Finding, ScanPolicy
 
 __all__ = [
@@ -82,6 +83,9 @@ class StoredDocument:
     """A document's metadata as the store keeps it (bytes and text are fetched separately).
 
     ``owner`` says who may change it: an upload (by hand) or a connector (read-only here).
+    ``uploaded_by`` is the operator subject that uploaded it (``cli:<user>`` from ``esra
+    ingest``; None for a connector's). ``failure_breach`` names the safety limit a Failed
+    document broke, when that is why it failed (its ``remedy`` is that breach's).
     """
 
     id: str
@@ -104,6 +108,8 @@ class StoredDocument:
     deleted: bool = False
     released_by: str | None = None
     owner: DocumentOwner = UPLOADED
+    uploaded_by: str | None = None
+    failure_breach: Breach | None = None
 
 
 @attrs.frozen

@@ -14,7 +14,14 @@ from enum import StrEnum
 from esra.core.codes import DocumentRefusal, ErrorCode
 from esra.core.exceptions import EsraError
 
-__all__ = ["BREACH_REMEDIES", "REMEDIES", "Breach", "DocumentRefusedError"]
+__all__ = [
+    "BREACH_REMEDIES",
+    "REMEDIES",
+    "STORED_BREACHES",
+    "Breach",
+    "DocumentRefusedError",
+    "remedy_for",
+]
 
 REMEDIES: dict[DocumentRefusal, str] = {
     DocumentRefusal.EMPTY_DOCUMENT: "The file is empty. Upload a file with content.",
@@ -104,6 +111,28 @@ BREACH_REMEDIES: dict[Breach, str] = {
 }
 
 
+# The breaches of a ``.docx`` package's safety limits (spec 004: a zip bomb or XXE "yields a
+# failed document with a MALFORMED_DOCUMENT classification"). Such a file is stored as a
+# Failed document, bytes kept and never inflated or parsed again unless re-indexed by hand,
+# so the operator finds it on the review screen. A text file that is not UTF-8 is not one:
+# nothing about it is unsafe, it is refused at upload with "save it as UTF-8".
+STORED_BREACHES = frozenset(
+    {
+        Breach.ZIP_ENTRY_COUNT,
+        Breach.ZIP_INFLATED_SIZE,
+        Breach.ZIP_COMPRESSION_RATIO,
+        Breach.ZIP_STRUCTURE,
+        Breach.XML_DTD_OR_ENTITY,
+        Breach.XML_INVALID,
+    }
+)
+
+
+def remedy_for(refusal: DocumentRefusal, breach: Breach | None = None) -> str:
+    """The remedy an operator reads: the breach's when there is one, else the reason's."""
+    return BREACH_REMEDIES[breach] if breach is not None else REMEDIES[refusal]
+
+
 class DocumentRefusedError(EsraError):
     """One document was refused (at upload) or failed (at extraction), with its remedy.
 
@@ -119,6 +148,6 @@ class DocumentRefusedError(EsraError):
     ) -> None:
         self.refusal = refusal
         self.breach = breach
-        self.remedy = BREACH_REMEDIES[breach] if breach is not None else REMEDIES[refusal]
+        self.remedy = remedy_for(refusal, breach)
         self.detail = detail
         super().__init__(self.remedy)

@@ -15,6 +15,7 @@ from typing import Protocol
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.model import Claim, DocumentState, IndexedContent, StoredDocument
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
+from esra.core.docstore.refusals import Breach
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
 from esra.core.docstore.upload import AcceptedUpload
@@ -42,11 +43,17 @@ class DocumentRepository(Protocol):
         scope: str,
         now: datetime,
         owner: DocumentOwner = UPLOADED,
+        uploaded_by: str | None = None,
     ) -> StoredDocument:
         """Persist a Pending document with its bytes, owned by ``owner``.
 
         Every upload is ``UPLOADED`` (the default); a sync connector passes its own
         ``DocumentOwner.by_connector(name)``, which makes the document read-only to operators.
+        ``uploaded_by`` is the operator's subject, kept for the review screen's filter.
+
+        An upload with a ``breach`` is stored Failed instead, in the same statement:
+        ``MALFORMED_DOCUMENT`` with ``failure_breach`` and that breach's remedy, attempts 0,
+        bytes kept, no text or segments, so no worker ever claims it.
 
         Raises:
             DocumentRefusedError: ``DUPLICATE_DOCUMENT`` when the tenant already holds the
@@ -87,10 +94,13 @@ class DocumentRepository(Protocol):
         retry: bool,
         now: datetime,
         findings: tuple[Finding, ...] = (),
+        breach: Breach | None = None,
     ) -> bool:
         """Fail the claim's document (or return it to Pending when ``retry``), fenced.
 
-        ``findings`` are kept with a document rejected for them, so the operator sees why.
+        ``findings`` are kept with a document rejected for them, so the operator sees why;
+        ``breach`` (the safety limit a re-extracted package broke) becomes its
+        ``failure_breach`` and chooses its remedy. The original bytes are always kept.
         """
         ...
 

@@ -15,7 +15,8 @@ document is what an operator comes to find), never a soft-deleted document, and 
   FTS5 string (``esra.sqlite.fts5_string``) or a ``phraseto_tsquery`` bind value, so FTS
   operators, quotes and brackets in the text are searched for, never obeyed.
 
-Every other filter is structured: states (any of), scope, formats (any of), and the upload
+Every other filter is structured: states (any of), scope, formats (any of), the uploader
+(the operator subject recorded at upload, matched exactly), and the upload
 time (``uploaded_since`` inclusive, ``uploaded_until`` exclusive, timezone-aware). Results
 come newest first by ``(created_at, id)``; ``next_cursor`` is the last row's position, and
 the next page starts strictly after it, so a page boundary never repeats or skips a row.
@@ -56,6 +57,7 @@ MAX_SEARCH_LIMIT = 200
 MAX_SEARCH_TEXT_CHARS = 200
 MAX_SEARCH_WORDS = 16
 MAX_SCOPE_FILTER_CHARS = 256
+MAX_UPLOADER_FILTER_CHARS = 256
 
 # Words as the retrieval planner splits a request: letters, digits and underscores.
 _WORD = re.compile(r"\w+")
@@ -182,11 +184,11 @@ def _formats(value: object) -> frozenset[DocumentFormat]:
 class DocumentSearch:
     """Which of one tenant's live documents to list (the tenant is the repository call's).
 
-    Empty ``states`` or ``formats`` mean every state or format; ``text`` and ``scope`` None
-    mean no such filter. ``text`` is stripped; blank text is no text filter.
+    Empty ``states`` or ``formats`` mean every state or format; ``text``, ``scope`` and
+    ``uploader`` None mean no such filter. ``text`` is stripped; blank text is no text filter.
 
     Raises:
-        DocumentSearchError: text or scope too long or not printable, more than
+        DocumentSearchError: text, scope or uploader too long or not printable, more than
             ``MAX_SEARCH_WORDS`` words, an unknown state or format, a naive time, ``since``
             not before ``until``, or a limit outside 1..``MAX_SEARCH_LIMIT``; ``parameter``
             names the field (as the admin API spells it).
@@ -198,6 +200,7 @@ class DocumentSearch:
     formats: frozenset[DocumentFormat] = attrs.field(default=frozenset(), converter=_formats)
     uploaded_since: datetime | None = None
     uploaded_until: datetime | None = None
+    uploader: str | None = None
     limit: int = DEFAULT_SEARCH_LIMIT
     cursor: DocumentCursor | None = None
 
@@ -210,6 +213,8 @@ class DocumentSearch:
                 raise DocumentSearchError("q", f"q has more than {MAX_SEARCH_WORDS} words.")
         if self.scope is not None:
             _printable("scope", self.scope, MAX_SCOPE_FILTER_CHARS)
+        if self.uploader is not None:
+            _printable("uploader", self.uploader, MAX_UPLOADER_FILTER_CHARS)
         if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_SEARCH_LIMIT:
             raise DocumentSearchError(
                 "limit", f"limit is a whole number from 1 to {MAX_SEARCH_LIMIT}."
@@ -234,6 +239,7 @@ class DocumentSearch:
             and (not self.states or document.state in self.states)
             and (self.scope is None or document.scope == self.scope)
             and (not self.formats or document.format in self.formats)
+            and (self.uploader is None or document.uploaded_by == self.uploader)
             and (self.uploaded_since is None or created >= self.uploaded_since)
             and (self.uploaded_until is None or created < self.uploaded_until)
             and after_cursor(document, self.cursor)

@@ -3,6 +3,12 @@
 Order matters and is cheap-first: size, extension, header magic, then (for .docx) the zip
 structure and counted inflation, then the XML. Nothing is inflated or parsed before the type
 is known, and a refusal always carries a classified reason and a remedy.
+
+A ``.docx`` whose package breaks a safety limit (zip bomb, unsafe structure, DTD or entity,
+damaged XML) is not refused: it is accepted *as a breach* (``AcceptedUpload.breach``), and
+the repository stores it as a Failed ``MALFORMED_DOCUMENT`` naming the limit, bytes kept,
+never a partial index (spec 004). Macros, active content and type mismatches are still
+refused, since there is nothing for an operator to review.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from esra.core.docstore.formats import (
     sniff_header,
 )
 from esra.core.docstore.ooxml import check_docx_members
-from esra.core.docstore.refusals import Breach, DocumentRefusedError
+from esra.core.docstore.refusals import STORED_BREACHES, Breach, DocumentRefusedError
 from esra.core.docstore.zipguard import ZipLimits, inflate_members
 
 __all__ = ["AcceptedUpload", "UploadLimits", "inspect_upload"]
@@ -49,12 +55,17 @@ class UploadLimits:
 
 @attrs.frozen
 class AcceptedUpload:
-    """A file that passed inspection: safe display name, format, bytes and content hash."""
+    """A file that passed inspection: safe display name, format, bytes and content hash.
+
+    ``breach`` names the safety limit a ``.docx`` package broke, when it did: the file is
+    stored as a Failed document with that classification instead of being queued.
+    """
 
     display_name: str
     format: DocumentFormat
     data: bytes = attrs.field(repr=False)
     sha256: str
+    breach: Breach | None = None
 
 
 def _format_for(filename: str) -> DocumentFormat:
@@ -96,15 +107,27 @@ def _check_ole_docx(data: bytes) -> None:
     raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="OLE container named .docx")
 
 
+def _package_breach(data: bytes, limits: UploadLimits) -> Breach | None:
+    """Check a ``.docx`` package; return the safety limit it broke, if it broke one."""
+    try:
+        check_docx_members(inflate_members(data, limits.zip))
+    except DocumentRefusedError as refused:
+        if refused.breach in STORED_BREACHES:
+            return refused.breach
+        raise
+    return None
+
+
 def inspect_upload(
     filename: str, data: bytes, limits: UploadLimits | None = None
 ) -> AcceptedUpload:
-    """Inspect one uploaded file; return it accepted or raise its refusal.
+    """Inspect one uploaded file; return it accepted (or accepted as a breach) or refuse it.
 
     Type is decided by magic bytes from the header and must agree with the extension.
     ``.doc`` is refused with "convert to .docx"; macro-enabled formats are refused outright.
     A ``.docx`` is additionally checked as a zip (structure, counted inflation, limits) and
-    as OOXML (no macros, no active content, every XML part parsed with DTDs forbidden).
+    as OOXML (no macros, no active content, every XML part parsed with DTDs forbidden); a
+    package that breaks one of those safety limits is returned with ``breach`` set.
     PDF structure and encryption are checked at extraction, in a sandboxed subprocess.
 
     Raises:
@@ -117,6 +140,7 @@ def inspect_upload(
         raise DocumentRefusedError(DocumentRefusal.TOO_LARGE)
     document_format = _format_for(filename)
     kind = sniff_header(data)
+    breach = None
     if document_format is DocumentFormat.PDF:
         if kind is not HeaderKind.PDF:
             raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
@@ -125,7 +149,7 @@ def inspect_upload(
             _check_ole_docx(data)
         if kind is not HeaderKind.ZIP:
             raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
-        check_docx_members(inflate_members(data, limits.zip))
+        breach = _package_breach(data, limits)
     elif document_format in _TEXT_FORMATS:
         if kind is HeaderKind.NON_UTF8_TEXT:
             raise _not_utf8()
@@ -137,4 +161,5 @@ def inspect_upload(
         format=document_format,
         data=data,
         sha256=hashlib.sha256(data).hexdigest(),
+        breach=breach,
     )

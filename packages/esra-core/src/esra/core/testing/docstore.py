@@ -19,7 +19,7 @@ from esra.core.docstore.model import (
     StoredSegment,
 )
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
-from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
+from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import (
     DocumentPage,
@@ -66,8 +66,10 @@ class InMemoryDocumentRepository:
         scope: str,
         now: datetime,
         owner: DocumentOwner = UPLOADED,
+        uploaded_by: str | None = None,
     ) -> StoredDocument:
-        """Persist a Pending document owned by ``owner``; refuse a duplicate hash in the tenant."""
+        """Persist a Pending document owned by ``owner`` (Failed when the upload is a breach);
+        refuse a duplicate hash in the tenant."""
         async with self._lock:
             for row in self._rows.values():
                 doc = row.document
@@ -86,7 +88,17 @@ class InMemoryDocumentRepository:
                 created_at=now,
                 updated_at=now,
                 owner=owner,
+                uploaded_by=uploaded_by,
             )
+            if upload.breach is not None:
+                refusal = DocumentRefusal.MALFORMED_DOCUMENT
+                document = attrs.evolve(
+                    document,
+                    state=DocumentState.FAILED,
+                    failure=refusal,
+                    failure_breach=upload.breach,
+                    remedy=remedy_for(refusal, upload.breach),
+                )
             self._rows[document.id] = _Row(document=document, data=upload.data)
             return document
 
@@ -197,6 +209,7 @@ class InMemoryDocumentRepository:
                 segment_count=len(content.segments),
                 revision=row.document.revision + 1,
                 failure=None,
+                failure_breach=None,
                 remedy=None,
                 bytes_retained=row.data is not None,
             )
@@ -210,6 +223,7 @@ class InMemoryDocumentRepository:
         retry: bool,
         now: datetime,
         findings: tuple[Finding, ...] = (),
+        breach: Breach | None = None,
     ) -> bool:
         """Fail (or requeue) the claim's document, fenced; bytes are always kept."""
         async with self._lock:
@@ -219,7 +233,13 @@ class InMemoryDocumentRepository:
             row.worker_id = row.lease_until = None
             state = DocumentState.PENDING if retry else DocumentState.FAILED
             self._update(
-                row, now, state=state, failure=refusal, remedy=REMEDIES[refusal], findings=findings
+                row,
+                now,
+                state=state,
+                failure=refusal,
+                failure_breach=breach,
+                remedy=remedy_for(refusal, breach),
+                findings=findings,
             )
             return True
 
@@ -242,6 +262,7 @@ class InMemoryDocumentRepository:
                         now,
                         state=DocumentState.FAILED,
                         failure=refusal,
+                        failure_breach=None,
                         remedy=REMEDIES[refusal],
                     )
                     count += 1

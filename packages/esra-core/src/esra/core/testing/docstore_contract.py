@@ -42,6 +42,7 @@ from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.upload import AcceptedUpload
+from esra.core.testing.docstore_failure_contract import DocumentFailureContract
 from esra.core.testing.docstore_ownership_contract import DocumentOwnershipContract
 from esra.core.testing.docstore_search_contract import DocumentSearchContract
 
@@ -98,7 +99,9 @@ class RepositoryOpener(Protocol):
 
 
 @pytest.mark.asyncio
-class DocumentRepositoryContract(DocumentSearchContract, DocumentOwnershipContract):
+class DocumentRepositoryContract(
+    DocumentSearchContract, DocumentOwnershipContract, DocumentFailureContract
+):
     """Tests every ``DocumentRepository`` must pass; subclass and implement ``make_repository``."""
 
     def make_repository(
