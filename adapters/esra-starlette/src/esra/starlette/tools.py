@@ -45,6 +45,7 @@ from esra.core.audit import AuditRecord
 from esra.core.audit_batching import AuditUnavailableError, deferred_audit_waits
 from esra.core.clock import SystemClock
 from esra.core.codes import AuditEvent
+from esra.core.config.client_snapshot import ClientSnapshotCache
 from esra.core.config.exposure import Exposure
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.context import InvocationContext
@@ -168,6 +169,7 @@ class EsraTools:
         clock: Clock | None = None,
     ) -> None:
         self._config = config
+        self._client_snapshots = ClientSnapshotCache()
         self._tenants = dict(tenants)
         self._audit = audit
         self._clock = clock or SystemClock()
@@ -216,9 +218,12 @@ class EsraTools:
         services = self._tenants.get(caller.tenant_id)
         if services is None:
             return None, {}
-        snapshot = await self._config.snapshot(caller.tenant_id)
-        if snapshot is None:
+        tenant_snapshot = await self._config.snapshot(caller.tenant_id)
+        if tenant_snapshot is None:
             return None, {}
+        # The caller's client application's runtime snapshot: the list, the schemas and the
+        # call's authorization all read only what that application may reach.
+        snapshot = self._client_snapshots.of(tenant_snapshot, caller.client_app_id)
         tools: dict[str, PublishedTool] = {}
         clashing: set[str] = set()
         for tool in self._published(caller, snapshot, fetch=services.fetcher is not None):

@@ -16,6 +16,7 @@ from typing import TypedDict
 from esra.core.audit import AuditRecord
 from esra.core.clock import SystemClock
 from esra.core.codes import AuditEvent, WarningCode
+from esra.core.config.client_snapshot import ClientSnapshotCache
 from esra.core.config.exposure import RetentionClass
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.context import InvocationContext
@@ -122,6 +123,7 @@ class Retriever:
             msg = "document_ref_ttl_s must be positive"
             raise ValueError(msg)
         self._config = config
+        self._client_snapshots = ClientSnapshotCache()
         # The live mapping itself: publications applied while the host runs change it.
         self._providers = providers
         self._model = model
@@ -192,9 +194,12 @@ class Retriever:
             # Another tenant's caller must not see its configuration run against this
             # tenant's providers; it sees the same error as an unknown tool.
             raise ExposureNotFoundError
-        snapshot = await self._config.snapshot(ctx.tenant_id)
-        if snapshot is None:
+        tenant_snapshot = await self._config.snapshot(ctx.tenant_id)
+        if tenant_snapshot is None:
             raise ExposureNotFoundError
+        # Spec 003's runtime snapshot, keyed to the tenant and the client application: nothing
+        # reserved to another application reaches the stages (scope still checks it all).
+        snapshot = self._client_snapshots.of(tenant_snapshot, ctx.client_app_id)
         # Probed inside resolution, after the four levels: only sources this caller may use.
         scope = await resolve_scope(
             ctx,

@@ -57,6 +57,8 @@ class AccessPolicy:
 
     def admits(self, client_app: str, claims: Mapping[str, object]) -> bool:
         """Whether a caller from ``client_app`` holding ``claims`` may invoke the tool."""
-        if self.allowed_client_apps is not None and client_app not in self.allowed_client_apps:
-            return False
-        return self.required_claims <= claims.keys()
+        return self.admits_client_app(client_app) and self.required_claims <= claims.keys()
+
+    def admits_client_app(self, client_app: str) -> bool:
+        """Whether some caller from ``client_app`` may invoke the tool, claims aside."""
+        return self.allowed_client_apps is None or client_app in self.allowed_client_apps

@@ -54,6 +54,10 @@ class Exposure:
     response_modes: frozenset[ResponseMode] | None = None
     limits: LimitCeilings = attrs.field(factory=LimitCeilings)
 
+    def published_to(self, client_app_id: str) -> bool:
+        """Whether the exposure is published and ``client_app_id`` is in its audience."""
+        return self.published and client_app_id in self.audience
+
     @property
     def tool_name(self) -> str:
         """The MCP tool name this exposure publishes."""

@@ -83,3 +83,10 @@ class Source:
     )
     policy: SourcePolicy = SourcePolicy()
     answer_permitted: bool = False
+
+    def admits(self, client_app_id: str) -> bool:
+        """Scope level 1, the source policy: ``ACTIVE`` and ``client_app_id`` admitted."""
+        allowed = self.policy.allowed_client_apps
+        return self.lifecycle is LifecycleState.ACTIVE and (
+            allowed is None or client_app_id in allowed
+        )

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.clock import SystemClock
 from esra.core.codes import AuditEvent
+from esra.core.config.client_snapshot import ClientSnapshotCache
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.config.source import SourceHealth
 from esra.core.context import InvocationContext
@@ -103,6 +104,7 @@ class DocumentFetcher:
             msg = "hourly_chars must be positive"
             raise ValueError(msg)
         self._config = config
+        self._client_snapshots = ClientSnapshotCache()
         self._providers = providers
         self._audit = audit
         self._keyring = keyring
@@ -217,7 +219,8 @@ class DocumentFetcher:
         snapshot = await self._config.snapshot(ctx.tenant_id)
         if snapshot is None:
             raise ExposureNotFoundError
-        return snapshot
+        # The runtime snapshot of the caller's client application, as the search tool's.
+        return self._client_snapshots.of(snapshot, ctx.client_app_id)
 
     async def _scoped_source(
         self, ctx: InvocationContext, snapshot: ConfigSnapshot, locator: DocumentLocator

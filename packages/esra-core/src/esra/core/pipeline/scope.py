@@ -14,7 +14,7 @@ from esra.core.config.ceilings import effective_response_modes, narrowed_limits
 from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
 from esra.core.config.snapshot import ConfigSnapshot
-from esra.core.config.source import LifecycleState, Source, SourceHealth
+from esra.core.config.source import Source, SourceHealth
 from esra.core.context import InvocationContext
 from esra.core.exceptions import (
     ConfigurationError,
@@ -158,7 +158,7 @@ async def resolve_scope(
     by_id = {s.id: s for s in snapshot.sources}
     # Level 1 runs over every source of the tenant; each later level narrows the previous one,
     # so the audited counts read as a funnel.
-    policy = {s.id for s in snapshot.sources if _policy_admits(s, ctx.client_app_id)}
+    policy = {s.id for s in snapshot.sources if s.admits(ctx.client_app_id)}
     bound = [b for b in capability.bindings if b.source_id in policy]
     subset = [
         b for b in bound if exposure.source_subset is None or b.source_id in exposure.source_subset
@@ -252,8 +252,7 @@ def admitted_exposure(ctx: InvocationContext, snapshot: ConfigSnapshot) -> Expos
     if (
         exposure is None
         or exposure.tenant_id != ctx.tenant_id
-        or not exposure.published
-        or ctx.client_app_id not in exposure.audience
+        or not exposure.published_to(ctx.client_app_id)
     ):
         return None
     # Layer 1: the tool's access policy, evaluated like any tool's. A published exposure
@@ -262,10 +261,3 @@ def admitted_exposure(ctx: InvocationContext, snapshot: ConfigSnapshot) -> Expos
     if policy is None or not policy.admits(ctx.client_app_id, ctx.caller.claims):
         return None
     return exposure
-
-
-def _policy_admits(source: Source, client_app_id: str) -> bool:
-    allowed = source.policy.allowed_client_apps
-    return source.lifecycle is LifecycleState.ACTIVE and (
-        allowed is None or client_app_id in allowed
-    )
