@@ -23,6 +23,7 @@ from starlette.routing import Mount
 from esra.core.docstore.ingestion import IngestionWorker
 from esra.core.docstore.lifecycle import StoreLifecycle, StoreStatus
 from esra.core.docstore.management import DocumentStoreService, Operator
+from esra.core.docstore.store_configuration import StoreConfigurationService
 from esra.core.testing import FakeClock, InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette.auth import JwtVerifier
@@ -126,6 +127,7 @@ def tenant_store(
             clock=clock,
             status=StoreStatus.DISABLED,
         ),
+        configuration=StoreConfigurationService(repository, audit=audit, clock=clock),
     )
 
 

@@ -49,6 +49,7 @@ from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
+from esra.core.docstore.store_configuration import ConfigurableSettings, StoreConfiguration
 from esra.core.docstore.upload import AcceptedUpload
 from esra.postgres.connection import scrub
 from esra.postgres.pool import Pool, open_pool
@@ -138,6 +139,7 @@ class PostgresDocumentRepository:
         self._documents = sql.Identifier(schema, "documents")
         self._segments = sql.Identifier(schema, "segments")
         self._versions = sql.Identifier(schema, "schema_version")
+        self._settings = sql.Identifier(schema, "store_settings")
 
     @classmethod
     async def open(
@@ -169,6 +171,7 @@ class PostgresDocumentRepository:
         return sql.SQL(text).format(
             d=self._documents,
             s=self._segments,
+            t=self._settings,
             cols=sql.SQL(_COLUMNS),
             owned=sql.SQL(_OWNED),
             claimable=sql.SQL(_CLAIMABLE),
@@ -332,7 +335,7 @@ class PostgresDocumentRepository:
             "text": scrub(content.text),
             "findings": _findings_json(content.findings),
             "count": len(content.segments),
-            "retain": self._retain,
+            "retain": self._retain and content.retain_bytes,
         }
         async with self._pool.connection() as conn, conn.transaction():
             cursor = await conn.execute(
@@ -484,6 +487,62 @@ class PostgresDocumentRepository:
             await cur.execute(statement, params)
             rows = await cur.fetchall()
         return DocumentPage.of([_document(row) for row in rows], query.limit)
+
+    async def load_configuration(self, tenant_id: str) -> StoreConfiguration | None:
+        """The tenant's configured store settings, or None if it never configured them."""
+        row = await self._one(
+            self._q(
+                "SELECT scan_policy, retain_bytes, max_attempts, batch_per_tenant, revision,"
+                " updated_at, updated_by FROM {t} WHERE tenant_id = %(tenant)s"
+            ),
+            {"tenant": tenant_id},
+        )
+        return StoreConfiguration.from_row(row) if row is not None else None
+
+    async def save_configuration(
+        self,
+        tenant_id: str,
+        settings: ConfigurableSettings,
+        *,
+        expected_revision: int,
+        by: str,
+        now: datetime,
+    ) -> StoreConfiguration | None:
+        """Store ``settings`` as the next revision if the stored one is ``expected_revision``.
+
+        One statement decides: ``INSERT … ON CONFLICT DO NOTHING`` for the first revision,
+        ``UPDATE … WHERE revision = %(expected)s`` after it.
+        """
+        params = {
+            "tenant": tenant_id,
+            "policy": settings.scan_policy.value,
+            "retain": settings.retain_bytes,
+            "attempts": settings.max_attempts,
+            "batch": settings.batch_per_tenant,
+            "expected": expected_revision,
+            "now": now,
+            "by": scrub(by),
+        }
+        if expected_revision == 0:
+            statement = self._q(
+                "INSERT INTO {t} (tenant_id, scan_policy, retain_bytes, max_attempts,"
+                " batch_per_tenant, revision, updated_at, updated_by)"
+                " VALUES (%(tenant)s, %(policy)s, %(retain)s, %(attempts)s, %(batch)s, 1,"
+                " %(now)s, %(by)s) ON CONFLICT (tenant_id) DO NOTHING"
+                " RETURNING scan_policy, retain_bytes, max_attempts, batch_per_tenant,"
+                " revision, updated_at, updated_by"
+            )
+        else:
+            statement = self._q(
+                "UPDATE {t} SET scan_policy = %(policy)s, retain_bytes = %(retain)s,"
+                " max_attempts = %(attempts)s, batch_per_tenant = %(batch)s,"
+                " revision = revision + 1, updated_at = %(now)s, updated_by = %(by)s"
+                " WHERE tenant_id = %(tenant)s AND revision = %(expected)s"
+                " RETURNING scan_policy, retain_bytes, max_attempts, batch_per_tenant,"
+                " revision, updated_at, updated_by"
+            )
+        row = await self._one(statement, params)
+        return StoreConfiguration.from_row(row) if row is not None else None
 
     def _search_statement(
         self, tenant_id: str, query: DocumentSearch

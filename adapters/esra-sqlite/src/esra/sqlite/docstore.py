@@ -44,6 +44,7 @@ from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
+from esra.core.docstore.store_configuration import ConfigurableSettings, StoreConfiguration
 from esra.core.docstore.upload import AcceptedUpload
 from esra.sql.fulltext import SearchTerms
 from esra.sqlite.dedicated_connection import DedicatedConnection
@@ -322,7 +323,7 @@ class SqliteDocumentRepository:
             "state": content.state.value,
             "findings": _findings_json(content.findings),
             "segments": len(content.segments),
-            "retain": 1 if self._retain else 0,
+            "retain": 1 if self._retain and content.retain_bytes else 0,
             "now": _ts(now),
         }
         segments = [
@@ -556,6 +557,69 @@ class SqliteDocumentRepository:
             return "".join(r["body"] for r in rows)
 
         return await self._db.run(query)
+
+    async def load_configuration(self, tenant_id: str) -> StoreConfiguration | None:
+        """The tenant's configured store settings, or None if it never configured them."""
+
+        def query(connection: sqlite3.Connection) -> StoreConfiguration | None:
+            row = connection.execute(
+                "SELECT scan_policy, retain_bytes, max_attempts, batch_per_tenant, revision, "
+                "updated_at, updated_by FROM store_settings WHERE tenant_id = ?",
+                (tenant_id,),
+            ).fetchone()
+            return StoreConfiguration.from_row(row) if row is not None else None
+
+        return await self._db.run(query)
+
+    async def save_configuration(
+        self,
+        tenant_id: str,
+        settings: ConfigurableSettings,
+        *,
+        expected_revision: int,
+        by: str,
+        now: datetime,
+    ) -> StoreConfiguration | None:
+        """Store ``settings`` as the next revision if the stored one is ``expected_revision``.
+
+        One statement decides: an ``INSERT … ON CONFLICT DO NOTHING`` for the first revision,
+        an ``UPDATE … WHERE revision = ?`` after it.
+        """
+        params = {
+            "tenant": tenant_id,
+            "policy": settings.scan_policy.value,
+            "retain": 1 if settings.retain_bytes else 0,
+            "attempts": settings.max_attempts,
+            "batch": settings.batch_per_tenant,
+            "expected": expected_revision,
+            "now": _ts(now),
+            "by": by,
+        }
+
+        def write(connection: sqlite3.Connection) -> StoreConfiguration | None:
+            if expected_revision == 0:
+                cursor = connection.execute(
+                    "INSERT INTO store_settings (tenant_id, scan_policy, retain_bytes, "
+                    "max_attempts, batch_per_tenant, revision, updated_at, updated_by) "
+                    "VALUES (:tenant, :policy, :retain, :attempts, :batch, 1, :now, :by) "
+                    "ON CONFLICT (tenant_id) DO NOTHING",
+                    params,
+                )
+            else:
+                cursor = connection.execute(
+                    "UPDATE store_settings SET scan_policy = :policy, retain_bytes = :retain, "
+                    "max_attempts = :attempts, batch_per_tenant = :batch, "
+                    "revision = revision + 1, updated_at = :now, updated_by = :by "
+                    "WHERE tenant_id = :tenant AND revision = :expected",
+                    params,
+                )
+            if cursor.rowcount != 1:
+                return None
+            return StoreConfiguration(
+                settings, revision=expected_revision + 1, updated_at=now, updated_by=by
+            )
+
+        return await self._db.write(write)
 
 
 def _search_statement(tenant_id: str, query: DocumentSearch) -> tuple[str, list[object]]:

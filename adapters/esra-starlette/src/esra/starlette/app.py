@@ -43,6 +43,7 @@ from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
+from esra.core.audit_tracing import TraceLinkedAuditSink
 from esra.core.clock import SystemClock
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
 from esra.core.fetch.service import DEFAULT_HOURLY_FETCH_CHARS, DocumentFetcher
@@ -60,7 +61,13 @@ from esra.core.ports import (
 )
 from esra.core.quota import InProcessQuotaStore
 from esra.core.retriever import Retriever
-from esra.starlette.admin import ADMIN_PATH, DEFAULT_ROLES_CLAIM, AdminLimits, admin_app
+from esra.starlette.admin import (
+    ADMIN_PATH,
+    DEFAULT_CROSS_TENANT_ROLES_CLAIM,
+    DEFAULT_ROLES_CLAIM,
+    AdminLimits,
+    admin_app,
+)
 from esra.starlette.admin.errors import handle_http
 from esra.starlette.auth import JwtVerifier
 from esra.starlette.host_check import HostHeaderCheck
@@ -132,6 +139,7 @@ def create_app(
     document_stores: Mapping[str, TenantStore] | None = None,
     publisher: ConfigPublisher | None = None,
     roles_claim: str = DEFAULT_ROLES_CLAIM,
+    cross_tenant_roles_claim: str = DEFAULT_CROSS_TENANT_ROLES_CLAIM,
     admin_limits: AdminLimits | None = None,
     secure_cookies: bool | None = None,
     executor: Executor | None = None,
@@ -174,6 +182,8 @@ def create_app(
         publisher: receives snapshots the admin API publishes (usually ``config`` itself);
             without one the admin API's configuration endpoints are not served.
         roles_claim: the token claim holding an administrator's roles (on its own tenant).
+        cross_tenant_roles_claim: the token claim holding an administrator's roles on every
+            tenant its issuer is trusted for (the admin API's ``ESRA-Tenant`` header).
         admin_limits: request body limits of the admin API.
         secure_cookies: force the portal cookie's ``Secure`` flag (``True`` behind a proxy
             that terminates TLS); by default it is set for requests that arrived over https.
@@ -196,6 +206,9 @@ def create_app(
         msg = "resource_url must be an absolute http(s) URL"
         raise ValueError(msg)
     verifier = JwtVerifier(issuers, clock=clock)
+    # Every record written while a recorded span is current names its trace (a no-op until
+    # the host installs an OpenTelemetry SDK): the audit trail and the traces find each other.
+    audit = TraceLinkedAuditSink(audit)
     admin = admin_app(
         config=config,
         stores=document_stores or {},
@@ -205,6 +218,7 @@ def create_app(
         secrets=secrets,
         workspaces=workspaces,
         roles_claim=roles_claim,
+        cross_tenant_roles_claim=cross_tenant_roles_claim,
         limits=admin_limits,
         audit_reader=audit_reader,
         lookups=HostLookups(
@@ -298,6 +312,7 @@ def create_app(
                 stores=document_stores or {},
                 verifier=verifier,
                 roles_claim=roles_claim,
+                cross_tenant_roles_claim=cross_tenant_roles_claim,
                 secure_cookies=secure_cookies,
             ),
         ),

@@ -86,6 +86,16 @@ class AuthenticatedCaller:
     client_app_id: str
     subject: str
     claims: Mapping[str, ClaimValue] = attrs.field(factory=dict, repr=False)
+    # The tenants the token's issuer may speak for (None: every tenant). A caller built
+    # without it is trusted for its own tenant only, so forgetting it never widens trust.
+    issuer_tenants: frozenset[str] | None = attrs.field(
+        default=attrs.Factory(lambda caller: frozenset({caller.tenant_id}), takes_self=True)
+    )
+
+    def issuer_trusts(self, tenant_id: str) -> bool:
+        """Whether the token's issuer may speak for ``tenant_id`` (the check its own tenant
+        passed at verification), e.g. before honouring a role on another tenant."""
+        return self.issuer_tenants is None or tenant_id in self.issuer_tenants
 
     def context(self, exposure_slug: str, correlation_id: str) -> InvocationContext:
         """The invocation context of a call to the exposure ``exposure_slug``."""
@@ -275,6 +285,7 @@ def _caller(payload: Mapping[str, Any], issuer: TrustedIssuer) -> AuthenticatedC
         client_app_id=client,
         subject=subject,
         claims=caller_claims(payload),
+        issuer_tenants=issuer.tenants,
     )
 
 

@@ -63,6 +63,7 @@ from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
 from esra.core.clock import SystemClock
 from esra.core.config import ConfigSnapshot, LifecycleState, Source
+from esra.core.docstore.store_configuration import ConfigurableSettings
 from esra.core.docstore.store_registry import StoreRequest
 from esra.core.durable_config import DurableConfigRepository
 from esra.core.fetch.tokens import Keyring
@@ -177,6 +178,8 @@ class Runtime:
     server: ServerSettings = attrs.field(factory=ServerSettings)
     # Per tenant with a document store, what its kind's factory opens.
     stores: Mapping[str, StoreRequest] = attrs.field(factory=dict)
+    # What a store runs on until its tenant configures it (the settings' ``[store]``).
+    store_defaults: ConfigurableSettings = attrs.field(factory=ConfigurableSettings)
     # The configuration each tenant was served at start (the database's publication, or
     # the settings' / embedded snapshot).
     snapshots: tuple[ConfigSnapshot, ...] = ()
@@ -219,6 +222,7 @@ class Runtime:
             model=self.language_model(),
             server=self.server,
             stores=self.stores,
+            store_defaults=self.store_defaults,
             audit=self.audit,
             executor=self.executor,
             publisher=self.publisher,
@@ -581,6 +585,7 @@ async def _configured(
             if purpose is not Purpose.DEMO
             else {}
         ),
+        store_defaults=settings.store,
         snapshots=served,
         publisher=publisher,
         workspaces=workspaces,

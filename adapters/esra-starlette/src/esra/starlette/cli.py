@@ -322,6 +322,7 @@ def host_server(args: argparse.Namespace) -> HostServer:
             host=args.host,
             port=args.port,
             resource_url=settings.server.resource_url,
+            telemetry=settings.telemetry,
         )
     data_dir = args.data_dir or default_data_dir()
     if not anonymous:
@@ -520,7 +521,9 @@ async def _work(
         interval_s=args.interval,
         worker_id=args.worker_id or default_worker_id(),
         on_indexed=on_indexed,
-        store_settings=store_settings,
+        # The settings' [store] defaults under the worker's own lease; what a tenant
+        # configured in its store replaces them at each turn.
+        store_settings=runtime.store_defaults.applied_to(store_settings),
         registry=registry,
     )
 

@@ -22,6 +22,7 @@ from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
 from esra.core.config import Source
+from esra.core.docstore.store_configuration import ConfigurableSettings
 from esra.core.docstore.store_registry import installed_store_kinds
 from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
@@ -65,6 +66,8 @@ class HostParts:
     # store are absent): what the admin API, ``esra worker`` and ``esra ingest`` open
     # through the ``DocumentStoreRegistry``.
     stores: Mapping[str, StoreSpec] = attrs.field(factory=dict)
+    # What a store runs on until its tenant configures it (the settings' ``[store]``).
+    store_defaults: ConfigurableSettings = attrs.field(factory=ConfigurableSettings)
     # Where audit records go: the ``esra.audit`` logger unless the process composed another.
     audit: AuditSink = attrs.field(factory=LoggingAuditSink)
     # The process's one executor, shared by every tenant (``create_app`` makes one if absent).

@@ -19,6 +19,7 @@ from esra.core.clock import SystemClock
 from esra.starlette.host import HostParts, build_app, default_resource_url
 from esra.starlette.log_redaction import uvicorn_log_config
 from esra.starlette.stores import open_tenant_stores
+from esra.starlette.telemetry_export import TelemetrySettings, exporting
 
 __all__ = ["AnnouncingServer", "HostServer", "free_port"]
 
@@ -44,8 +45,10 @@ class HostServer:
         log_level: str = "info",
         resource_url: str | None = None,
         wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+        telemetry: TelemetrySettings | None = None,
     ) -> None:
         self._open_parts = open_parts
+        self._telemetry = telemetry
         self.host = host
         self.port = port
         self._log_level = log_level
@@ -56,10 +59,23 @@ class HostServer:
         self.resource_url = resource_url or default_resource_url(host, port)
 
     async def serve(self) -> None:
-        """Open the parts, serve until ``stop()``, then close the parts."""
+        """Open the parts, serve until ``stop()``, then close the parts.
+
+        With ``telemetry`` the OpenTelemetry SDK exports while serving, and is flushed and
+        shut down after the parts close.
+        """
+        with exporting(self._telemetry):
+            await self._serve()
+
+    async def _serve(self) -> None:
         async with (
             self._open_parts() as parts,
-            open_tenant_stores(parts.stores, audit=parts.audit, clock=SystemClock()) as stores,
+            open_tenant_stores(
+                parts.stores,
+                audit=parts.audit,
+                clock=SystemClock(),
+                defaults=parts.store_defaults,
+            ) as stores,
         ):
             app: ASGIApp = build_app(parts, host=self.host, port=self.port, stores=stores)
             if self._wrap is not None:

@@ -40,6 +40,12 @@ from urllib.parse import urlsplit
 import attrs
 
 from esra.core.config import ConfigSnapshot, Source, load_snapshot
+from esra.core.docstore.store_configuration import (
+    MAX_ATTEMPTS_CEILING,
+    MAX_BATCH_CEILING,
+    ConfigurableSettings,
+    StoreSettingsError,
+)
 from esra.core.docstore.store_registry import installed_store_kinds
 from esra.core.exceptions import ConfigurationError
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S
@@ -61,6 +67,7 @@ from esra.starlette.issuers import (
     IssuerError,
     TrustedIssuer,
 )
+from esra.starlette.telemetry_export import TelemetrySettings
 
 __all__ = [
     "FILE_PROVIDER_KINDS",
@@ -255,6 +262,11 @@ class HostSettings:
     keyring: Keyring | None = attrs.field(default=None, repr=False)
     model: ModelSettings = attrs.field(factory=ModelSettings)
     state: StateSettings = attrs.field(factory=StateSettings)
+    # ``[store]``: the settings of every tenant's document store until an operator
+    # configures its own (``PUT /admin/v1/store/settings``), which then wins.
+    store: ConfigurableSettings = attrs.field(factory=ConfigurableSettings)
+    # ``[telemetry]``: export traces and metrics over OTLP (None: the spans stay no-ops).
+    telemetry: TelemetrySettings | None = None
 
 
 def database_path(databases: Path, source: Source) -> Path:
@@ -843,10 +855,70 @@ def parse_settings(
     if len(ids) != len(set(ids)):
         raise root.fail("tenants", "the same tenant id is configured twice")
     state = _state(root, base)
+    store = _store(root.table("store"))
+    telemetry = _telemetry(root.table("telemetry"))
     root.done()
     return HostSettings(
-        issuers=issuers, tenants=tenants, server=server, keyring=keyring, model=model, state=state
+        issuers=issuers,
+        tenants=tenants,
+        server=server,
+        keyring=keyring,
+        model=model,
+        state=state,
+        store=store,
+        telemetry=telemetry,
     )
+
+
+def _telemetry(table: _Table) -> TelemetrySettings | None:
+    """``[telemetry]``: otlp_endpoint (required to export), service_name, traces, metrics,
+    metrics_interval_s, sample_ratio."""
+    if not table.names():
+        table.done()
+        return None
+    endpoint = table.string("otlp_endpoint")
+    if endpoint is None or not endpoint.startswith(("http://", "https://")):
+        raise table.fail("otlp_endpoint", "must be the collector's http(s) URL (OTLP/HTTP)")
+    flags = {}
+    for name in ("traces", "metrics"):
+        value = table.raw(name)
+        if value is not None and not isinstance(value, bool):
+            raise table.fail(name, "must be true or false")
+        flags[name] = True if value is None else value
+    settings = TelemetrySettings(
+        otlp_endpoint=endpoint,
+        service_name=table.string("service_name", "esra") or "esra",
+        traces=flags["traces"],
+        metrics=flags["metrics"],
+        metrics_interval_s=table.number("metrics_interval_s", 60.0, low=1, high=3600),
+        sample_ratio=table.number("sample_ratio", 1.0, low=0, high=1),
+    )
+    table.done()
+    return settings
+
+
+def _store(store: _Table) -> ConfigurableSettings:
+    """``[store]``: scan_policy, retain_bytes, max_attempts, batch_per_tenant (defaults)."""
+    defaults = ConfigurableSettings()
+    values: dict[str, object] = {}
+    for name in ("scan_policy", "retain_bytes", "max_attempts", "batch_per_tenant"):
+        if store.has(name):
+            values[name] = store.raw(name)
+    store.done()
+    try:
+        return defaults.changed(values)
+    except StoreSettingsError as exc:
+        raise store.fail(exc.parameter, _store_problem(exc.parameter)) from None
+
+
+def _store_problem(name: str) -> str:
+    problems = {
+        "scan_policy": "must be one of quarantine, reject, index_anyway",
+        "retain_bytes": "must be true or false",
+        "max_attempts": f"must be a whole number from 1 to {MAX_ATTEMPTS_CEILING}",
+        "batch_per_tenant": f"must be a whole number from 1 to {MAX_BATCH_CEILING}",
+    }
+    return problems[name]
 
 
 def load_settings(

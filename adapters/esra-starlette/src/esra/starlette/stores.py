@@ -26,6 +26,7 @@ from esra.core.docstore.extras import require_document_extra
 from esra.core.docstore.lifecycle import StoreLifecycle, StoreStatus
 from esra.core.docstore.management import DocumentStoreService
 from esra.core.docstore.repository import DocumentRepository
+from esra.core.docstore.store_configuration import ConfigurableSettings, StoreConfigurationService
 from esra.core.docstore.store_registry import DocumentStoreRegistry, OpenedStore, StoreRequest
 from esra.core.docstore.upload import UploadLimits
 from esra.core.outbound_allowlist import ConfiguredHostAllowlist
@@ -60,6 +61,7 @@ class TenantStore:
     repository: DocumentRepository
     documents: DocumentStoreService
     lifecycle: StoreLifecycle
+    configuration: StoreConfigurationService
     limits: UploadLimits = attrs.field(factory=UploadLimits)
     default_scope: str = DEFAULT_UPLOAD_SCOPE
 
@@ -88,6 +90,7 @@ async def open_tenant_stores(
     clock: Clock,
     limits: UploadLimits | None = None,
     registry: DocumentStoreRegistry | None = None,
+    defaults: ConfigurableSettings | None = None,
 ) -> AsyncIterator[dict[str, TenantStore]]:
     """Open each tenant's store through ``registry``; close them all on exit.
 
@@ -97,6 +100,7 @@ async def open_tenant_stores(
         clock: time for those records and the lifecycle.
         limits: the upload limits (the defaults otherwise).
         registry: opens stores by kind (default: the installed ``esra.document_stores``).
+        defaults: the settings of a store whose tenant never configured it (``[store]``).
 
     Raises:
         MissingExtraError: a store is configured but the ``documents`` extra (pypdf,
@@ -125,6 +129,9 @@ async def open_tenant_stores(
                     audit=audit,
                     clock=clock,
                     status=StoreStatus.READY if ready else StoreStatus.DISABLED,
+                ),
+                configuration=StoreConfigurationService(
+                    store.repository, audit=audit, clock=clock, defaults=defaults
                 ),
                 limits=limits or UploadLimits(),
             )

@@ -121,6 +121,7 @@ class AuditEvent(StrEnum):
     FETCH = "esra.fetch"
     STORE_ENABLE = "esra.store.enable"
     STORE_INITIALISE = "esra.store.initialise"
+    STORE_CONFIGURE = "esra.store.configure"
     DOCUMENT_UPLOAD = "esra.document.upload"
     DOCUMENT_RELEASE = "esra.document.release"
     DOCUMENT_REINDEX = "esra.document.reindex"

@@ -2,7 +2,9 @@
 
 Mounted by ``create_app`` at ``/admin/v1``. Authentication is the host's (the same bearer
 JWTs as ``/mcp``); authorisation is the core's role-checked services, with roles read from
-one token claim (``esra_roles`` unless configured). Every error is a JSON body with a code.
+two token claims (``esra_roles`` on the token's own tenant, ``esra_cross_tenant_roles`` on
+any tenant the issuer is trusted for, named per request in ``ESRA-Tenant``; both
+configurable). Every error is a JSON body with a code.
 """
 
 from __future__ import annotations
@@ -27,12 +29,18 @@ from esra.starlette.admin.config_api import ConfigApi
 from esra.starlette.admin.errors import AdminError, AdminErrorCode, handle_http, handle_unexpected
 from esra.starlette.admin.limits import AdminLimits, BodySizeLimit
 from esra.starlette.admin.openapi import openapi_document
-from esra.starlette.admin.operator import DEFAULT_ROLES_CLAIM
+from esra.starlette.admin.operator import (
+    DEFAULT_CROSS_TENANT_ROLES_CLAIM,
+    DEFAULT_ROLES_CLAIM,
+    RoleClaims,
+)
 from esra.starlette.admin.store_api import StoreApi
+from esra.starlette.admin.store_settings_api import StoreSettingsApi
 from esra.starlette.stores import TenantStore
 
 __all__ = [
     "ADMIN_PATH",
+    "DEFAULT_CROSS_TENANT_ROLES_CLAIM",
     "DEFAULT_ROLES_CLAIM",
     "AdminError",
     "AdminErrorCode",
@@ -53,6 +61,7 @@ def admin_app(
     secrets: WritableSecretStore | None = None,
     workspaces: WorkspaceStore | None = None,
     roles_claim: str = DEFAULT_ROLES_CLAIM,
+    cross_tenant_roles_claim: str = DEFAULT_CROSS_TENANT_ROLES_CLAIM,
     limits: AdminLimits | None = None,
     base_path: str = ADMIN_PATH,
     audit_reader: AuditReader | None = None,
@@ -70,7 +79,10 @@ def admin_app(
         secrets: where connection secrets are written (in memory by default).
         workspaces: where drafts, their history and publications are kept (in memory by
             default; ``SqliteConfigStore`` / ``PostgresConfigStore`` keep them durably).
-        roles_claim: the token claim holding the caller's administrative roles.
+        roles_claim: the token claim holding the caller's administrative roles (on the
+            token's own tenant).
+        cross_tenant_roles_claim: the token claim holding roles granted on every tenant the
+            token's issuer is trusted for; a request names the tenant in ``ESRA-Tenant``.
         limits: request body limits.
         base_path: where the app is mounted (named in the OpenAPI document).
         lookups: the host's model profiles and trusted issuers ``GET /lookups`` lists
@@ -79,11 +91,13 @@ def admin_app(
             endpoint answers 404 (this host keeps no readable audit log).
     """
     limits = limits or AdminLimits()
+    role_claims = RoleClaims(roles_claim, cross_tenant_roles_claim)
     routes: list[BaseRoute] = list(
-        StoreApi(stores, roles_claim=roles_claim, limits=limits).routes()
+        StoreApi(stores, role_claims=role_claims, limits=limits).routes()
     )
+    routes.extend(StoreSettingsApi(stores, role_claims=role_claims).routes())
     routes.extend(
-        AuditApi(audit_reader, audit=audit, clock=clock, roles_claim=roles_claim).routes()
+        AuditApi(audit_reader, audit=audit, clock=clock, role_claims=role_claims).routes()
     )
     if publisher is not None:
         config_api = ConfigApi(
@@ -92,7 +106,7 @@ def admin_app(
             secrets=secrets or InMemorySecretVault(),
             audit=audit,
             clock=clock,
-            roles_claim=roles_claim,
+            role_claims=role_claims,
             workspaces=workspaces,
             lookups=lookups,
         )

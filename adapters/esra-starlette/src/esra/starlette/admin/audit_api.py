@@ -34,7 +34,7 @@ from esra.core.audit_query import (
 from esra.core.audit_review import AUDIT_READ_ROLES, AuditReview
 from esra.core.ports import AuditSink, Clock
 from esra.starlette.admin.errors import AdminError, AdminErrorCode
-from esra.starlette.admin.operator import administrator_of, caller_of
+from esra.starlette.admin.operator import RoleClaims, acting_tenant_of, administrator_of
 
 __all__ = ["AUDIT_READ_ROLES", "AuditApi", "audit_query_of", "audit_record_view"]
 
@@ -122,19 +122,24 @@ class AuditApi:
     reads are recorded on ``audit``."""
 
     def __init__(
-        self, reader: AuditReader | None, *, audit: AuditSink, clock: Clock, roles_claim: str
+        self,
+        reader: AuditReader | None,
+        *,
+        audit: AuditSink,
+        clock: Clock,
+        role_claims: RoleClaims,
     ) -> None:
         self._review = AuditReview(reader, audit=audit, clock=clock) if reader is not None else None
-        self._roles_claim = roles_claim
+        self._role_claims = role_claims
 
     def routes(self) -> list[Route]:
         """The endpoint, relative to the admin API's base path."""
         return [Route("/audit", self.read, methods=["GET"])]
 
     async def read(self, request: Request) -> Response:
-        """GET /audit: a page of the token tenant's records, newest first."""
-        tenant_id = caller_of(request).tenant_id
-        administrator = administrator_of(request, self._roles_claim)
+        """GET /audit: a page of the acting tenant's records (``ESRA-Tenant``), newest first."""
+        tenant_id = acting_tenant_of(request)
+        administrator = administrator_of(request, self._role_claims)
         forbidden = AdminError(
             AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action."
         )

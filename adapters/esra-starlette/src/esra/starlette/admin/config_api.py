@@ -6,7 +6,8 @@
 (``ESRA_EXPOSURE_MANAGE``); ``GET /config`` shows the draft (``ESRA_DATA_READ``). The core
 services check each role and audit every attempt; bodies are the configuration document's
 own JSON shapes (``docs/configuration.md``), structured by the core's converter, so a bad
-field is reported with its path. A body may leave out ``tenant_id``: it is the token's.
+field is reported with its path. A body may leave out ``tenant_id``: it is the tenant acted
+on (``ESRA-Tenant``, else the token's).
 
 Each tenant's draft starts as the configuration the host already runs, and publishing hands
 the new snapshot to the running host at once.
@@ -26,7 +27,6 @@ must be shaped.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable
 from typing import Any, TypedDict, TypeVar
 
@@ -43,11 +43,12 @@ from esra.core.admin.chain import (
 from esra.core.admin.lookups import HostLookups, LookupService
 from esra.core.admin.memory_store import InMemoryWorkspaceStore
 from esra.core.admin.publication import ConfigPublisher
+from esra.core.admin.recording import record_admin_action
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
 from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import ConfigConflictError, WorkspaceStore, adopt
 from esra.core.admin.workspace import AdminWorkspace
-from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.audit import AuditDimension
 from esra.core.codes import AuditEvent
 from esra.core.config.access_policy import AccessPolicy
 from esra.core.config.capability import Capability
@@ -59,7 +60,7 @@ from esra.core.exceptions import ConfigurationError
 from esra.core.ports import AuditSink, Clock, ConfigRepository
 from esra.starlette.admin.bodies import read_json_object
 from esra.starlette.admin.errors import AdminError, AdminErrorCode
-from esra.starlette.admin.operator import administrator_of, caller_of
+from esra.starlette.admin.operator import RoleClaims, acting_tenant_of, administrator_of
 
 __all__ = ["REASON_HEADER", "ConfigApi", "change_reason", "expected_version"]
 
@@ -133,7 +134,7 @@ class ConfigApi:
         secrets: WritableSecretStore,
         audit: AuditSink,
         clock: Clock,
-        roles_claim: str,
+        role_claims: RoleClaims,
         workspaces: WorkspaceStore | None = None,
         lookups: HostLookups | None = None,
     ) -> None:
@@ -141,7 +142,7 @@ class ConfigApi:
         self._audit = audit
         self._clock = clock
         self._workspaces: WorkspaceStore = workspaces or InMemoryWorkspaceStore()
-        self._roles_claim = roles_claim
+        self._role_claims = role_claims
         self._secrets = ConnectionSecretService(self._workspaces, secrets, audit=audit, clock=clock)
         self._model = DataModelService(self._workspaces, audit=audit, clock=clock)
         self._policies = AccessPolicyService(self._workspaces, audit=audit, clock=clock)
@@ -164,9 +165,11 @@ class ConfigApi:
         ]
 
     async def _admin(self, request: Request) -> tuple[Administrator, str]:
-        admin = administrator_of(request, self._roles_claim)
-        tenant_id = caller_of(request).tenant_id
-        if await self._workspaces.load(tenant_id) is None:
+        admin = administrator_of(request, self._role_claims)
+        tenant_id = acting_tenant_of(request)
+        # Only for a caller with some grant there: a tenant named in ESRA-Tenant by a caller
+        # without one must not even have its draft started.
+        if admin.roles_on(tenant_id) and await self._workspaces.load(tenant_id) is None:
             running = await self._config.snapshot(tenant_id)
             if running is not None:
                 await adopt(self._workspaces, running, subject="esra-host", at=self._clock.now())
@@ -186,16 +189,15 @@ class ConfigApi:
         """
         admin, tenant_id = await self._admin(request)
         if not admin.may(role, tenant_id):
-            await self._audit.record(
-                AuditRecord(
-                    event=event,
-                    tenant_id=tenant_id,
-                    correlation_id=f"admin:{uuid.uuid4().hex}",
-                    at=self._clock.now(),
-                    outcome="denied",
-                    reason="role",
-                    dimensions={"subject": admin.subject, "role": role.value, **dimensions},
-                )
+            await record_admin_action(
+                self._audit,
+                self._clock,
+                event,
+                by=admin,
+                tenant_id=tenant_id,
+                outcome="denied",
+                reason="role",
+                dimensions={"subject": admin.subject, "role": role.value, **dimensions},
             )
             raise AdminError(AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action.")
         return admin, tenant_id

@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from esra.starlette.admin.operator import MAX_TENANT_CHARS
+
 __all__ = ["OPERATIONS", "Operation", "openapi_document"]
 
 
@@ -40,6 +42,15 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("post", "/store/initialise",
               "Start initialising the store in the background; poll GET /store.",
               "ESRA_DATA_MANAGE", ok_status=202, ok="StoreState", errors=(*_STORE_ERRORS, 409)),
+    Operation("get", "/store/settings",
+              "The store's settings (scan policy, byte retention, attempt ceiling, batch "
+              "size); the revision is the ETag (0: never configured, the host's defaults).",
+              "ESRA_DATA_READ", ok="StoreSettings", errors=(*_STORE_ERRORS, 409)),
+    Operation("put", "/store/settings",
+              "Change any of the store's settings at the revision If-Match names; audited "
+              "with the settings before and after, applied at every worker's next turn.",
+              "ESRA_DATA_MANAGE", ok="StoreSettings", body="StoreSettingsChange",
+              errors=(400, *_STORE_ERRORS, 409, 415)),
     Operation("get", "/store/documents",
               "Store-wide counts for every state and one page of documents, every state, "
               "newest first: full-text search (q) plus state, scope, type and upload-time "
@@ -128,6 +139,29 @@ _SCHEMAS: dict[str, Any] = {
         },
     },
     "Counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+    "StoreSettings": {
+        "type": "object",
+        "required": ["scanPolicy", "retainBytes", "maxAttempts", "batchPerTenant", "revision"],
+        "properties": {
+            "scanPolicy": {"enum": ["quarantine", "reject", "index_anyway"]},
+            "retainBytes": {"type": "boolean"},
+            "maxAttempts": {"type": "integer", "minimum": 1, "maximum": 100},
+            "batchPerTenant": {"type": "integer", "minimum": 1, "maximum": 1000},
+            "revision": {"type": "integer", "minimum": 0},
+            "updatedAt": {"type": ["string", "null"], "format": "date-time"},
+            "updatedBy": _NULLABLE_TEXT,
+        },
+    },
+    "StoreSettingsChange": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "scanPolicy": {"enum": ["quarantine", "reject", "index_anyway"]},
+            "retainBytes": {"type": "boolean"},
+            "maxAttempts": {"type": "integer", "minimum": 1, "maximum": 100},
+            "batchPerTenant": {"type": "integer", "minimum": 1, "maximum": 1000},
+        },
+    },
     "Finding": {
         "type": "object",
         "properties": {
@@ -346,10 +380,22 @@ def _responses(operation: Operation) -> dict[str, Any]:
     return responses
 
 
+_TENANT_PARAMETER: dict[str, Any] = {
+    "name": "ESRA-Tenant",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_TENANT_CHARS},
+    "description": "The tenant to act on (default: the token's). Roles there come from the "
+    "cross-tenant roles claim, and only from an issuer trusted for that tenant; a caller "
+    "without a grant there is refused as one missing the role.",
+}
+
+
 def _operation(operation: Operation) -> dict[str, Any]:
     described: dict[str, Any] = {
         "summary": operation.summary,
-        "description": f"Requires the role {operation.role} on the token's tenant.",
+        "description": f"Requires the role {operation.role} on the tenant acted on: the one "
+        "ESRA-Tenant names, else the token's.",
         "x-esra-role": operation.role,
         "responses": _responses(operation),
     }
@@ -358,6 +404,7 @@ def _operation(operation: Operation) -> dict[str, Any]:
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
         for name in names
     ]
+    parameters.append(_TENANT_PARAMETER)
     if operation.path == "/store/documents" and operation.method == "get":
         parameters.extend(
             {"name": name, "in": "query", "required": False, "schema": schema,

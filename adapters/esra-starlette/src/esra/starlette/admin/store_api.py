@@ -26,7 +26,7 @@ from esra.core.docstore.ownership import DocumentReadOnlyError
 from esra.core.docstore.search import DocumentSearchError
 from esra.starlette.admin.errors import AdminError, AdminErrorCode
 from esra.starlette.admin.limits import AdminLimits
-from esra.starlette.admin.operator import operator_of
+from esra.starlette.admin.operator import RoleClaims, operator_of
 from esra.starlette.admin.views import counts_view, document_view, outcome_view, state_view
 from esra.starlette.document_search import document_search_of
 from esra.starlette.downloads import download_headers
@@ -68,10 +68,10 @@ class StoreApi:
     """The ``/store`` endpoints over each tenant's :class:`TenantStore`."""
 
     def __init__(
-        self, stores: Mapping[str, TenantStore], *, roles_claim: str, limits: AdminLimits
+        self, stores: Mapping[str, TenantStore], *, role_claims: RoleClaims, limits: AdminLimits
     ) -> None:
         self._stores = stores
-        self._roles_claim = roles_claim
+        self._role_claims = role_claims
         self._limits = limits
 
     def routes(self) -> list[Route]:
@@ -94,7 +94,7 @@ class StoreApi:
     # -- helpers --------------------------------------------------------------------------
 
     def _operator_and_store(self, request: Request) -> tuple[Operator, TenantStore]:
-        operator = operator_of(request, self._roles_claim)
+        operator = operator_of(request, self._role_claims)
         if not operator.may(Role.ESRA_DATA_READ):
             raise _forbidden()
         store = self._stores.get(operator.tenant_id)

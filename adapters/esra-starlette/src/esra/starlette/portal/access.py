@@ -1,9 +1,10 @@
 """What every portal handler checks first: who is signing, which store, may they, is it Ready.
 
-The same rules as the admin API: a visitor needs ``ESRA_DATA_READ`` on their token's tenant
-to see anything, ``ESRA_DATA_MANAGE`` to change anything; the tenant's store must exist on
-this host; documents are listed and changed only once the store is Ready. A refused action
-still goes through the core service so the denial is audited with the operator.
+The same rules as the admin API: a visitor needs ``ESRA_DATA_READ`` on the tenant they act on
+(their token's, or one a cross-tenant role lets them choose) to see anything,
+``ESRA_DATA_MANAGE`` to change anything; the tenant's store must exist on this host;
+documents are listed and changed only once the store is Ready. A refused action still goes
+through the core service so the denial is audited with the operator.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from starlette.requests import Request
 
 from esra.core.admin.roles import NotPermittedError, Role
 from esra.core.docstore.lifecycle import StoreNotReadyError, StoreStatus
+from esra.starlette.auth import AuthenticatedCaller
 from esra.starlette.portal.errors import PortalError
 from esra.starlette.portal.session import Sessions, Visitor
 from esra.starlette.stores import TenantStore
@@ -108,23 +110,39 @@ class Access:
             raise PortalError(
                 403,
                 "No access to the document store",
-                f"Your token grants no ESRA & Data role on tenant {visitor.caller.tenant_id}. "
+                f"Your token grants no ESRA & Data role on tenant {visitor.operator.tenant_id}. "
                 "The portal needs ESRA_DATA_READ (to review) or ESRA_DATA_MANAGE (to manage).",
+                links=(("/tenant", "Choose a tenant"),) if visitor.may_choose_tenant else (),
             )
         return visitor
 
+    def starts_at_chooser(self, caller: AuthenticatedCaller) -> bool:
+        """Whether a freshly signed-in ``caller`` should pick a tenant first: its token
+        reaches other tenants, and its own has no store here it may read."""
+        administrator = self.sessions.administrator(caller)
+        home = caller.tenant_id
+        reaches_others = any(grant.tenant_id != home for grant in administrator.grants)
+        reads_home = home in self._stores and administrator.may(Role.ESRA_DATA_READ, home)
+        return reaches_others and not reads_home
+
+    def choosable_tenants(self, visitor: Visitor) -> tuple[str, ...]:
+        """The tenants with a store here that ``visitor`` may read, in order."""
+        administrator = visitor.administrator
+        return tuple(sorted(t for t in self._stores if administrator.may(Role.ESRA_DATA_READ, t)))
+
     def store(self, visitor: Visitor) -> TenantStore:
-        """The visitor's tenant's store.
+        """The store of the tenant the visitor acts on.
 
         Raises:
             PortalError: 404 when this host serves no store for the tenant.
         """
-        store = self._stores.get(visitor.caller.tenant_id)
+        store = self._stores.get(visitor.operator.tenant_id)
         if store is None:
             raise PortalError(
                 404,
                 "No document store",
-                f"This host has no document store for tenant {visitor.caller.tenant_id}.",
+                f"This host has no document store for tenant {visitor.operator.tenant_id}.",
+                links=(("/tenant", "Choose a tenant"),) if visitor.may_choose_tenant else (),
             )
         return store
 

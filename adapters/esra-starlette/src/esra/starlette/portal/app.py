@@ -21,7 +21,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from esra.starlette.admin.operator import DEFAULT_ROLES_CLAIM
+from esra.starlette.admin.operator import (
+    DEFAULT_CROSS_TENANT_ROLES_CLAIM,
+    DEFAULT_ROLES_CLAIM,
+    RoleClaims,
+)
 from esra.starlette.auth import JwtVerifier
 from esra.starlette.portal.access import Access
 from esra.starlette.portal.document_pages import DocumentPages
@@ -32,6 +36,8 @@ from esra.starlette.portal.paths import portal_url
 from esra.starlette.portal.session import SESSION_COOKIE, Sessions
 from esra.starlette.portal.sign_in import SignInPages
 from esra.starlette.portal.store_pages import StorePages
+from esra.starlette.portal.store_settings_pages import StoreSettingsPages
+from esra.starlette.portal.tenant_pages import TenantPages
 from esra.starlette.portal.upload_pages import UploadPages
 from esra.starlette.stores import TenantStore
 
@@ -55,6 +61,7 @@ def portal_app(
     stores: Mapping[str, TenantStore],
     verifier: JwtVerifier,
     roles_claim: str = DEFAULT_ROLES_CLAIM,
+    cross_tenant_roles_claim: str = DEFAULT_CROSS_TENANT_ROLES_CLAIM,
     secure_cookies: bool | None = None,
 ) -> Starlette:
     """Build the document store portal.
@@ -63,11 +70,14 @@ def portal_app(
         stores: each tenant's store on this host; a tenant without one is told so.
         verifier: verifies the operators' bearer tokens (the admin API's issuers).
         roles_claim: the token claim naming the operator's administrative roles.
+        cross_tenant_roles_claim: the token claim naming roles on every tenant the token's
+            issuer is trusted for; their holder chooses the tenant at ``/tenant``.
         secure_cookies: force the session cookie's ``Secure`` flag; ``None`` sets it when
             the request arrived over https (set ``True`` behind a TLS-terminating proxy
             that forwards plain http).
     """
-    sessions = Sessions(verifier, roles_claim=roles_claim, secure_cookies=secure_cookies)
+    role_claims = RoleClaims(roles_claim, cross_tenant_roles_claim)
+    sessions = Sessions(verifier, role_claims=role_claims, secure_cookies=secure_cookies)
     access = Access(stores, sessions)
     stylesheet = files("esra.starlette.portal").joinpath("static", "portal.css").read_bytes()
 
@@ -80,8 +90,10 @@ def portal_app(
         Route("/static/portal.css", css, methods=["GET"]),
         *SignInPages(access, roles_claim=roles_claim).routes(),
         *StorePages(access).routes(),
+        *StoreSettingsPages(access).routes(),
         *DocumentPages(access).routes(),
         *UploadPages(access).routes(),
+        *TenantPages(access).routes(),
     ]
 
     async def sign_in_first(request: Request, exc: Exception) -> Response:

@@ -97,7 +97,11 @@ def _navigation(request: Request, visitor: Visitor | None, current: str | None) 
             continue
         marker = Markup(' aria-current="page"') if path == current else Markup()
         items.append(html('<li><a href="{}"{}>{}</a></li>', base + path, marker, label))
-    roles = ", ".join(sorted(visitor.operator.roles)) or "none"
+    if visitor.may_choose_tenant:
+        marker = Markup(' aria-current="page"') if current == "/tenant" else Markup()
+        items.append(html('<li><a href="{}"{}>Switch tenant</a></li>', base + "/tenant", marker))
+    operator = visitor.operator
+    roles = ", ".join(sorted(operator.roles | operator.cross_tenant_roles)) or "none"
     return html(
         '<nav class="site-nav" aria-label="Portal"><ul>{items}</ul></nav>'
         '<div class="account"><p class="identity">Signed in as <strong>{subject}</strong> on '
@@ -107,7 +111,7 @@ def _navigation(request: Request, visitor: Visitor | None, current: str | None) 
         '<button type="submit" class="secondary">Sign out</button></form></div>',
         items=join(items),
         subject=visitor.caller.subject,
-        tenant=visitor.caller.tenant_id,
+        tenant=operator.tenant_id,
         roles=roles,
         action=base + "/sign-out",
         csrf=visitor.csrf,

@@ -27,6 +27,7 @@ class Notice(StrEnum):
     RELEASED = "released"
     REINDEXED = "reindexed"
     DELETED = "deleted"
+    SETTINGS_SAVED = "settings_saved"
 
     @property
     def text(self) -> str:
@@ -48,6 +49,10 @@ _TEXT = {
         "extracts it again."
     ),
     Notice.DELETED: "The document was deleted: it is gone from search, fetch and this list.",
+    Notice.SETTINGS_SAVED: (
+        "The store's settings were saved; every ingestion worker applies them at its next "
+        "turn. The change is recorded with your name."
+    ),
 }
 
 

@@ -6,6 +6,11 @@ verifies the token again with the host's :class:`~esra.starlette.auth.JwtVerifie
 expired, revoked-issuer or tampered token ends the session at once, and roles come from the
 token exactly as they do for the admin API.
 
+An operator holding cross-tenant roles may choose the tenant it acts on. The choice is a
+second cookie sealed with an HMAC keyed by the session token, so it belongs to this session
+only (a new token drops it), and it is re-checked against the token's grants on every
+request: a tenant the token grants nothing on is never acted on, whatever the cookie says.
+
 Every state-changing form carries a CSRF token derived from the session token (an HMAC keyed
 with it): only a page rendered for this session can hold it, it needs no server-side state
 (any host process checks it), and it is compared in constant time. The sign-in form itself
@@ -15,6 +20,7 @@ under a token of its choosing.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import logging
@@ -25,9 +31,9 @@ import attrs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from esra.core.admin.roles import Role
+from esra.core.admin.roles import Administrator, Role, implied_roles
 from esra.core.docstore.management import Operator
-from esra.starlette.admin.operator import roles_of
+from esra.starlette.admin.operator import MAX_TENANT_CHARS, RoleClaims, grants_of
 from esra.starlette.auth import AuthenticatedCaller, JwtVerifier, TokenRejectedError, TokenRejection
 from esra.starlette.portal.errors import PortalError, SignInReason, SignInRequiredError
 from esra.starlette.portal.paths import base_path
@@ -36,30 +42,41 @@ __all__ = [
     "MAX_SESSION_TOKEN_CHARS",
     "SESSION_COOKIE",
     "SIGN_IN_COOKIE",
+    "TENANT_COOKIE",
     "Sessions",
     "Visitor",
 ]
 
 SESSION_COOKIE = "esra_portal_session"
 SIGN_IN_COOKIE = "esra_portal_sign_in"
+TENANT_COOKIE = "esra_portal_tenant"
 # Browsers keep a cookie of about 4096 bytes, name and attributes included.
 MAX_SESSION_TOKEN_CHARS = 3800
 _CSRF_PURPOSE = b"esra.portal.csrf"
+_TENANT_PURPOSE = b"esra.portal.tenant\x00"
 
 _log = logging.getLogger(__name__)
 
 
 @attrs.frozen
 class Visitor:
-    """A signed-in operator: the verified caller, their store operator and CSRF token."""
+    """A signed-in operator: the verified caller, their store operator (on the tenant they
+    act on), every grant their token carries, and the session's CSRF token."""
 
     caller: AuthenticatedCaller
     operator: Operator
     csrf: str
+    administrator: Administrator
 
     def may(self, role: Role) -> bool:
-        """Whether the token grants ``role`` (or a role implying it) on its tenant."""
+        """Whether the token grants ``role`` (or a role implying it) on the acting tenant."""
         return self.operator.may(role)
+
+    @property
+    def may_choose_tenant(self) -> bool:
+        """Whether any grant reaches beyond the token's own tenant (a cross-tenant role)."""
+        home = self.caller.tenant_id
+        return any(grant.tenant_id != home for grant in self.administrator.grants)
 
 
 class Sessions:
@@ -67,16 +84,17 @@ class Sessions:
 
     Args:
         verifier: the host's verifier; the same issuers as the admin API and MCP endpoint.
-        roles_claim: the token claim naming the operator's administrative roles.
+        role_claims: the token claims naming the operator's administrative roles (on its own
+            tenant, and on every tenant its issuer is trusted for).
         secure_cookies: force the cookie's ``Secure`` flag on or off; ``None`` sets it when
             the request arrived over https.
     """
 
     def __init__(
-        self, verifier: JwtVerifier, *, roles_claim: str, secure_cookies: bool | None
+        self, verifier: JwtVerifier, *, role_claims: RoleClaims, secure_cookies: bool | None
     ) -> None:
         self._verifier = verifier
-        self._roles_claim = roles_claim
+        self._role_claims = role_claims
         self._secure = secure_cookies
 
     def visitor(self, request: Request) -> Visitor:
@@ -95,7 +113,7 @@ class Sessions:
             raise SignInRequiredError(
                 SignInReason.EXPIRED if expired else SignInReason.REJECTED
             ) from None
-        return self._visitor(caller, token)
+        return self._visitor(caller, token, self._chosen_tenant(request, token))
 
     def visitor_or_none(self, request: Request) -> Visitor | None:
         """The signed-in visitor, or ``None`` (for pages that render either way)."""
@@ -130,10 +148,33 @@ class Sessions:
         self.forget_sign_in_nonce(request, response)
 
     def end(self, request: Request, response: Response) -> None:
-        """Remove the session cookie."""
+        """Remove the session cookie (and the session's tenant choice)."""
         response.delete_cookie(
             SESSION_COOKIE,
             **self._cookie_attributes(request),
+        )
+        response.delete_cookie(TENANT_COOKIE, **self._cookie_attributes(request))
+
+    def choose_tenant(
+        self, request: Request, response: Response, visitor: Visitor, tenant_id: str
+    ) -> None:
+        """Keep ``tenant_id`` as ``visitor``'s acting tenant (the caller checked the grant).
+
+        Choosing the token's own tenant forgets the choice instead.
+        """
+        token = request.cookies.get(SESSION_COOKIE, "")
+        if tenant_id == visitor.caller.tenant_id:
+            response.delete_cookie(TENANT_COOKIE, **self._cookie_attributes(request))
+            return
+        encoded = base64.urlsafe_b64encode(tenant_id.encode()).decode().rstrip("=")
+        value = f"{encoded}.{_tenant_seal(token, tenant_id)}"
+        response.set_cookie(TENANT_COOKIE, value, **self._cookie_attributes(request))
+
+    def may_sign_in(self, caller: AuthenticatedCaller) -> bool:
+        """Whether ``caller``'s token grants ``ESRA_DATA_READ`` (or more) on any tenant."""
+        return any(
+            Role.ESRA_DATA_READ in implied_roles(grant.role)
+            for grant in self.administrator(caller).grants
         )
 
     def require_csrf(self, visitor: Visitor, submitted: object) -> None:
@@ -183,17 +224,48 @@ class Sessions:
             **self._cookie_attributes(request),
         )
 
-    def operator(self, caller: AuthenticatedCaller) -> Operator:
-        """The store operator ``caller`` acts as: their roles, on their own tenant only."""
-        return Operator(
-            subject=caller.subject,
-            tenant_id=caller.tenant_id,
-            roles=roles_of(caller, self._roles_claim),
+    def administrator(self, caller: AuthenticatedCaller) -> Administrator:
+        """Every grant ``caller``'s token carries, as the admin API reads them."""
+        return Administrator(
+            caller.subject, grants_of(caller, self._role_claims), home_tenant_id=caller.tenant_id
         )
 
-    def _visitor(self, caller: AuthenticatedCaller, token: str) -> Visitor:
+    def operator(self, caller: AuthenticatedCaller, tenant_id: str | None = None) -> Operator:
+        """The store operator ``caller`` acts as on ``tenant_id`` (default: their own)."""
+        acting = caller.tenant_id if tenant_id is None else tenant_id
+        return Operator.acting_for(self.administrator(caller), acting)
+
+    def _visitor(
+        self, caller: AuthenticatedCaller, token: str, chosen: str | None = None
+    ) -> Visitor:
         csrf = hmac.new(token.encode(), _CSRF_PURPOSE, hashlib.sha256).hexdigest()
-        return Visitor(caller=caller, operator=self.operator(caller), csrf=csrf)
+        administrator = self.administrator(caller)
+        # A choice the token no longer grants anything on falls back to the own tenant.
+        acting = chosen if chosen is not None and administrator.roles_on(chosen) else None
+        return Visitor(
+            caller=caller,
+            operator=self.operator(caller, acting),
+            csrf=csrf,
+            administrator=administrator,
+        )
+
+    @staticmethod
+    def _chosen_tenant(request: Request, token: str) -> str | None:
+        """The tenant this session chose, if its cookie is sealed by this session's token."""
+        raw = request.cookies.get(TENANT_COOKIE)
+        if not raw or raw.count(".") != 1:
+            return None
+        encoded, seal = raw.split(".")
+        # Base64 of at most MAX_TENANT_CHARS characters of UTF-8 (4 bytes each): never more.
+        if len(encoded) > 6 * MAX_TENANT_CHARS:
+            return None
+        try:
+            tenant_id = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        except ValueError:  # not base64, or not UTF-8 (binascii.Error is a ValueError)
+            return None
+        if not hmac.compare_digest(seal.encode(), _tenant_seal(token, tenant_id).encode()):
+            return None
+        return tenant_id
 
     def _is_secure(self, request: Request) -> bool:
         if self._secure is not None:
@@ -213,3 +285,9 @@ class Sessions:
     @staticmethod
     def _cookie_path(request: Request) -> str:
         return base_path(request) or "/"
+
+
+def _tenant_seal(token: str, tenant_id: str) -> str:
+    """The HMAC, keyed by the session token, that binds a tenant choice to that session."""
+    message = _TENANT_PURPOSE + tenant_id.encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()

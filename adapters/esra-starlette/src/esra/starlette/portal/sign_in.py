@@ -11,7 +11,6 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from esra.core.admin.roles import Role
 from esra.starlette.auth import TokenRejectedError, TokenRejection
 from esra.starlette.portal.access import Access, read_form
 from esra.starlette.portal.errors import SignInReason
@@ -97,7 +96,7 @@ class SignInPages:
                 next_path=next_text,
                 status_code=400,
             )
-        if not self._access.sessions.operator(caller).may(Role.ESRA_DATA_READ):
+        if not self._access.sessions.may_sign_in(caller):
             return self._page(
                 request,
                 f"This token grants no ESRA & Data role on tenant {caller.tenant_id}: its "
@@ -105,7 +104,8 @@ class SignInPages:
                 next_path=next_text,
                 status_code=403,
             )
-        target = local_next(request, next_text) or portal_url(request, "/")
+        start = "/tenant" if self._access.starts_at_chooser(caller) else "/"
+        target = local_next(request, next_text) or portal_url(request, start)
         response = RedirectResponse(target, status_code=303)
         self._access.sessions.start(request, response, token)
         return response

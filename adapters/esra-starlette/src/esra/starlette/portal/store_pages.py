@@ -20,6 +20,7 @@ from esra.starlette.portal.markup import Markup, html, join, render_template
 from esra.starlette.portal.notices import Notice, redirect_with_notice
 from esra.starlette.portal.paths import base_path, portal_url
 from esra.starlette.portal.session import Visitor
+from esra.starlette.portal.store_settings_pages import settings_section
 from esra.starlette.portal.views import count_filters
 from esra.starlette.stores import TenantStore
 
@@ -158,10 +159,12 @@ class StorePages:
         base = base_path(request)
         if state.status is StoreStatus.READY:
             counts = await store.documents.counts(visitor.operator)
+            configuration = await store.configuration.current(visitor.operator)
             return html(
                 '<nav aria-labelledby="counts-heading" class="counts">'
-                '<h2 id="counts-heading">Documents by state</h2>{}</nav>',
+                '<h2 id="counts-heading">Documents by state</h2>{}</nav>{}',
                 count_filters(base, counts, None),
+                settings_section(base, visitor, configuration),
             )
         action = {
             StoreStatus.DISABLED: ("/status/enable", "Enable the store"),

@@ -82,18 +82,18 @@ class _AdminService:
         if dimensions_of is not None:
             dims.update(dimensions_of(current))
         if not admin.may(role, tenant_id):
-            await self._record(event, tenant_id, "denied", "role", dims)
+            await self._record(event, tenant_id, "denied", "role", dims, by=admin)
             raise NotPermittedError
         if expected_version is not None and expected_version != current.version:
             conflict = ConfigConflictError(
                 tenant_id, expected=expected_version, current=current.version
             )
-            await self._record(event, tenant_id, "conflict", str(conflict), dims)
+            await self._record(event, tenant_id, "conflict", str(conflict), dims, by=admin)
             raise conflict
         try:
             updated = change(current)
         except ConfigurationError as exc:
-            await self._record(event, tenant_id, "rejected", str(exc), dims)
+            await self._record(event, tenant_id, "rejected", str(exc), dims, by=admin)
             raise
         record = ConfigChange(
             tenant_id=tenant_id,
@@ -107,7 +107,7 @@ class _AdminService:
         try:
             await self._workspaces.save(updated, expected_version=current.version, change=record)
         except ConfigConflictError as exc:
-            await self._record(event, tenant_id, "conflict", str(exc), dims)
+            await self._record(event, tenant_id, "conflict", str(exc), dims, by=admin)
             raise
         dims["version"] = updated.version
         if effect is not None:
@@ -118,9 +118,9 @@ class _AdminService:
             try:
                 await effect()
             except Exception as exc:
-                await self._record(event, tenant_id, "failed", type(exc).__name__, dims)
+                await self._record(event, tenant_id, "failed", type(exc).__name__, dims, by=admin)
                 raise
-        await self._record(event, tenant_id, "ok", None, dims)
+        await self._record(event, tenant_id, "ok", None, dims, by=admin)
         return updated
 
     async def _record(
@@ -130,11 +130,14 @@ class _AdminService:
         outcome: str,
         reason: str | None,
         dimensions: dict[str, AuditDimension],
+        *,
+        by: Administrator,
     ) -> None:
         await record_admin_action(
             self._audit,
             self._clock,
             event,
+            by=by,
             tenant_id=tenant_id,
             outcome=outcome,
             reason=reason,
@@ -233,9 +236,11 @@ class DataModelService(_AdminService):
             "role": Role.ESRA_DATA_READ.value,
         }
         if not admin.may(Role.ESRA_DATA_READ, tenant_id):
-            await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims)
+            await self._record(
+                AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims, by=admin
+            )
             raise NotPermittedError
-        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims)
+        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims, by=admin)
         return await self._current(tenant_id)
 
     async def history(self, admin: Administrator, tenant_id: str) -> list[ConfigChange]:
@@ -246,9 +251,11 @@ class DataModelService(_AdminService):
             "part": "history",
         }
         if not admin.may(Role.ESRA_DATA_READ, tenant_id):
-            await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims)
+            await self._record(
+                AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims, by=admin
+            )
             raise NotPermittedError
-        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims)
+        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims, by=admin)
         return await self._workspaces.history(tenant_id)
 
     async def model_source(

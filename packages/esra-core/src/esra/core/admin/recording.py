@@ -2,7 +2,9 @@
 
 Administrative actions are not invocations, so each gets a fresh ``admin:<uuid>``
 correlation id; the tenant is the one acted on, and ``dimensions`` name who acted
-(``subject``), the role the action needed and what it touched.
+(``subject``), the role the action needed and what it touched. An administrator acting on a
+tenant other than its own is marked ``cross_tenant`` with its ``operator_tenant`` on every
+record, denials included: the funnel adds it, so no caller can forget it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from esra.core.admin.roles import Administrator
 from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.codes import AuditEvent
 from esra.core.ports import AuditSink, Clock
@@ -22,12 +25,13 @@ async def record_admin_action(
     clock: Clock,
     event: AuditEvent,
     *,
+    by: Administrator,
     tenant_id: str,
     outcome: str,
     reason: str | None,
     dimensions: Mapping[str, AuditDimension],
 ) -> None:
-    """Record one administrative action (or its refusal) on ``audit``."""
+    """Record one administrative action (or its refusal) by ``by`` on ``audit``."""
     await audit.record(
         AuditRecord(
             event=event,
@@ -36,6 +40,6 @@ async def record_admin_action(
             at=clock.now(),
             outcome=outcome,
             reason=reason,
-            dimensions=dict(dimensions),
+            dimensions={**dimensions, **by.acting_dimensions(tenant_id)},
         )
     )

@@ -5,6 +5,10 @@ operator cross-tenant (there is no separate role name for it). Both ESRA manage 
 imply ``ESRA_DATA_READ``; neither implies the other. The platform's ``SECURITY_MANAGE`` and
 ``GOVERNANCE_MANAGE`` imply nothing in the ESRA area, so granting ESRA roles never widens a
 platform administrator's authority, and holding a platform role never widens an ESRA one.
+
+An administrator may also know its home tenant (the tenant its token belongs to): acting on
+any other tenant is then cross-tenant, and every audit record of such an action says so
+(:meth:`Administrator.acting_dimensions`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from enum import StrEnum
 
 import attrs
 
+from esra.core.audit import AuditDimension
 from esra.core.codes import ErrorCode
 from esra.core.exceptions import EsraError
 
@@ -62,15 +67,35 @@ class Grant:
 
 @attrs.frozen
 class Administrator:
-    """An authenticated administrator and the grants they hold."""
+    """An authenticated administrator and the grants they hold.
+
+    ``home_tenant_id`` is the tenant the administrator belongs to (None when unknown, e.g.
+    built from configuration rather than a token); it grants nothing by itself.
+    """
 
     subject: str
     grants: frozenset[Grant] = frozenset()
+    home_tenant_id: str | None = None
 
     @classmethod
-    def of(cls, subject: str, *grants: Grant) -> Administrator:
+    def of(cls, subject: str, *grants: Grant, home_tenant_id: str | None = None) -> Administrator:
         """Build an administrator holding ``grants``."""
-        return cls(subject, frozenset(grants))
+        return cls(subject, frozenset(grants), home_tenant_id)
+
+    def acts_across_tenants(self, tenant_id: str) -> bool:
+        """Whether acting on ``tenant_id`` is acting outside the administrator's home tenant."""
+        return self.home_tenant_id is not None and self.home_tenant_id != tenant_id
+
+    def acting_dimensions(self, tenant_id: str) -> dict[str, AuditDimension]:
+        """What an audit record of an action on ``tenant_id`` adds about who acted from where.
+
+        Empty for an action on the home tenant; otherwise ``cross_tenant`` and
+        ``operator_tenant`` (the home tenant), so tenant B's audit shows that tenant A's
+        operator acted, denials included.
+        """
+        if not self.acts_across_tenants(tenant_id):
+            return {}
+        return {"cross_tenant": True, "operator_tenant": self.home_tenant_id}
 
     def may(self, role: Role, tenant_id: str) -> bool:
         """Whether any grant permits ``role`` on ``tenant_id``."""

@@ -35,6 +35,7 @@ from esra.core.docstore.refusals import DocumentRefusedError
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.scanner import Finding, ScanPolicy, scan_text
 from esra.core.docstore.upload import AcceptedUpload, UploadLimits, inspect_upload
+from esra.core.pipeline_metrics import count_ingestion
 from esra.core.ports import Clock
 
 __all__ = [
@@ -159,7 +160,9 @@ class IngestionWorker:
         repository: the store.
         worker_id: unique per worker process; the claim's owner.
         clock: time for leases.
-        settings_for: the store settings of a tenant.
+        settings_for: the store settings of a tenant (the host's defaults and the worker's
+            lease); the values the tenant configured in its store (``load_configuration``)
+            replace the configurable ones at each turn.
         pdf_limits: sandbox limits for PDF extraction.
         on_indexed: awaited after each document this worker indexed, with its claim and
             content; an error it raises is logged by type and indexing goes on.
@@ -201,8 +204,11 @@ class IngestionWorker:
         return turns
 
     async def _tenant_turn(self, tenant_id: str) -> TenantTurn:
-        settings = self._settings_for(tenant_id)
         try:
+            # Read at every turn: an operator's "configure" applies without a restart, to
+            # every worker on the store. Unreadable settings end the turn (fail closed: a
+            # "reject" policy must never fall back to the defaults' "quarantine").
+            settings = await self._settings(tenant_id)
             await self._repository.fail_exhausted(
                 max_attempts=settings.max_attempts, now=self._clock.now()
             )
@@ -246,6 +252,12 @@ class IngestionWorker:
             **attrs.asdict(tally),
         )
 
+    async def _settings(self, tenant_id: str) -> StoreSettings:
+        """The tenant's settings: the worker's, with the store's configured values in place."""
+        settings = self._settings_for(tenant_id)
+        configured = await self._repository.load_configuration(tenant_id)
+        return configured.settings.applied_to(settings) if configured is not None else settings
+
     async def _process(self, claim: Claim, settings: StoreSettings, tally: _Tally) -> None:
         upload = AcceptedUpload(
             display_name=claim.title, format=claim.format, data=claim.data, sha256=""
@@ -272,7 +284,7 @@ class IngestionWorker:
                 now=self._clock.now(),
                 breach=refused.breach,
             )
-            _count(tally, owned, "failed" if final else "retried")
+            _count(tally, owned, "failed" if final else "retried", claim.tenant_id)
             return
         findings = extracted.findings
         if findings and settings.scan_policy is ScanPolicy.REJECT:
@@ -283,7 +295,7 @@ class IngestionWorker:
                 now=self._clock.now(),
                 findings=findings,
             )
-            _count(tally, owned, "failed")
+            _count(tally, owned, "failed", claim.tenant_id)
             return
         quarantine = bool(findings) and settings.scan_policy is ScanPolicy.QUARANTINE
         content = IndexedContent(
@@ -291,9 +303,10 @@ class IngestionWorker:
             segments=extracted.segments,
             findings=findings,
             state=DocumentState.QUARANTINED if quarantine else DocumentState.INDEXED,
+            retain_bytes=settings.retain_bytes,
         )
         owned = await self._repository.complete(claim, content, now=self._clock.now())
-        _count(tally, owned, "quarantined" if quarantine else "indexed")
+        _count(tally, owned, "quarantined" if quarantine else "indexed", claim.tenant_id)
         if owned and not quarantine and self._on_indexed is not None:
             await _after_indexed(self._on_indexed, claim, content)
 
@@ -340,8 +353,10 @@ async def _after_indexed(hook: IndexedHook, claim: Claim, content: IndexedConten
         )
 
 
-def _count(tally: _Tally, owned: bool, outcome: str) -> None:
+def _count(tally: _Tally, owned: bool, outcome: str, tenant_id: str) -> None:
     if not owned:
         tally.lost += 1  # the lease was lost: the retry's outcome stands, not ours
+        count_ingestion(tenant_id, "lost")
         return
     setattr(tally, outcome, getattr(tally, outcome) + 1)
+    count_ingestion(tenant_id, outcome)

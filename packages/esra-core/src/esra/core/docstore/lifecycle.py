@@ -1,12 +1,14 @@
 """A tenant's store lifecycle: off by default, enabled, then initialised as a background job.
 
 Disabled → Enabled (``enable``) → Initializing (``initialise``) → Ready or Failed; a Failed
-store may be initialised again. Both actions need ``ESRA_DATA_MANAGE`` and are audited with
-the operator, denials included; reading the state needs ``ESRA_DATA_READ``. Initialisation is
-never a side effect of first use, and it runs as a task rather than inside the request that
-asked for it — DDL against a cold database can outlast any HTTP timeout — so a caller starts
-it and polls ``state``. What initialising means is the engine's: the lifecycle runs the
-injected :data:`StoreInitialiser` and turns its outcome into the state an operator sees.
+store may be initialised again. Both actions need ``ESRA_DATA_MANAGE`` on the store's tenant
+and are audited with the operator (and, for an operator of another tenant, ``cross_tenant``
+and its ``operator_tenant``), denials included; reading the state needs ``ESRA_DATA_READ``.
+Initialisation is never a side effect of first use, and it runs as a task rather than inside
+the request that asked for it — DDL against a cold database can outlast any HTTP timeout —
+so a caller starts it and polls ``state``. What initialising means is the engine's: the
+lifecycle runs the injected :data:`StoreInitialiser` and turns its outcome into the state an
+operator sees.
 """
 
 from __future__ import annotations
@@ -212,6 +214,6 @@ class StoreLifecycle:
                 at=self._clock.now(),
                 outcome=outcome,
                 reason=reason,
-                dimensions={"operator": operator.subject, **extra},
+                dimensions={**operator.audit_dimensions(self._tenant_id), **extra},
             )
         )

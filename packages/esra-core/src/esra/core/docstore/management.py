@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 import attrs
 
 from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role
-from esra.core.audit import AuditRecord
+from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.docstore.ingestion import UploadOutcome, upload_files
 from esra.core.docstore.model import DocumentState, StoredDocument
@@ -44,23 +44,70 @@ DATA_MANAGE = Role.ESRA_DATA_MANAGE
 class Operator:
     """An authenticated administrator acting on one tenant's store.
 
-    ``roles`` are held on ``tenant_id`` only; the check is ``esra.core.admin``'s role model
-    (manage implies read), and a role name outside it grants nothing.
+    ``tenant_id`` is the tenant acted on; ``roles`` are held on it, ``cross_tenant_roles``
+    on every tenant (grants with no tenant). ``home_tenant_id`` is the operator's own tenant
+    (None: the same as ``tenant_id``); it grants nothing, and an operator acting anywhere
+    else is :attr:`cross_tenant`, which every audit record of its actions says. The check is
+    ``esra.core.admin``'s role model (manage implies read), and a role name outside it
+    grants nothing.
     """
 
     subject: str
     tenant_id: str
-    roles: frozenset[str]
+    roles: frozenset[str] = frozenset()
+    home_tenant_id: str | None = None
+    cross_tenant_roles: frozenset[str] = frozenset()
+
+    @classmethod
+    def acting_for(cls, administrator: Administrator, tenant_id: str) -> Operator:
+        """``administrator`` acting on ``tenant_id``: its grants there and on every tenant.
+
+        Grants on other named tenants are left out: they permit nothing on this one.
+        """
+        return cls(
+            subject=administrator.subject,
+            tenant_id=tenant_id,
+            roles=frozenset(g.role.value for g in administrator.grants if g.tenant_id == tenant_id),
+            home_tenant_id=administrator.home_tenant_id,
+            cross_tenant_roles=frozenset(
+                g.role.value for g in administrator.grants if g.tenant_id is None
+            ),
+        )
+
+    @property
+    def home_tenant(self) -> str:
+        """The operator's own tenant."""
+        return self.tenant_id if self.home_tenant_id is None else self.home_tenant_id
+
+    @property
+    def cross_tenant(self) -> bool:
+        """Whether the operator acts on a tenant other than its own."""
+        return self.home_tenant != self.tenant_id
+
+    @property
+    def administrator(self) -> Administrator:
+        """The operator as the role model sees it: its grants and its home tenant."""
+        own = (Grant(Role(r), self.tenant_id) for r in self.roles if r in _ROLE_NAMES)
+        everywhere = (Grant(Role(r), None) for r in self.cross_tenant_roles if r in _ROLE_NAMES)
+        return Administrator.of(self.subject, *own, *everywhere, home_tenant_id=self.home_tenant)
 
     def may(self, role: Role) -> bool:
-        """Whether the operator holds ``role`` (or a role implying it) on its tenant."""
-        grants = frozenset(Grant(Role(r), self.tenant_id) for r in self.roles if r in _ROLE_NAMES)
-        return Administrator(self.subject, grants).may(role, self.tenant_id)
+        """Whether the operator holds ``role`` (or a role implying it) on ``tenant_id``."""
+        return self.administrator.may(role, self.tenant_id)
 
     def require(self, role: Role) -> None:
-        """Raise ``NotPermittedError`` unless the operator holds ``role`` on its tenant."""
+        """Raise ``NotPermittedError`` unless the operator holds ``role`` on ``tenant_id``."""
         if not self.may(role):
             raise NotPermittedError
+
+    def audit_dimensions(self, tenant_id: str | None = None) -> dict[str, AuditDimension]:
+        """Who acted, for a record of an action on ``tenant_id`` (default: the one it acts on).
+
+        ``operator`` always; ``cross_tenant`` and ``operator_tenant`` when the tenant acted on
+        is not the operator's home tenant, denials included.
+        """
+        acted_on = self.tenant_id if tenant_id is None else tenant_id
+        return {"operator": self.subject, **self.administrator.acting_dimensions(acted_on)}
 
 
 _ROLE_NAMES = frozenset(r.value for r in Role)
@@ -308,7 +355,7 @@ class DocumentStoreService:
         refusal: str | None = None,
         breach: str | None = None,
     ) -> None:
-        dimensions: dict[str, str | int] = {"operator": operator.subject}
+        dimensions = operator.audit_dimensions()
         if document_id is not None:
             dimensions["document_id"] = document_id
         if findings is not None:

@@ -138,9 +138,15 @@ class StoredSegment:
 
 @attrs.frozen
 class IndexedContent:
-    """What a successful extraction hands the repository to store atomically."""
+    """What a successful extraction hands the repository to store atomically.
+
+    ``retain_bytes`` is the tenant's setting at extraction time: False drops the original
+    bytes as the content is stored (a repository opened with ``retain_bytes=False`` drops
+    them whatever this says: the host's refusal to keep bytes is not the tenant's to lift).
+    """
 
     text: str
     segments: tuple[StoredSegment, ...]
     findings: tuple[Finding, ...]
     state: DocumentState
+    retain_bytes: bool = True

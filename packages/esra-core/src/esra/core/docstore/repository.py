@@ -18,6 +18,7 @@ from esra.core.docstore.ownership import UPLOADED, DocumentOwner
 from esra.core.docstore.refusals import Breach
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
+from esra.core.docstore.store_configuration import ConfigurableSettings, StoreConfiguration
 from esra.core.docstore.upload import AcceptedUpload
 
 __all__ = ["DocumentRepository"]
@@ -156,4 +157,25 @@ class DocumentRepository(Protocol):
         self, tenant_id: str, document_id: str, *, scopes: Collection[str]
     ) -> str | None:
         """The full text of an Indexed, non-deleted document within ``scopes``, for fetch."""
+        ...
+
+    async def load_configuration(self, tenant_id: str) -> StoreConfiguration | None:
+        """The tenant's configured store settings, or None if it never configured them."""
+        ...
+
+    async def save_configuration(
+        self,
+        tenant_id: str,
+        settings: ConfigurableSettings,
+        *,
+        expected_revision: int,
+        by: str,
+        now: datetime,
+    ) -> StoreConfiguration | None:
+        """Store ``settings`` as the next revision if the stored one is ``expected_revision``
+        (0: none stored yet); return what was stored, or None when another change won.
+
+        The compare and the write are one statement, so of two concurrent changes made
+        against the same revision exactly one is stored.
+        """
         ...

@@ -27,6 +27,7 @@ from esra.core.docstore.search import (
     search_words,
     title_contains,
 )
+from esra.core.docstore.store_configuration import ConfigurableSettings, StoreConfiguration
 from esra.core.docstore.upload import AcceptedUpload
 
 __all__ = ["InMemoryDocumentRepository"]
@@ -54,6 +55,7 @@ class InMemoryDocumentRepository:
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
         self._retain = retain_bytes
+        self._configurations: dict[str, StoreConfiguration] = {}
 
     def _update(self, row: _Row, now: datetime, **changes: Any) -> None:
         row.document = attrs.evolve(row.document, updated_at=now, **changes)
@@ -199,7 +201,7 @@ class InMemoryDocumentRepository:
                 return False
             row.text, row.segments = content.text, content.segments
             row.worker_id = row.lease_until = None
-            if not self._retain:
+            if not (self._retain and content.retain_bytes):
                 row.data = None
             self._update(
                 row,
@@ -386,3 +388,27 @@ class InMemoryDocumentRepository:
     def segments(self, document_id: str) -> tuple[StoredSegment, ...]:
         """Test helper: the stored segments of a document."""
         return self._rows[document_id].segments
+
+    async def load_configuration(self, tenant_id: str) -> StoreConfiguration | None:
+        """The tenant's stored settings, or None."""
+        return self._configurations.get(tenant_id)
+
+    async def save_configuration(
+        self,
+        tenant_id: str,
+        settings: ConfigurableSettings,
+        *,
+        expected_revision: int,
+        by: str,
+        now: datetime,
+    ) -> StoreConfiguration | None:
+        """Store the next revision if the current one is ``expected_revision``."""
+        async with self._lock:
+            current = self._configurations.get(tenant_id)
+            if (current.revision if current is not None else 0) != expected_revision:
+                return None
+            saved = StoreConfiguration(
+                settings, revision=expected_revision + 1, updated_at=now, updated_by=by
+            )
+            self._configurations[tenant_id] = saved
+            return saved

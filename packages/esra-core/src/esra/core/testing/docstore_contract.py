@@ -42,6 +42,7 @@ from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
 from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.upload import AcceptedUpload
+from esra.core.testing.docstore_configuration_contract import StoreConfigurationContract
 from esra.core.testing.docstore_failure_contract import DocumentFailureContract
 from esra.core.testing.docstore_ownership_contract import DocumentOwnershipContract
 from esra.core.testing.docstore_search_contract import DocumentSearchContract
@@ -100,7 +101,10 @@ class RepositoryOpener(Protocol):
 
 @pytest.mark.asyncio
 class DocumentRepositoryContract(
-    DocumentSearchContract, DocumentOwnershipContract, DocumentFailureContract
+    DocumentSearchContract,
+    DocumentOwnershipContract,
+    DocumentFailureContract,
+    StoreConfigurationContract,
 ):
     """Tests every ``DocumentRepository`` must pass; subclass and implement ``make_repository``."""
 
