@@ -39,6 +39,10 @@ TEST_DEPENDENCIES = [
     "hypothesis>=6.100",
     "playwright>=1.49",
     "sqlglot==30.31.0",
+    # The in-memory span exporter and metric reader the telemetry tests read back.
+    "opentelemetry-sdk>=1.30",
+    # esra serve's [telemetry] export, driven against a fake collector in the tests.
+    "opentelemetry-exporter-otlp-proto-http>=1.30",
 ]
 
 

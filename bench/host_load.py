@@ -30,6 +30,12 @@ fresh schema on ``--audit-dsn`` or ``$ESRA_TEST_POSTGRES_DSN``, dropped afterwar
 twice and compare the ESRA calls/s to price the durable sink (target: PostgreSQL within 5 %
 of logging); the number of records
 written is printed, so a sink that silently wrote nothing cannot pass for a fast one.
+
+``--tracing`` installs the OpenTelemetry SDK in the serving process before anything is
+served — every span sampled, through a ``BatchSpanProcessor`` into an exporter that drops
+what it is handed, and a ``MeterProvider`` with an in-memory reader — so every call pays for
+recording its spans and metrics as a production host would, minus the network. Run with and
+without it and compare the ESRA/bare ratios to price tracing (target: within 5 %).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import io
 import json
 import multiprocessing
@@ -440,6 +447,40 @@ def _measure(
     return results, len(statements), written
 
 
+class _CountingExporter:
+    """A span exporter that counts what it is handed and drops it (no network in a bench)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        self.count += len(spans)
+        return importlib.import_module("opentelemetry.sdk.trace.export").SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def _install_tracing() -> _CountingExporter:
+    """Install the SDK globally: every span sampled and batch-exported, metrics read in memory."""
+    from opentelemetry import metrics, trace  # noqa: PLC0415 - only with --tracing
+
+    sdk_trace = importlib.import_module("opentelemetry.sdk.trace")
+    sdk_export = importlib.import_module("opentelemetry.sdk.trace.export")
+    sdk_metrics = importlib.import_module("opentelemetry.sdk.metrics")
+    sdk_metrics_export = importlib.import_module("opentelemetry.sdk.metrics.export")
+    exporter = _CountingExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(sdk_export.BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    reader = sdk_metrics_export.InMemoryMetricReader()
+    metrics.set_meter_provider(sdk_metrics.MeterProvider(metric_readers=[reader]))
+    return exporter
+
+
 def _throughput(result: Result) -> float:
     latencies, seconds = result
     return len(latencies) / seconds
@@ -457,6 +498,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="alternating bare/ESRA runs")
     parser.add_argument("--audit", choices=AUDIT_SINKS, default="state", help="audit sink")
     parser.add_argument(
+        "--tracing", action="store_true", help="record every span and metric (SDK installed)"
+    )
+    parser.add_argument(
         "--audit-dsn",
         default=os.environ.get("ESRA_TEST_POSTGRES_DSN", ""),
         help="PostgreSQL for --audit postgres (default: $ESRA_TEST_POSTGRES_DSN)",
@@ -465,6 +509,7 @@ def main() -> None:
     if args.audit == "postgres" and not args.audit_dsn:
         parser.error("--audit postgres needs --audit-dsn or $ESRA_TEST_POSTGRES_DSN")
     calls = 100 if args.quick else args.calls
+    spans = _install_tracing() if args.tracing else None
     stop_recording = _record_statements()
     with tempfile.TemporaryDirectory(prefix="esra-bench-host-") as tmp:
         out = io.StringIO()
@@ -492,6 +537,7 @@ def main() -> None:
         f"{statements} SQLite statements per invocation, loopback uvicorn, clients in a "
         f"second process; audit sink: {args.audit}"
         + (f" ({written} records written)" if written is not None else "")
+        + (f"; tracing on ({spans.count} spans recorded)" if spans is not None else "")
     )
     print(f"{'side':<30} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>8}")
     ratios: list[float] = []

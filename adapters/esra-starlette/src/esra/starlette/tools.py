@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -40,6 +41,7 @@ from mcp.types import (
     Tool,
     ToolAnnotations,
 )
+from opentelemetry import trace
 
 from esra.core.audit import AuditRecord
 from esra.core.audit_batching import AuditUnavailableError, deferred_audit_waits
@@ -55,6 +57,7 @@ from esra.core.pipeline.caller_filters import CallerFilterField, listed_filter_f
 from esra.core.pipeline.scope import admitted_exposure
 from esra.core.ports import AuditSink, Clock, ConfigRepository
 from esra.core.retriever import Retriever
+from esra.core.telemetry import TENANT_ID, invocation_attributes, meter
 from esra.starlette import __version__
 from esra.starlette.auth import AuthenticatedCaller, current_caller
 from esra.starlette.output import (
@@ -85,6 +88,10 @@ _READ_ONLY = ToolAnnotations(
 )
 
 _log = logging.getLogger(__name__)
+# The MCP conventions' server duration per tool call (the SDK traces calls, it does not time).
+_CALL_DURATION = meter().create_histogram(
+    "mcp.server.operation.duration", unit="s", description="Duration of one MCP tool call."
+)
 
 
 @attrs.frozen
@@ -282,11 +289,23 @@ class EsraTools:
         commit after another (``deferred_audit_waits``); if they cannot be written, the
         caller gets the error, never the results.
         """
+        started = time.perf_counter()
         try:
             async with deferred_audit_waits():
-                return await self._call(caller, name, arguments)
+                result = await self._call(caller, name, arguments)
         except AuditUnavailableError as exc:
-            return error_result(exc)
+            result = error_result(exc)
+        attributes: dict[str, str] = {
+            "mcp.method.name": "tools/call",
+            "gen_ai.operation.name": "execute_tool",
+            # A name the caller made up is not a bounded attribute value: it is not kept.
+            "gen_ai.tool.name": name if _TOOL_NAME.fullmatch(name) else "(invalid)",
+            TENANT_ID: caller.tenant_id if caller is not None else "",
+        }
+        if result.is_error:
+            attributes["error.type"] = "tool_error"
+        _CALL_DURATION.record(time.perf_counter() - started, attributes)
+        return result
 
     async def _call(
         self, caller: AuthenticatedCaller | None, name: str, arguments: object
@@ -295,6 +314,10 @@ class EsraTools:
             return error_result(ExposureNotFoundError())
         tool = (await self.visible_to(caller)).get(name)
         ctx = caller.context(tool.exposure.slug if tool else "", uuid.uuid4().hex)
+        # The MCP SDK's server span of this call is current: it gets the tenant and the
+        # correlation id the call's audit records carry, so one leads to the other.
+        call_span = trace.get_current_span()
+        call_span.set_attributes(invocation_attributes(ctx))
         if tool is None:
             await self._record(ctx, caller, name, outcome="denied", error=ExposureNotFoundError())
             return error_result(ExposureNotFoundError())
@@ -308,6 +331,7 @@ class EsraTools:
             return await self._run(self._tenants[caller.tenant_id], ctx, parsed)
         except EsraError as exc:
             # The pipeline audited its own outcome (esra.retrieve / esra.fetch).
+            call_span.set_attribute("esra.error.code", exc.code.value)
             return error_result(exc)
 
     @staticmethod

@@ -21,6 +21,10 @@ from contextvars import ContextVar
 from typing import TypedDict
 
 import attrs
+from opentelemetry import trace
+
+from esra.core.telemetry import TENANT_ID
+from esra.core.telemetry import meter as otel_meter
 
 __all__ = [
     "ModelUsage",
@@ -30,6 +34,10 @@ __all__ = [
     "metered",
     "report_model_usage",
 ]
+
+_TOKEN_USAGE = otel_meter().create_histogram(
+    "gen_ai.client.token.usage", unit="{token}", description="Tokens one model call used."
+)
 
 
 class UsageDimensions(TypedDict, total=False):
@@ -99,6 +107,19 @@ def current_meter() -> UsageMeter | None:
 
 
 def report_model_usage(usage: ModelUsage) -> None:
-    """Add ``usage`` to every enclosing meter; outside any, do nothing."""
+    """Add ``usage`` to every enclosing meter (outside any, to none), and record it in
+    ``gen_ai.client.token.usage`` with the current span's tenant."""
     for meter in _METERS.get():
         meter.add(usage)
+    tenant = _current_tenant()
+    for token_type, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+        _TOKEN_USAGE.record(
+            count,
+            {"gen_ai.operation.name": "chat", "gen_ai.token.type": token_type, TENANT_ID: tenant},
+        )
+
+
+def _current_tenant() -> str:
+    # The span of the stage calling the model names the tenant; nothing else reaches here.
+    attributes = getattr(trace.get_current_span(), "attributes", None) or {}
+    return str(attributes.get(TENANT_ID, ""))

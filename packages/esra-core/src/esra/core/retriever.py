@@ -41,6 +41,12 @@ from esra.core.pipeline.respond import respond
 from esra.core.pipeline.result_cache import ResultCache
 from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.pipeline.selection import select_sources
+from esra.core.pipeline_metrics import (
+    count_plan_rejection,
+    count_result_cache_hit,
+    count_source_dropped,
+    count_warnings,
+)
 from esra.core.ports import (
     AuditSink,
     Cache,
@@ -53,6 +59,7 @@ from esra.core.ports import (
 from esra.core.prompts import datamark_for
 from esra.core.query import PlannedFilter
 from esra.core.response import ResponseWarning, RetrievalResponse
+from esra.core.telemetry import stage_span
 from esra.core.validation import ValidationOutcome, validate
 
 __all__ = ["MAX_REQUEST_CHARS", "RESPONSE_RESERVE_SHARE", "Retriever"]
@@ -179,7 +186,7 @@ class Retriever:
         try:
             # Remote model clients report token usage into this invocation's meter; the
             # totals go on its esra.retrieve record (see esra.core.model_usage).
-            with metered():
+            with metered(), stage_span("retrieve", ctx, attributes=_exposure_of(ctx)):
                 return await self._retrieve(ctx, text, tuple(filters))
         except EsraError:
             raise
@@ -201,20 +208,23 @@ class Retriever:
         # reserved to another application reaches the stages (scope still checks it all).
         snapshot = self._client_snapshots.of(tenant_snapshot, ctx.client_app_id)
         # Probed inside resolution, after the four levels: only sources this caller may use.
-        scope = await resolve_scope(
-            ctx,
-            snapshot,
-            health={},
-            audit=self._audit,
-            clock=self._clock,
-            probe=self._health.health_of,
-        )
+        with stage_span("scope", ctx) as span:
+            scope = await resolve_scope(
+                ctx,
+                snapshot,
+                health={},
+                audit=self._audit,
+                clock=self._clock,
+                probe=self._health.health_of,
+            )
+            span.set_attribute("esra.sources.in_scope", len(scope.sources))
         if filters:
             await self._check_filters(ctx, snapshot, filters)
         results = self._result_cache(ctx, scope, request, filters)
         if results is not None:
             cached = await results.load(self._refs(ctx))
             if cached is not None:
+                count_result_cache_hit(ctx.tenant_id)
                 await self._audit_cache_hit(ctx, cached)
                 return cached
         try:
@@ -310,50 +320,72 @@ class Retriever:
     ) -> RetrievalResponse:
         """Run every stage; ``deadline`` is the event-loop time the invocation must end by."""
         source_names = {s.source.id: s.source.name for s in scope.sources}
-        selection = await select_sources(
-            ctx,
-            scope,
-            request,
-            model=self._model,
-            cache=self._cache,
-            audit=self._audit,
-            clock=self._clock,
-        )
+        with stage_span("selection", ctx) as span:
+            selection = await select_sources(
+                ctx,
+                scope,
+                request,
+                model=self._model,
+                cache=self._cache,
+                audit=self._audit,
+                clock=self._clock,
+            )
+            span.set_attribute("esra.sources.selected", [s.source.id for s in selection.sources])
         capabilities = {
             s.source.id: self._providers[s.source.id].capabilities
             for s in selection.sources
             if s.source.id in self._providers
         }
-        planning = await plan_searches(
-            ctx,
-            selection,
-            request,
-            scope=scope,
-            model=self._model,
-            capabilities=capabilities,
-        )
-        narrowed = apply_caller_filters(
-            planning.queries,
-            filters,
-            scope=scope,
-            source_names=source_names,
-            capabilities=self.capabilities,
-        )
-        validation = validate(
-            narrowed.queries,
-            ctx=ctx,
-            selection=selection,
-            scope=scope,
-            capabilities=capabilities,
-        )
-        await self._audit_validation(ctx, scope, validation)
-        execution = await self._executor.execute(
-            validation.queries,
-            providers=self._providers,
-            limits=scope.limits,
-            source_names=source_names,
-        )
+        with stage_span("planning", ctx) as span:
+            planning = await plan_searches(
+                ctx,
+                selection,
+                request,
+                scope=scope,
+                model=self._model,
+                capabilities=capabilities,
+            )
+            span.set_attribute("esra.queries.planned", len(planning.queries))
+        with stage_span("validation", ctx) as span:
+            narrowed = apply_caller_filters(
+                planning.queries,
+                filters,
+                scope=scope,
+                source_names=source_names,
+                capabilities=self.capabilities,
+            )
+            validation = validate(
+                narrowed.queries,
+                ctx=ctx,
+                selection=selection,
+                scope=scope,
+                capabilities=capabilities,
+            )
+            span.set_attribute("esra.queries.validated", len(validation.queries))
+            in_scope = {s.source.id for s in scope.sources}
+            for rejection in validation.rejections:
+                # A guardrail decision: the reason code and the source (the model's text, so
+                # named only when it is a source in scope), never the plan itself.
+                source = (
+                    rejection.source_id if rejection.source_id in in_scope else "(not in scope)"
+                )
+                span.add_event(
+                    "esra.guardrail.plan_rejected",
+                    {"esra.reason": rejection.reason.value, "esra.source.id": source},
+                )
+                count_plan_rejection(ctx.tenant_id, rejection.reason.value)
+            await self._audit_validation(ctx, scope, validation)
+        with stage_span("execution", ctx) as span:
+            execution = await self._executor.execute(
+                validation.queries,
+                providers=self._providers,
+                limits=scope.limits,
+                source_names=source_names,
+                systems={s.source.id: s.source.provider_kind for s in scope.sources},
+            )
+            span.set_attribute("esra.sources.failed", len(execution.failures))
         for failure in execution.failures:
+            count_source_dropped(ctx.tenant_id, failure.code.value)
             await self._record(
                 ctx,
                 AuditEvent.QUERY_FAILED,
@@ -361,23 +393,27 @@ class Retriever:
                 reason=failure.code.value,
                 source_id=failure.source_id,
             )
-        candidates = aggregate(
-            execution.results,
-            priority={s.source.id: s.source.priority_weight for s in scope.sources},
-            now=self._clock.now(),
-        )
-        reranked = await rerank(
-            request,
-            candidates,
-            model=self._model,
-            weights=scope.capability.rerank_weights,
-            max_candidates=scope.limits.max_rerank_candidates,
-            fragment_chars=scope.exposure.fragment_chars,
-            source_names=source_names,
-            model_profile=scope.capability.model_profile,
-            datamark=datamark_for(scope.capability.datamark_untrusted),
-            timeout_s=_rerank_budget(deadline, scope.limits.invocation_timeout_s),
-        )
+        with stage_span("aggregation", ctx) as span:
+            candidates = aggregate(
+                execution.results,
+                priority={s.source.id: s.source.priority_weight for s in scope.sources},
+                now=self._clock.now(),
+            )
+            span.set_attribute("esra.candidates", len(candidates))
+        with stage_span("rerank", ctx) as span:
+            reranked = await rerank(
+                request,
+                candidates,
+                model=self._model,
+                weights=scope.capability.rerank_weights,
+                max_candidates=scope.limits.max_rerank_candidates,
+                fragment_chars=scope.exposure.fragment_chars,
+                source_names=source_names,
+                model_profile=scope.capability.model_profile,
+                datamark=datamark_for(scope.capability.datamark_untrusted),
+                timeout_s=_rerank_budget(deadline, scope.limits.invocation_timeout_s),
+            )
+            span.set_attribute("esra.results.ranked", len(reranked.ranked))
         if reranked.unknown_ids:
             await self._record(
                 ctx,
@@ -394,25 +430,28 @@ class Retriever:
             *execution.warnings,
             *reranked.warnings,
         )
-        response = respond(
-            reranked.ranked,
-            scope=scope,
-            warnings=warnings,
-            correlation_id=ctx.correlation_id,
-            source_names=source_names,
-            refs=self._refs(ctx),
-        )
+        with stage_span("respond", ctx) as span:
+            response = respond(
+                reranked.ranked,
+                scope=scope,
+                warnings=warnings,
+                correlation_id=ctx.correlation_id,
+                source_names=source_names,
+                refs=self._refs(ctx),
+            )
+            span.set_attribute("esra.results.returned", len(response.results))
         # Layer 6: after the size cap, so the answer model sees only what the caller gets.
-        response = await compose_answer(
-            ctx,
-            request,
-            response,
-            reranked.ranked,
-            scope=scope,
-            model=self._model,
-            audit=self._audit,
-            clock=self._clock,
-        )
+        with stage_span("answer", ctx):
+            response = await compose_answer(
+                ctx,
+                request,
+                response,
+                reranked.ranked,
+                scope=scope,
+                model=self._model,
+                audit=self._audit,
+                clock=self._clock,
+            )
         await self._audit_outcome(ctx, response, executed=len(validation.queries), filters=filters)
         return response
 
@@ -456,6 +495,7 @@ class Retriever:
         executed: int,
         filters: tuple[PlannedFilter, ...],
     ) -> None:
+        count_warnings(ctx.tenant_id, response.warnings)
         meter = current_meter()
         filtered = _FilteredFields(caller_filters=_field_names(filters)) if filters else {}
         await self._record(
@@ -514,3 +554,7 @@ def _field_names(filters: tuple[PlannedFilter, ...]) -> tuple[str, ...]:
     """The fields a caller filtered on, for the audit record; never the values, which may be
     as sensitive as the prompt."""
     return tuple(sorted({f.field for f in filters}))
+
+
+def _exposure_of(ctx: InvocationContext) -> dict[str, str]:
+    return {"esra.exposure": ctx.exposure_slug}

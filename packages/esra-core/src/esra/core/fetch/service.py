@@ -47,6 +47,7 @@ from esra.core.masking import masked_values
 from esra.core.pipeline.execution import Executor
 from esra.core.pipeline.respond import allowlisted_row_values
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource, admitted_exposure, resolve_scope
+from esra.core.pipeline_metrics import count_fetch_quota_refusal
 from esra.core.ports import AuditSink, Clock, ConfigRepository, QuotaStore, SearchProvider
 from esra.core.query import ResultRow
 from esra.core.validation import MAX_LOOKUP_PARTS, ValidatedQuery, validate_lookup
@@ -199,6 +200,7 @@ class DocumentFetcher:
         if not await self._quota.consume(
             ctx.tenant_id, ctx.caller.subject, len(page.text), self._hourly_chars
         ):
+            count_fetch_quota_refusal(ctx.tenant_id)
             raise FetchQuotaExceededError
         return FetchedDocument(
             source=scoped.source.name,

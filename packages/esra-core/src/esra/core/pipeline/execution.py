@@ -20,6 +20,7 @@ import attrs
 from esra.core.codes import ProviderErrorCode, WarningCode
 from esra.core.config.capability import CapabilityLimits
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.query_spans import database_span, db_system, retrieval_span
 from esra.core.pipeline.resilience import (
     CircuitBreaker,
     ProviderLimiters,
@@ -115,11 +116,16 @@ class Executor:
         providers: Mapping[str, SearchProvider],
         limits: CapabilityLimits,
         source_names: Mapping[str, str],
+        systems: Mapping[str, str] | None = None,
     ) -> ExecutionOutcome:
         """Execute ``queries`` concurrently; a failing source degrades, never fails, the call.
 
         Returns successful results in query order, one ``SourceFailure`` and one
         ESRA_SOURCE_FAILED warning per failed source (its first failure's code).
+
+        Each query is traced as a ``retrieval`` span (``gen_ai.data_source.id``, the row
+        limit as ``gen_ai.retrieval.top_k``) holding one database client span per attempt;
+        ``systems`` (source id → provider kind) names each attempt's ``db.system.name``.
 
         Raises:
             UnvalidatedQueryError: a query was not issued by the validator (before any
@@ -135,7 +141,13 @@ class Executor:
         async with asyncio.TaskGroup() as group:
             tasks = [
                 group.create_task(
-                    self._run(query, providers.get(query.source_id), limits, source_slots)
+                    self._run(
+                        query,
+                        providers.get(query.source_id),
+                        limits,
+                        source_slots,
+                        db_system((systems or {}).get(query.source_id, "")),
+                    )
                 )
                 for query in checked
             ]
@@ -165,20 +177,26 @@ class Executor:
         provider: SearchProvider | None,
         limits: CapabilityLimits,
         source_slots: Mapping[str, _Slots],
+        system: str,
     ) -> QueryResult | ProviderErrorCode:
         """Run one query with retry; return its result or its failure's code."""
-        if provider is None:
-            _log.error("no provider is registered for source %s", query.source_id)
-            return ProviderErrorCode.UNKNOWN
-        attempt = functools.partial(
-            self._attempt, query, provider, limits, source_slots[query.source_id]
-        )
-        try:
-            rows = await retry_transient(attempt, attempts=limits.retry_attempts)
-        except ProviderError as exc:
-            return ProviderErrorCode(exc.code)
-        # The provider caps rows in the statement; capping again costs nothing.
-        return QueryResult(query=query, rows=tuple(rows)[: query.row_limit])
+        with retrieval_span(query) as span:
+            if provider is None:
+                _log.error("no provider is registered for source %s", query.source_id)
+                span.set_attribute("error.type", ProviderErrorCode.UNKNOWN.value)
+                return ProviderErrorCode.UNKNOWN
+            attempt = functools.partial(
+                self._attempt, query, provider, limits, source_slots[query.source_id], system
+            )
+            try:
+                rows = await retry_transient(attempt, attempts=limits.retry_attempts)
+            except ProviderError as exc:
+                span.set_attribute("error.type", exc.code.value)
+                return ProviderErrorCode(exc.code)
+            # The provider caps rows in the statement; capping again costs nothing.
+            result = QueryResult(query=query, rows=tuple(rows)[: query.row_limit])
+            span.set_attribute("esra.rows", len(result.rows))
+            return result
 
     async def _attempt(
         self,
@@ -186,6 +204,7 @@ class Executor:
         provider: SearchProvider,
         limits: CapabilityLimits,
         slots: _Slots,
+        system: str,
     ) -> Sequence[ResultRow]:
         """One attempt: breaker admission, the four limiters, then the timed provider call."""
         breaker = self.breaker(query.source_id, tenant_id=query.mapping.tenant_id)
@@ -197,7 +216,8 @@ class Executor:
                 self._provider_limiters.for_provider(provider),
                 self._instance,
             ):
-                rows = await _timed_call(query, provider, limits.attempt_timeout_s)
+                with database_span(query, system):
+                    rows = await _timed_call(query, provider, limits.attempt_timeout_s)
         except ProviderError:
             breaker.record_failure()
             raise
