@@ -114,6 +114,8 @@ def bench(session: nox.Session) -> None:
         "bm25s",
         "PyStemmer",
         "puremagic",
+        # bench/host_load.py --tracing installs the SDK in the serving process.
+        "opentelemetry-sdk>=1.30",
         "torch==2.13.0",
         "-e",
         "adapters/esra-llm[embeddings]",

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from esra.core.codes import WarningCode
 from esra.core.response import ResponseWarning
-from esra.core.telemetry import TENANT_ID, meter
+from esra.core.telemetry import STAGE, TENANT_ID, meter
 
 __all__ = [
     "count_fetch_quota_refusal",
@@ -71,7 +71,7 @@ def count_warnings(tenant_id: str, warnings: Iterable[ResponseWarning]) -> None:
     for warning in warnings:
         stage = _FALLBACK_STAGES.get(warning.code)
         if stage is not None:
-            _FALLBACKS.add(1, {TENANT_ID: tenant_id, "esra.stage": stage})
+            _FALLBACKS.add(1, {TENANT_ID: tenant_id, STAGE: stage})
         cause = _DROP_CAUSES.get(warning.code)
         if cause is not None:
             count_source_dropped(tenant_id, cause)

@@ -20,7 +20,7 @@ import attrs
 from esra.core.codes import ProviderErrorCode, WarningCode
 from esra.core.config.capability import CapabilityLimits
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.query_spans import database_span, db_system, retrieval_span
+from esra.core.pipeline.query_spans import db_system, failed, query_span, timed_attempt
 from esra.core.pipeline.resilience import (
     CircuitBreaker,
     ProviderLimiters,
@@ -123,9 +123,9 @@ class Executor:
         Returns successful results in query order, one ``SourceFailure`` and one
         ESRA_SOURCE_FAILED warning per failed source (its first failure's code).
 
-        Each query is traced as a ``retrieval`` span (``gen_ai.data_source.id``, the row
-        limit as ``gen_ai.retrieval.top_k``) holding one database client span per attempt;
-        ``systems`` (source id → provider kind) names each attempt's ``db.system.name``.
+        Each query is traced as one client span (``retrieval {source}``: the GenAI retrieval
+        and database conventions, see ``esra.core.pipeline.query_spans``); ``systems``
+        (source id → provider kind) names its ``db.system.name``.
 
         Raises:
             UnvalidatedQueryError: a query was not issued by the validator (before any
@@ -180,10 +180,10 @@ class Executor:
         system: str,
     ) -> QueryResult | ProviderErrorCode:
         """Run one query with retry; return its result or its failure's code."""
-        with retrieval_span(query) as span:
+        with query_span(query, system) as span:
             if provider is None:
                 _log.error("no provider is registered for source %s", query.source_id)
-                span.set_attribute("error.type", ProviderErrorCode.UNKNOWN.value)
+                failed(span, ProviderErrorCode.UNKNOWN.value)
                 return ProviderErrorCode.UNKNOWN
             attempt = functools.partial(
                 self._attempt, query, provider, limits, source_slots[query.source_id], system
@@ -191,7 +191,7 @@ class Executor:
             try:
                 rows = await retry_transient(attempt, attempts=limits.retry_attempts)
             except ProviderError as exc:
-                span.set_attribute("error.type", exc.code.value)
+                failed(span, exc.code.value)
                 return ProviderErrorCode(exc.code)
             # The provider caps rows in the statement; capping again costs nothing.
             result = QueryResult(query=query, rows=tuple(rows)[: query.row_limit])
@@ -216,7 +216,7 @@ class Executor:
                 self._provider_limiters.for_provider(provider),
                 self._instance,
             ):
-                with database_span(query, system):
+                with timed_attempt(query, system):
                     rows = await _timed_call(query, provider, limits.attempt_timeout_s)
         except ProviderError:
             breaker.record_failure()

@@ -1,12 +1,12 @@
 """The spans and the duration metric of executing one validated query.
 
-Each query is a GenAI ``retrieval`` span (``gen_ai.operation.name = retrieval``,
-``gen_ai.data_source.id`` the source, ``gen_ai.retrieval.top_k`` its row limit); each attempt
-inside it (retries included) is a database client span following the stable database
-conventions — ``db.system.name`` from the source's provider kind, ``error.type`` and
-``db.response.status_code`` the provider's classified code on failure — and is measured by
-``db.client.operation.duration``. None of them carries the statement, its parameters or a
-row: the mapping id and the source id are ESRA's configuration, not the caller's data.
+Each query is one client span carrying both conventions: the GenAI ``retrieval`` operation
+(``gen_ai.data_source.id`` the source, ``gen_ai.retrieval.top_k`` its row limit) and the
+stable database ones (``db.system.name`` from the source's provider kind; ``error.type`` and
+``db.response.status_code`` the provider's classified code on failure). Every attempt,
+retries included, is measured by ``db.client.operation.duration``. Neither carries the
+statement, its parameters or a row: the mapping id and the source id are ESRA's
+configuration, not the caller's data.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -22,7 +23,7 @@ from esra.core.exceptions import ProviderError
 from esra.core.telemetry import TENANT_ID, error_type, meter, tracer
 from esra.core.validation import ValidatedQuery
 
-__all__ = ["database_span", "db_system", "retrieval_span"]
+__all__ = ["db_system", "failed", "query_span", "timed_attempt"]
 
 # Provider kinds as the database conventions name their systems (``db.system.name``).
 _SYSTEMS = {
@@ -48,16 +49,22 @@ def db_system(provider_kind: str) -> str:
 
 
 @contextlib.contextmanager
-def retrieval_span(query: ValidatedQuery) -> Iterator[Span]:
-    """The span of one query, all its attempts included."""
+def query_span(query: ValidatedQuery, system: str) -> Iterator[Span]:
+    """The client span of one query, all its attempts included.
+
+    One span per query rather than one per attempt under one per query: a span costs tens of
+    microseconds of the event loop in the Python SDK, and a retry is rare — each failed
+    attempt is an ``esra.attempt_failed`` event on this span instead.
+    """
     with tracer().start_as_current_span(
         f"retrieval {query.source_id}",
-        kind=SpanKind.INTERNAL,
+        kind=SpanKind.CLIENT,
         attributes={
             TENANT_ID: query.mapping.tenant_id,
             "gen_ai.operation.name": "retrieval",
             "gen_ai.data_source.id": query.source_id,
             "gen_ai.retrieval.top_k": query.row_limit,
+            "db.system.name": system,
             "esra.mapping.id": query.mapping.id,
         },
         record_exception=False,
@@ -65,32 +72,28 @@ def retrieval_span(query: ValidatedQuery) -> Iterator[Span]:
         yield span
 
 
+def failed(span: Span, code: str) -> None:
+    """Mark ``span``'s query failed with the provider's classified ``code``."""
+    span.set_attributes({"error.type": code, "db.response.status_code": code})
+    span.set_status(StatusCode.ERROR)
+
+
 @contextlib.contextmanager
-def database_span(query: ValidatedQuery, system: str) -> Iterator[Span]:
-    """One attempt's database client span, timed into ``db.client.operation.duration``."""
+def timed_attempt(query: ValidatedQuery, system: str) -> Iterator[None]:
+    """One attempt, timed into ``db.client.operation.duration``; a failure is an event on the
+    query's span."""
     attributes: dict[str, AttributeValue] = {
         TENANT_ID: query.mapping.tenant_id,
         "db.system.name": system,
         "esra.source.id": query.source_id,
     }
     started = time.perf_counter()
-    with tracer().start_as_current_span(
-        f"search {system}",
-        kind=SpanKind.CLIENT,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        try:
-            yield span
-        except BaseException as exc:
-            failure = error_type(exc)
-            if isinstance(exc, ProviderError):
-                failure = exc.code.value
-                span.set_attribute("db.response.status_code", failure)
-            span.set_attribute("error.type", failure)
-            span.set_status(StatusCode.ERROR)
-            attributes["error.type"] = failure
-            raise
-        finally:
-            _DURATION.record(time.perf_counter() - started, attributes)
+    try:
+        yield
+    except BaseException as exc:
+        failure = exc.code.value if isinstance(exc, ProviderError) else error_type(exc)
+        attributes["error.type"] = failure
+        trace.get_current_span().add_event("esra.attempt_failed", {"error.type": failure})
+        raise
+    finally:
+        _DURATION.record(time.perf_counter() - started, attributes)
