@@ -18,6 +18,7 @@ from esra.core.audit_tracing import TRACE_ID, TraceLinkedAuditSink
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import BindingMode, SourceBinding
 from esra.core.exceptions import EsraError
+from esra.core.model_usage import ModelUsage, report_model_usage
 from esra.core.pipeline.query_spans import db_system
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import PlannedFilter
@@ -256,3 +257,40 @@ async def test_the_counters_move_with_fallbacks_rejections_and_failures() -> Non
         assert _count(recorded, "esra.plan.rejections", **tenant) > rejections
         cause = {"esra.cause": "TIMEOUT"}
         assert _count(recorded, "esra.sources.dropped", **tenant, **cause) > dropped
+
+
+class _ReportingModel(FakeLanguageModel):
+    """The fake model, reporting token usage as a remote client does after each answer."""
+
+    async def complete(self, prompt: Prompt) -> str:
+        answer = await super().complete(prompt)
+        report_model_usage(ModelUsage(input_tokens=120, output_tokens=7))
+        return answer
+
+
+async def test_every_model_call_is_a_chat_span_with_its_token_usage() -> None:
+    """Selection, planning and rerank each call the model once: three ``chat`` spans, each
+    under its stage, naming the task and the usage, never the prompt."""
+    retriever, _ = _retriever(model=_ReportingModel())
+    with recording() as recorded:
+        await retriever.retrieve(make_context(), f"leave policy {HOSTILE}")
+    spans = recorded.spans()
+    by_id = {span.context.span_id: span for span in spans}
+    chats = [span for span in spans if span.name == "chat"]
+    tasks = {}
+    for chat in chats:
+        assert chat.parent is not None
+        assert chat.attributes is not None
+        tasks[chat.attributes["esra.prompt.task"]] = by_id[chat.parent.span_id].name
+        assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert chat.attributes["gen_ai.usage.input_tokens"] == 120
+        assert chat.attributes["gen_ai.usage.output_tokens"] == 7
+        assert chat.attributes[TENANT_ID] == "tenant-a"
+    assert tasks == {
+        PromptTask.SELECT_SOURCES.value: "esra.selection",
+        PromptTask.PLAN_SEARCHES.value: "esra.planning",
+        PromptTask.RERANK.value: "esra.rerank",
+    }
+    usage = [a for a, _ in recorded.points("gen_ai.client.token.usage")]
+    assert {a["gen_ai.token.type"] for a in usage} == {"input", "output"}
+    assert "xq-canary-prompt" not in _everything_recorded(recorded)

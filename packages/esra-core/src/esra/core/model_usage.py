@@ -23,7 +23,7 @@ from typing import TypedDict
 import attrs
 from opentelemetry import trace
 
-from esra.core.telemetry import TENANT_ID
+from esra.core.telemetry import TENANT_ID, current_span_tenant
 from esra.core.telemetry import meter as otel_meter
 
 __all__ = [
@@ -111,15 +111,16 @@ def report_model_usage(usage: ModelUsage) -> None:
     ``gen_ai.client.token.usage`` with the current span's tenant."""
     for meter in _METERS.get():
         meter.add(usage)
-    tenant = _current_tenant()
+    # Inside a traced call, the usage belongs to its ``chat`` span (esra.core.traced_model).
+    trace.get_current_span().set_attributes(
+        {
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+        }
+    )
+    tenant = current_span_tenant()
     for token_type, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
         _TOKEN_USAGE.record(
             count,
             {"gen_ai.operation.name": "chat", "gen_ai.token.type": token_type, TENANT_ID: tenant},
         )
-
-
-def _current_tenant() -> str:
-    # The span of the stage calling the model names the tenant; nothing else reaches here.
-    attributes = getattr(trace.get_current_span(), "attributes", None) or {}
-    return str(attributes.get(TENANT_ID, ""))

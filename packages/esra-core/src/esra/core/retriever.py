@@ -60,6 +60,7 @@ from esra.core.prompts import datamark_for
 from esra.core.query import PlannedFilter
 from esra.core.response import ResponseWarning, RetrievalResponse
 from esra.core.telemetry import stage_span
+from esra.core.traced_model import TracedLanguageModel
 from esra.core.validation import ValidationOutcome, validate
 
 __all__ = ["MAX_REQUEST_CHARS", "RESPONSE_RESERVE_SHARE", "Retriever"]
@@ -133,7 +134,8 @@ class Retriever:
         self._client_snapshots = ClientSnapshotCache()
         # The live mapping itself: publications applied while the host runs change it.
         self._providers = providers
-        self._model = model
+        # Every call a chat span (a no-op until an OpenTelemetry SDK is installed).
+        self._model = TracedLanguageModel(model)
         self._audit = audit
         self._clock = clock or SystemClock()
         self._cache = cache

@@ -28,6 +28,7 @@ __all__ = [
     "CORRELATION_ID",
     "STAGE",
     "TENANT_ID",
+    "current_span_tenant",
     "current_trace_id",
     "error_type",
     "invocation_attributes",
@@ -99,6 +100,12 @@ def stage_span(
             span.set_attribute("error.type", error_type(exc))
             span.set_status(StatusCode.ERROR)
             raise
+
+
+def current_span_tenant() -> str:
+    """The tenant the current span names ("" outside one): for code that has no context."""
+    attributes = getattr(trace.get_current_span(), "attributes", None) or {}
+    return str(attributes.get(TENANT_ID, ""))
 
 
 def current_trace_id() -> str | None:
