@@ -1,14 +1,16 @@
 """``esra serve --config`` with ``[telemetry]`` exports its spans and metrics over OTLP/HTTP.
 
 A real ``esra serve`` process against a fake collector (an HTTP server recording what it is
-sent): one MCP tool call, then SIGINT; the clean shutdown flushes the batch, so the
-collector holds the call's spans — ESRA's stage spans among them, named and attributed —
-and its metrics, and never the caller's prompt. Settings without the exporter installed are
-refused at start-up; malformed ``[telemetry]`` values are refused naming the key.
+sent): one MCP tool call, then the collector is polled while the host keeps serving until
+the batch processor and the periodic metric reader have exported — the call's spans (ESRA's
+stage spans among them, named and attributed) and its metrics, never the caller's prompt.
+Settings without the exporter installed are refused at start-up; malformed ``[telemetry]``
+values are refused naming the key.
 """
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import re
@@ -36,6 +38,12 @@ from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 pytestmark = pytest.mark.integration
 
 PROMPT_CANARY = "zq-canary-warranty"
+# A safety net for a slow machine, not a measurement.
+_EXPORT_TIMEOUT_S = 60.0
+
+
+def _sent(collector: _Collector, path: str, marker: bytes) -> bool:
+    return any(p == path and marker in body for p, body in list(collector.received))
 
 
 class _Collector(http.server.ThreadingHTTPServer):
@@ -117,7 +125,16 @@ async def test_a_served_call_reaches_the_collector_as_spans_and_metrics(
             result = await client.call_tool(
                 f"esra_{SLUG}", {"prompt": f"battery will not charge {PROMPT_CANARY}"}
             )
-    assert not result.is_error, result.content
+        assert not result.is_error, result.content
+        # The batch processor exports every few seconds, the metric reader every second.
+        deadline = time.monotonic() + _EXPORT_TIMEOUT_S
+        while not (
+            _sent(collector, "/v1/traces", b"esra.retrieve")
+            and _sent(collector, "/v1/metrics", b"db.client.operation.duration")
+        ):
+            log = (tmp_path / "serve.log").read_text(errors="replace")
+            assert time.monotonic() < deadline, f"nothing exported; the host's log:\n{log[-4000:]}"
+            await asyncio.sleep(0.2)
     traces = b"".join(body for path, body in collector.received if path == "/v1/traces")
     metrics = b"".join(body for path, body in collector.received if path == "/v1/metrics")
     for name in (b"esra.retrieve", b"esra.selection", b"esra.execution", b"tools/call"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -54,7 +55,7 @@ def open_writable(
     try:
         connection.row_factory = sqlite3.Row
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(connection)
         for pragma in pragmas:
             connection.execute(pragma)
         if prepare is not None:
@@ -63,6 +64,27 @@ def open_writable(
         connection.close()
         raise
     return connection
+
+
+def _switch_to_wal(connection: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting for the lock like every other statement.
+
+    Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is
+    locked" at once instead of calling the busy handler when another connection holds it —
+    two processes opening one new store together lost about one race in sixty. Retried with
+    a short backoff for up to the busy timeout, then the error stands.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 class DedicatedConnection:
