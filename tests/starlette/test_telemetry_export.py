@@ -22,8 +22,6 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from esra.core.config import dump_snapshot
 from esra.core.exceptions import ConfigurationError
@@ -118,14 +116,27 @@ async def test_a_served_call_reaches_the_collector_as_spans_and_metrics(
         esra_tenant=TENANT, azp=CLIENT_APP, region="emea", iat=now, nbf=now, exp=now + 600
     )
     with serve_process(tmp_path / "serve.log", "--config", str(settings), stop="interrupt") as host:
-        async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-            Client(streamable_http_client(f"{host.url}/mcp", http_client=http)) as client,
-        ):
-            result = await client.call_tool(
-                f"esra_{SLUG}", {"prompt": f"battery will not charge {PROMPT_CANARY}"}
-            )
-        assert not result.is_error, result.content
+        # A raw JSON-RPC call, not the SDK's Client: the Client puts its own current span's
+        # context in ``_meta``, and an unsampled client span (an SDK installed in the test
+        # process with sampling off) rightly makes the host's ParentBased sampler record
+        # nothing. A call without trace context starts a sampled root here.
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": f"esra_{SLUG}",
+                "arguments": {"prompt": f"battery will not charge {PROMPT_CANARY}"},
+            },
+        }
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+        }
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            response = await http.post(f"{host.url}/mcp", json=call)
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["isError"] is False, response.text
         # The batch processor exports every few seconds, the metric reader every second.
         deadline = time.monotonic() + _EXPORT_TIMEOUT_S
         while not (
