@@ -250,3 +250,18 @@ def test_hostile_mapping_has_the_columns_the_tests_assume() -> None:
     """Guard: the fixture mapping really carries the hostile names asserted above."""
     assert HOSTILE_MAPPING.relation.endswith("--")
     assert HOSTILE_MAPPING.field("category") is not None
+
+
+def test_a_rendered_statement_names_its_parameters_and_carries_no_value() -> None:
+    """What operator explain shows: the built text and the bind names, never the values."""
+    query = issue(
+        required_terms=("needle-required",),
+        filters=(_in_filter(2, prefix="needle-filter-"),),
+    )
+    rendered = _builder().render(query)
+    built = _builder().build(query)
+    assert rendered.text == built.sql
+    assert rendered.parameters == tuple(sorted(built.params))
+    assert {"t0", "f0_0", "f0_1", "r0_0", LIMIT_BIND} <= set(rendered.parameters)
+    assert "needle" not in repr(rendered)
+    assert "acme" not in repr(rendered)

@@ -20,6 +20,7 @@ import httpx2
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from esra.core.admin.explaining import ExplainService
 from esra.core.docstore.ingestion import IngestionWorker
 from esra.core.docstore.lifecycle import StoreLifecycle, StoreStatus
 from esra.core.docstore.management import DocumentStoreService, Operator
@@ -146,8 +147,10 @@ async def open_site(
     ready: bool = True,
     retain_bytes: bool = True,
     initialiser: Initialiser | None = None,
+    explainer: ExplainService | None = None,
 ) -> AsyncIterator[Site]:
-    """The portal at ``/portal`` over a fresh store in ``tmp_path``."""
+    """The portal at ``/portal`` over a fresh store in ``tmp_path`` (``/explain`` served
+    through ``explainer`` when given)."""
     audit = InMemoryAuditSink()
     clock = FakeClock(NOW)
     store = tenant_store(
@@ -161,7 +164,7 @@ async def open_site(
         if ready:
             await make_ready(store)
         verifier = JwtVerifier([idp().trusted()], clock=clock)
-        portal = portal_app(stores={TENANT: store}, verifier=verifier)
+        portal = portal_app(stores={TENANT: store}, verifier=verifier, explainer=explainer)
         app = Starlette(routes=[Mount("/portal", app=portal)])
         yield Site(app=app, store=store, audit=audit, clock=clock)
     finally:

@@ -32,7 +32,13 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.ports import HostAllowlist, ProviderCapabilities, SecretStore, TextIndexKind
+from esra.core.ports import (
+    HostAllowlist,
+    ProviderCapabilities,
+    RenderedStatement,
+    SecretStore,
+    TextIndexKind,
+)
 from esra.core.query import ResultRow, Strategy
 from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.mysql._quote import DIALECT
@@ -200,6 +206,17 @@ class MySqlProvider:
     def builder(self) -> StatementBuilder | None:
         """The statement builder, once the server is known (for inspection and statistics)."""
         return self._builder
+
+    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
+        """The statement ``execute`` sends for ``query``, without its values (for explain).
+
+        Raises:
+            ProviderError: ``UNKNOWN`` before the first connection: the statement depends
+                on the server's flavour, learnt then.
+        """
+        if self._builder is None:
+            raise ProviderError(ProviderErrorCode.UNKNOWN)
+        return self._builder.render(query)
 
     # -- setup ---------------------------------------------------------------------------
 

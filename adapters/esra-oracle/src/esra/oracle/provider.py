@@ -36,7 +36,13 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Mapping, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.ports import HostAllowlist, ProviderCapabilities, SecretStore, TextIndexKind
+from esra.core.ports import (
+    HostAllowlist,
+    ProviderCapabilities,
+    RenderedStatement,
+    SecretStore,
+    TextIndexKind,
+)
 from esra.core.query import ResolvedFilter, ResultRow, Strategy
 from esra.core.record_predicate import predicate_values
 from esra.core.validation import ValidatedQuery, ensure_validated
@@ -194,6 +200,10 @@ class OracleTextProvider:
     def builder(self) -> StatementBuilder:
         """The statement builder (exposed for inspection and cache statistics)."""
         return self._builder
+
+    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
+        """The statement ``execute`` sends for ``query``, without its values (for explain)."""
+        return self.builder.render(query)
 
     async def connection_kwargs(self) -> dict[str, Any]:
         """Resolve the template (once) and return ``oracledb.connect`` arguments; no socket.

@@ -38,7 +38,13 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.ports import HostAllowlist, ProviderCapabilities, SecretStore, TextIndexKind
+from esra.core.ports import (
+    HostAllowlist,
+    ProviderCapabilities,
+    RenderedStatement,
+    SecretStore,
+    TextIndexKind,
+)
 from esra.core.query import ResultRow, Strategy
 from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.postgres.connection import SCHEMES, connect_kwargs, scrub
@@ -163,6 +169,10 @@ class PostgresProvider:
     def builder(self) -> StatementBuilder:
         """The statement builder (exposed for inspection and cache statistics)."""
         return self._builder
+
+    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
+        """The statement ``execute`` sends for ``query``, without its values (for explain)."""
+        return self.builder.render(query)
 
     @property
     def text_search_config(self) -> str:

@@ -26,6 +26,7 @@ from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql.expression import ColumnElement, Select
 
 from esra.core.config.mapping import Mapping, Operator
+from esra.core.ports import RenderedStatement
 from esra.core.query import ResolvedFilter, ResultRow, RowValue, Strategy
 from esra.core.record_predicate import (
     PredicateAnd,
@@ -187,6 +188,15 @@ class StatementBuilder:
         params.update(_predicate_params(query.record_predicate))
         params[LIMIT_BIND] = query.row_limit
         return BuiltStatement(sql=compiled.sql, params=params, columns=_bindings(query))
+
+    def render(self, query: ValidatedQuery) -> RenderedStatement:
+        """The command text ``build`` gives for ``query`` and its parameters' names only.
+
+        What operator explain shows: values are left out, since a term or a filter value may
+        be as sensitive as the prompt, and a record filter's value comes from a claim.
+        """
+        built = self.build(query)
+        return RenderedStatement(text=built.sql, parameters=tuple(sorted(built.params)))
 
     def compile(self, query: ValidatedQuery) -> CompiledStatement:
         """Compile ``query``'s statement now, bypassing the cache."""

@@ -27,7 +27,7 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.ports import ProviderCapabilities, TextIndexKind
+from esra.core.ports import ProviderCapabilities, RenderedStatement, TextIndexKind
 from esra.core.query import ResultRow, Strategy
 from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.sql import BuiltStatement, CompiledStatementCache, StatementBuilder
@@ -142,6 +142,10 @@ class SqliteFts5Provider:
     def builder(self) -> StatementBuilder:
         """The statement builder (exposed for inspection and cache statistics)."""
         return self._builder
+
+    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
+        """The statement ``execute`` sends for ``query``, without its values (for explain)."""
+        return self.builder.render(query)
 
     async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
         """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.

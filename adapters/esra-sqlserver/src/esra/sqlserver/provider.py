@@ -33,7 +33,13 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Mapping, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.ports import HostAllowlist, ProviderCapabilities, SecretStore, TextIndexKind
+from esra.core.ports import (
+    HostAllowlist,
+    ProviderCapabilities,
+    RenderedStatement,
+    SecretStore,
+    TextIndexKind,
+)
 from esra.core.query import ResultRow, Strategy
 from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.sql import (
@@ -172,6 +178,10 @@ class SqlServerProvider:
     def builder(self) -> StatementBuilder:
         """The statement builder (exposed for inspection and cache statistics)."""
         return self._builder
+
+    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
+        """The statement ``execute`` sends for ``query``, without its values (for explain)."""
+        return self.builder.render(query)
 
     async def connection_kwargs(self) -> dict[str, Any]:
         """Resolve the template (once) and return ``pymssql.connect`` arguments; no socket.

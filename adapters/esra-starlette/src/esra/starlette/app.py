@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from esra.core.admin.explaining import ExplainService
 from esra.core.admin.lookups import HostLookups, IssuerLookup, ModelProfile
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import WritableSecretStore
@@ -209,6 +210,9 @@ def create_app(
     # Every record written while a recorded span is current names its trace (a no-op until
     # the host installs an OpenTelemetry SDK): the audit trail and the traces find each other.
     audit = TraceLinkedAuditSink(audit)
+    # Filled below as each tenant's pipeline is composed; the explain service keeps the map.
+    retrievers: dict[str, Retriever] = {}
+    explainer = ExplainService(retrievers, audit=audit, clock=clock or SystemClock())
     admin = admin_app(
         config=config,
         stores=document_stores or {},
@@ -221,6 +225,7 @@ def create_app(
         cross_tenant_roles_claim=cross_tenant_roles_claim,
         limits=admin_limits,
         audit_reader=audit_reader,
+        explainer=explainer,
         lookups=HostLookups(
             model_profiles=tuple(model_profiles)
             if model_profiles is not None
@@ -263,6 +268,7 @@ def create_app(
                 tenant_id=tenant_id,
             )
         tenants[tenant_id] = TenantServices(retriever=retriever, fetcher=fetcher)
+        retrievers[tenant_id] = retriever
 
     tools = EsraTools(config=config, tenants=tenants, audit=audit, clock=clock)
     # One allowed-hosts setting for the whole host: the SDK checks Host and Origin on /mcp,
@@ -314,6 +320,7 @@ def create_app(
                 roles_claim=roles_claim,
                 cross_tenant_roles_claim=cross_tenant_roles_claim,
                 secure_cookies=secure_cookies,
+                explainer=explainer,
             ),
         ),
     ]

@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     from esra.starlette import migrate_cli  # noqa: PLC0415 - each command loads its own imports
 
     migrate_cli.register(commands)
+    from esra.starlette import explain_cli  # noqa: PLC0415 - each command loads its own imports
+
+    explain_cli.register(commands)
     return parser
 
 

@@ -118,6 +118,8 @@ class AuditEvent(StrEnum):
     # authorization and before the pipeline runs; denials are recorded too.
     INVOKE = "esra.invoke"
     RETRIEVE = "esra.retrieve"
+    # An operator's explain of one invocation (the invocation's own records are marked).
+    EXPLAIN = "esra.explain"
     FETCH = "esra.fetch"
     STORE_ENABLE = "esra.store.enable"
     STORE_INITIALISE = "esra.store.initialise"

@@ -28,8 +28,10 @@ __all__ = [
     "LanguageModel",
     "ProviderCapabilities",
     "QuotaStore",
+    "RenderedStatement",
     "SearchProvider",
     "SecretStore",
+    "StatementRenderer",
     "TextIndexKind",
 ]
 
@@ -89,6 +91,31 @@ class SearchProvider(Protocol):
 
     async def health(self) -> SourceHealth:
         """Report the source's health for scope resolution."""
+        ...
+
+
+@attrs.frozen
+class RenderedStatement:
+    """A statement as a provider would send it: its text and its parameters' names.
+
+    Never the values: operator explain shows how a query was rendered, and a value may be as
+    sensitive as the prompt or a claim.
+    """
+
+    text: str
+    parameters: tuple[str, ...]
+
+
+@runtime_checkable
+class StatementRenderer(Protocol):
+    """**Protocol:** a provider that can show the statement it would run for a query.
+
+    Optional: operator explain shows a query's statement when its provider implements this,
+    and says it was not rendered otherwise. Rendering never executes anything.
+    """
+
+    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
+        """The statement ``execute`` would send for ``query``, without its values."""
         ...
 
 

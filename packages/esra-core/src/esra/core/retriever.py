@@ -9,9 +9,12 @@ into ``ESRA_INTERNAL``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TypedDict
+
+from opentelemetry.trace import Span
 
 from esra.core.audit import AuditRecord
 from esra.core.clock import SystemClock
@@ -21,6 +24,7 @@ from esra.core.config.exposure import RetentionClass
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.context import InvocationContext
 from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
+from esra.core.explain import ExplainingAuditSink, ExplainRecorder, Explanation, current_recorder
 from esra.core.fetch.refs import DEFAULT_REF_TTL_S, DocumentRefMinter
 from esra.core.fetch.tokens import Keyring
 from esra.core.model_usage import current_meter, metered
@@ -136,7 +140,8 @@ class Retriever:
         self._providers = providers
         # Every call a chat span (a no-op until an OpenTelemetry SDK is installed).
         self._model = TracedLanguageModel(model)
-        self._audit = audit
+        # Marks and keeps the records of an invocation being explained (esra.core.explain).
+        self._audit = ExplainingAuditSink(audit)
         self._clock = clock or SystemClock()
         self._cache = cache
         self._executor = executor or Executor(clock=self._clock)
@@ -196,8 +201,63 @@ class Retriever:
             _log.exception("unclassified failure in invocation %s", ctx.correlation_id)
             raise EsraError from exc
 
+    async def explain(
+        self,
+        ctx: InvocationContext,
+        request: str,
+        *,
+        explained_by: str,
+        filters: Sequence[PlannedFilter] = (),
+    ) -> Explanation:
+        """Run ``request`` for the caller in ``ctx`` and return what the pipeline decided.
+
+        For an operator only (the host checks the role): the invocation runs as
+        ``retrieve`` would, bypassing the result cache, while an ``ExplainRecorder`` keeps
+        its decisions (see ``esra.core.explain``). Its audit records are marked as explained
+        by ``explained_by``. An invocation that ends in a classified error is explained up
+        to that error; an unclassified one is ``ESRA_INTERNAL`` as in ``retrieve``.
+
+        Raises:
+            InvalidRequestError: the request is empty or too long, or too many filters.
+        """
+        text = request.strip()
+        if not text or len(text) > MAX_REQUEST_CHARS:
+            msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
+            raise InvalidRequestError(msg)
+        if len(filters) > MAX_CALLER_FILTERS:
+            msg = f"At most {MAX_CALLER_FILTERS} filters may be given."
+            raise InvalidRequestError(msg)
+        recorder = ExplainRecorder(clock=self._clock, explained_by=explained_by)
+        response: RetrievalResponse | None = None
+        error: str | None = None
+        with recorder.active():
+            try:
+                with metered(), stage_span("retrieve", ctx, attributes=_exposure_of(ctx)):
+                    response = await self._retrieve(
+                        ctx, text, tuple(filters), use_result_cache=False
+                    )
+            except EsraError as exc:
+                error = exc.code.value
+            except Exception:
+                _log.exception(
+                    "unclassified failure in explained invocation %s", ctx.correlation_id
+                )
+                error = EsraError.code.value
+        return recorder.explanation(
+            tenant_id=ctx.tenant_id,
+            exposure=ctx.exposure_slug,
+            correlation_id=ctx.correlation_id,
+            response=response,
+            error=error,
+        )
+
     async def _retrieve(
-        self, ctx: InvocationContext, request: str, filters: tuple[PlannedFilter, ...]
+        self,
+        ctx: InvocationContext,
+        request: str,
+        filters: tuple[PlannedFilter, ...],
+        *,
+        use_result_cache: bool = True,
     ) -> RetrievalResponse:
         if self._tenant_id is not None and ctx.tenant_id != self._tenant_id:
             # Another tenant's caller must not see its configuration run against this
@@ -210,7 +270,7 @@ class Retriever:
         # reserved to another application reaches the stages (scope still checks it all).
         snapshot = self._client_snapshots.of(tenant_snapshot, ctx.client_app_id)
         # Probed inside resolution, after the four levels: only sources this caller may use.
-        with stage_span("scope", ctx) as span:
+        with _stage("scope", ctx) as span:
             scope = await resolve_scope(
                 ctx,
                 snapshot,
@@ -222,7 +282,7 @@ class Retriever:
             span.set_attribute("esra.sources.in_scope", len(scope.sources))
         if filters:
             await self._check_filters(ctx, snapshot, filters)
-        results = self._result_cache(ctx, scope, request, filters)
+        results = self._result_cache(ctx, scope, request, filters) if use_result_cache else None
         if results is not None:
             cached = await results.load(self._refs(ctx))
             if cached is not None:
@@ -322,7 +382,8 @@ class Retriever:
     ) -> RetrievalResponse:
         """Run every stage; ``deadline`` is the event-loop time the invocation must end by."""
         source_names = {s.source.id: s.source.name for s in scope.sources}
-        with stage_span("selection", ctx) as span:
+        explain = current_recorder()
+        with _stage("selection", ctx) as span:
             selection = await select_sources(
                 ctx,
                 scope,
@@ -338,7 +399,7 @@ class Retriever:
             for s in selection.sources
             if s.source.id in self._providers
         }
-        with stage_span("planning", ctx) as span:
+        with _stage("planning", ctx) as span:
             planning = await plan_searches(
                 ctx,
                 selection,
@@ -348,7 +409,9 @@ class Retriever:
                 capabilities=capabilities,
             )
             span.set_attribute("esra.queries.planned", len(planning.queries))
-        with stage_span("validation", ctx) as span:
+        if explain is not None:
+            explain.saw_plans(planning.queries)
+        with _stage("validation", ctx) as span:
             narrowed = apply_caller_filters(
                 planning.queries,
                 filters,
@@ -377,7 +440,9 @@ class Retriever:
                 )
                 count_plan_rejection(ctx.tenant_id, rejection.reason.value)
             await self._audit_validation(ctx, scope, validation)
-        with stage_span("execution", ctx) as span:
+        if explain is not None:
+            explain.saw_validation(validation)
+        with _stage("execution", ctx) as span:
             execution = await self._executor.execute(
                 validation.queries,
                 providers=self._providers,
@@ -386,6 +451,8 @@ class Retriever:
                 systems={s.source.id: s.source.provider_kind for s in scope.sources},
             )
             span.set_attribute("esra.sources.failed", len(execution.failures))
+        if explain is not None:
+            explain.saw_execution(execution, self._providers)
         for failure in execution.failures:
             count_source_dropped(ctx.tenant_id, failure.code.value)
             await self._record(
@@ -395,14 +462,16 @@ class Retriever:
                 reason=failure.code.value,
                 source_id=failure.source_id,
             )
-        with stage_span("aggregation", ctx) as span:
+        with _stage("aggregation", ctx) as span:
             candidates = aggregate(
                 execution.results,
                 priority={s.source.id: s.source.priority_weight for s in scope.sources},
                 now=self._clock.now(),
             )
             span.set_attribute("esra.candidates", len(candidates))
-        with stage_span("rerank", ctx) as span:
+        if explain is not None:
+            explain.saw_candidates(len(candidates))
+        with _stage("rerank", ctx) as span:
             reranked = await rerank(
                 request,
                 candidates,
@@ -432,7 +501,7 @@ class Retriever:
             *execution.warnings,
             *reranked.warnings,
         )
-        with stage_span("respond", ctx) as span:
+        with _stage("respond", ctx) as span:
             response = respond(
                 reranked.ranked,
                 scope=scope,
@@ -443,7 +512,7 @@ class Retriever:
             )
             span.set_attribute("esra.results.returned", len(response.results))
         # Layer 6: after the size cap, so the answer model sees only what the caller gets.
-        with stage_span("answer", ctx):
+        with _stage("answer", ctx):
             response = await compose_answer(
                 ctx,
                 request,
@@ -454,6 +523,8 @@ class Retriever:
                 audit=self._audit,
                 clock=self._clock,
             )
+        if explain is not None:
+            explain.saw_ranking(reranked.ranked, response)
         await self._audit_outcome(ctx, response, executed=len(validation.queries), filters=filters)
         return response
 
@@ -534,6 +605,15 @@ class Retriever:
                 },
             )
         )
+
+
+@contextlib.contextmanager
+def _stage(name: str, ctx: InvocationContext) -> Iterator[Span]:
+    """One stage's span, and its time when the invocation is being explained."""
+    recorder = current_recorder()
+    timed = recorder.stage(name) if recorder is not None else contextlib.nullcontext()
+    with stage_span(name, ctx) as span, timed:
+        yield span
 
 
 def _rerank_budget(deadline: float | None, invocation_timeout_s: float) -> float | None:

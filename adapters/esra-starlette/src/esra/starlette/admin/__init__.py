@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from esra.core.admin.explaining import ExplainService
 from esra.core.admin.lookups import HostLookups
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
@@ -27,6 +28,7 @@ from esra.core.ports import AuditSink, Clock, ConfigRepository
 from esra.starlette.admin.audit_api import AuditApi
 from esra.starlette.admin.config_api import ConfigApi
 from esra.starlette.admin.errors import AdminError, AdminErrorCode, handle_http, handle_unexpected
+from esra.starlette.admin.explain_api import ExplainApi
 from esra.starlette.admin.limits import AdminLimits, BodySizeLimit
 from esra.starlette.admin.openapi import openapi_document
 from esra.starlette.admin.operator import (
@@ -66,6 +68,7 @@ def admin_app(
     base_path: str = ADMIN_PATH,
     audit_reader: AuditReader | None = None,
     lookups: HostLookups | None = None,
+    explainer: ExplainService | None = None,
 ) -> Starlette:
     """The admin API as an ASGI app, to mount at ``base_path``.
 
@@ -89,6 +92,8 @@ def admin_app(
             (with the client applications each tenant's configuration names); none without.
         audit_reader: reads audit records back for ``GET /audit``; without one that
             endpoint answers 404 (this host keeps no readable audit log).
+        explainer: explains invocations for ``POST /explain``; without one that endpoint
+            is not served.
     """
     limits = limits or AdminLimits()
     role_claims = RoleClaims(roles_claim, cross_tenant_roles_claim)
@@ -99,6 +104,8 @@ def admin_app(
     routes.extend(
         AuditApi(audit_reader, audit=audit, clock=clock, role_claims=role_claims).routes()
     )
+    if explainer is not None:
+        routes.extend(ExplainApi(explainer, role_claims=role_claims).routes())
     if publisher is not None:
         config_api = ConfigApi(
             config=config,
@@ -116,7 +123,7 @@ def admin_app(
         document["paths"] = {
             path: item
             for path, item in document["paths"].items()
-            if "/store" in path or path.endswith("/audit")
+            if "/store" in path or path.endswith(("/audit", "/explain"))
         }
 
     async def openapi(_request: Request) -> Response:

@@ -97,6 +97,13 @@ OPERATIONS: tuple[Operation, ...] = (
               "The tenant's audit records, newest first, filtered and keyset-paged.",
               "GOVERNANCE_MANAGE or SECURITY_MANAGE", ok="AuditPage",
               errors=(400, 401, 403, 404)),
+    Operation("post", "/explain",
+              "Run one search as a named caller of a named exposure and answer what the "
+              "pipeline decided: scope funnel, selection, plans, validation verdicts, "
+              "statements with parameter names, rows, scores, final order, stage times. "
+              "Audited as esra.explain; never cached.",
+              "ESRA_EXPOSURE_MANAGE", ok="Explanation", body="ExplainRequest",
+              errors=(400, 401, 403, 404, 413, 415)),
 )  # fmt: skip
 
 _ERROR_TEXT = {
@@ -295,6 +302,52 @@ _SCHEMAS: dict[str, Any] = {
             "outcome": {"type": "string"},
             "reason": _NULLABLE_TEXT,
             "dimensions": _OBJECT,
+        },
+    },
+    "ExplainRequest": {
+        "type": "object",
+        "required": ["exposure", "arguments", "caller"],
+        "additionalProperties": False,
+        "properties": {
+            "exposure": {"type": "string", "description": "The exposure's slug."},
+            "arguments": {
+                "type": "object",
+                "description": "The search tool's arguments: prompt and optional filters.",
+            },
+            "caller": {
+                "type": "object",
+                "required": ["subject", "clientApp"],
+                "additionalProperties": False,
+                "properties": {
+                    "subject": {"type": "string"},
+                    "clientApp": {"type": "string"},
+                    "claims": {"type": "object", "description": "The caller's token claims."},
+                },
+            },
+            "authorizedSources": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The platform's runtime authorization (default: none).",
+            },
+        },
+    },
+    "Explanation": {
+        "type": "object",
+        "required": ["correlationId", "status", "decisions", "plans", "validation",
+                     "queries", "ranking", "stages"],
+        "properties": {
+            "correlationId": {"type": "string"},
+            "status": {"type": "string", "description": "The response's status, or error."},
+            "error": _NULLABLE_TEXT,
+            "decisions": {"type": "array", "items": _OBJECT,
+                          "description": "The invocation's audit records, in order."},
+            "plans": {"type": "array", "items": _OBJECT},
+            "validation": {"type": "array", "items": _OBJECT},
+            "queries": {"type": "array", "items": _OBJECT},
+            "candidates": {"type": "integer"},
+            "ranking": {"type": "array", "items": _OBJECT},
+            "warnings": {"type": "array", "items": {"type": "string"}},
+            "stages": {"type": "array", "items": _OBJECT},
         },
     },
     "AuditPage": {

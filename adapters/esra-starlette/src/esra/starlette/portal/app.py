@@ -21,6 +21,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from esra.core.admin.explaining import ExplainService
 from esra.starlette.admin.operator import (
     DEFAULT_CROSS_TENANT_ROLES_CLAIM,
     DEFAULT_ROLES_CLAIM,
@@ -30,6 +31,7 @@ from esra.starlette.auth import JwtVerifier
 from esra.starlette.portal.access import Access
 from esra.starlette.portal.document_pages import DocumentPages
 from esra.starlette.portal.errors import PortalError, SignInReason, SignInRequiredError
+from esra.starlette.portal.explain_pages import ExplainPages
 from esra.starlette.portal.layout import link_list, page
 from esra.starlette.portal.markup import render_template
 from esra.starlette.portal.paths import portal_url
@@ -63,6 +65,7 @@ def portal_app(
     roles_claim: str = DEFAULT_ROLES_CLAIM,
     cross_tenant_roles_claim: str = DEFAULT_CROSS_TENANT_ROLES_CLAIM,
     secure_cookies: bool | None = None,
+    explainer: ExplainService | None = None,
 ) -> Starlette:
     """Build the document store portal.
 
@@ -75,6 +78,8 @@ def portal_app(
         secure_cookies: force the session cookie's ``Secure`` flag; ``None`` sets it when
             the request arrived over https (set ``True`` behind a TLS-terminating proxy
             that forwards plain http).
+        explainer: explains searches at ``/explain`` for operators holding
+            ``ESRA_EXPOSURE_MANAGE``; without one that page is not served.
     """
     role_claims = RoleClaims(roles_claim, cross_tenant_roles_claim)
     sessions = Sessions(verifier, role_claims=role_claims, secure_cookies=secure_cookies)
@@ -94,6 +99,7 @@ def portal_app(
         *DocumentPages(access).routes(),
         *UploadPages(access).routes(),
         *TenantPages(access).routes(),
+        *(ExplainPages(access, explainer).routes() if explainer is not None else ()),
     ]
 
     async def sign_in_first(request: Request, exc: Exception) -> Response:

@@ -24,6 +24,7 @@ _SECTIONS: tuple[tuple[str, str, Role], ...] = (
     ("/status", "Store status", Role.ESRA_DATA_READ),
     ("/documents", "Documents", Role.ESRA_DATA_READ),
     ("/upload", "Upload", Role.ESRA_DATA_MANAGE),
+    ("/explain", "Explain", Role.ESRA_EXPOSURE_MANAGE),
 )
 
 
