@@ -33,6 +33,7 @@ from esra.core.exceptions import (
     ExposureNotFoundError,
     FetchQuotaExceededError,
     InvalidRequestError,
+    QuotaUnavailableError,
     SourceUnavailableError,
 )
 from esra.core.fetch import Keyring
@@ -482,3 +483,31 @@ async def _mutation_world() -> _World:
         world.ref = await world.ref_for("Annual leave policy", _caller())
         _MUTATION_WORLD.append(world)
     return _MUTATION_WORLD[0]
+
+
+class _UnreachableQuota:
+    """A quota store that cannot answer, as a shared store does when its server is down."""
+
+    async def consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
+        raise QuotaUnavailableError
+
+
+async def test_an_unreachable_quota_store_refuses_the_fetch_and_says_so() -> None:
+    """Governance fails closed: no budget answer, no document — and a failed record."""
+    world = _World()
+    ref = await world.ref_for("Annual leave policy", _caller())
+    world.fetcher = DocumentFetcher(
+        config=world.config,
+        providers={"s-1": world.provider},
+        audit=world.audit,
+        keyring=world.keyring,
+        quota=_UnreachableQuota(),
+        clock=world.clock,
+    )
+
+    with pytest.raises(QuotaUnavailableError) as refused:
+        await world.fetcher.fetch(_caller(), ref)
+
+    assert refused.value.code is ErrorCode.ESRA_QUOTA_UNAVAILABLE
+    (record,) = world.fetches()
+    assert (record.outcome, record.reason) == ("failed", ErrorCode.ESRA_QUOTA_UNAVAILABLE.value)

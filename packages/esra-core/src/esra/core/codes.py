@@ -77,6 +77,8 @@ class ErrorCode(StrEnum):
     ESRA_CONFIGURATION_INVALID = "ESRA_CONFIGURATION_INVALID"
     ESRA_DOCUMENT_NOT_FOUND = "ESRA_DOCUMENT_NOT_FOUND"
     ESRA_FETCH_QUOTA_EXCEEDED = "ESRA_FETCH_QUOTA_EXCEEDED"
+    # The quota store could not answer: governance fails closed, so the fetch is refused.
+    ESRA_QUOTA_UNAVAILABLE = "ESRA_QUOTA_UNAVAILABLE"
     ESRA_SOURCE_UNAVAILABLE = "ESRA_SOURCE_UNAVAILABLE"
     # A configuration write named a version that is no longer the current one.
     ESRA_CONFIG_CONFLICT = "ESRA_CONFIG_CONFLICT"

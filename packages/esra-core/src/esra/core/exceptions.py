@@ -18,6 +18,7 @@ __all__ = [
     "ModelOutputError",
     "NoSourcesAvailableError",
     "ProviderError",
+    "QuotaUnavailableError",
     "SourceUnavailableError",
     "UnvalidatedQueryError",
 ]
@@ -61,6 +62,17 @@ class DocumentNotFoundError(EsraError):
 
     code = ErrorCode.ESRA_DOCUMENT_NOT_FOUND
     public_message = "No such document."
+
+
+class QuotaUnavailableError(EsraError):
+    """The quota store could not say whether the budget has room (it is unreachable or
+    timed out). Governance fails closed: the fetch is refused, never served unmetered."""
+
+    code = ErrorCode.ESRA_QUOTA_UNAVAILABLE
+    public_message = (
+        "The document-fetch allowance cannot be checked right now, so nothing was fetched; "
+        "try again shortly."
+    )
 
 
 class FetchQuotaExceededError(EsraError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuditSink",
+    "BreakerBroadcast",
+    "BreakerOpening",
     "Cache",
     "Clock",
     "ConfigRepository",
@@ -147,7 +149,11 @@ class Cache(Protocol):
     """**Protocol:** a byte cache with TTL. Keys are built by the core, never by an adapter."""
 
     async def get(self, key: str) -> bytes | None:
-        """Return the cached value for ``key`` or ``None``."""
+        """Return the cached value for ``key`` or ``None``.
+
+        Performance fails open: a cache that cannot answer within its bounded time answers
+        ``None`` (and ``set`` does nothing), so the invocation runs uncached.
+        """
         ...
 
     async def set(self, key: str, value: bytes, ttl_s: float) -> None:
@@ -156,10 +162,48 @@ class Cache(Protocol):
 
 
 class QuotaStore(Protocol):
-    """**Protocol:** consumes from a per-caller hourly character budget."""
+    """**Protocol:** consumes from a per-caller hourly character budget.
+
+    Governance fails closed: a store that cannot answer (unreachable, timed out) raises
+    ``esra.core.exceptions.QuotaUnavailableError`` within a bounded time, and never grants.
+    """
 
     async def consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
-        """Consume ``amount`` if it fits within ``limit`` this hour; return whether it did."""
+        """Consume ``amount`` if it fits within ``limit`` this hour; return whether it did.
+
+        Raises:
+            QuotaUnavailableError: the store could not answer.
+        """
+        ...
+
+
+@attrs.frozen
+class BreakerOpening:
+    """One source's circuit breaker opened on some runtime instance, for ``open_for_s``
+    more seconds (what is left of its reset time when the opening is read)."""
+
+    tenant_id: str
+    source_id: str
+    open_for_s: float
+
+
+class BreakerBroadcast(Protocol):
+    """**Protocol:** shares circuit-breaker openings between runtime instances.
+
+    A source failing on one instance opens its breaker on all: the instance whose breaker
+    opened calls ``opened``; every instance reads ``openings`` and opens its own breaker for
+    what is left. Failures are still counted per instance, and each instance makes its own
+    half-open trial. Sharing is a resilience aid, so it fails open: ``opened`` never raises
+    (a lost broadcast leaves the other instances to find the failures themselves).
+    """
+
+    async def opened(self, tenant_id: str, source_id: str, open_for_s: float) -> None:
+        """Tell every instance that the breaker of ``source_id`` opened for ``open_for_s``."""
+        ...
+
+    def openings(self) -> AsyncIterator[BreakerOpening]:
+        """The openings still in force when the iteration starts, then each new one as it
+        is announced, until the iteration is closed (it reconnects by itself)."""
         ...
 
 

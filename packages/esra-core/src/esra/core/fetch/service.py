@@ -37,6 +37,7 @@ from esra.core.exceptions import (
     FetchQuotaExceededError,
     InvalidRequestError,
     NoSourcesAvailableError,
+    QuotaUnavailableError,
     SourceUnavailableError,
 )
 from esra.core.fetch.result import FetchedDocument
@@ -311,7 +312,9 @@ class _FetchAudit:
         )
 
     def refused(self, error: EsraError) -> AuditRecord:
-        outcome = "failed" if isinstance(error, SourceUnavailableError) else "denied"
+        # A source or the quota store that could not answer failed the fetch; the rest denied it.
+        unavailable = isinstance(error, SourceUnavailableError | QuotaUnavailableError)
+        outcome = "failed" if unavailable else "denied"
         if type(error) is EsraError:
             outcome = "failed"
         return AuditRecord.of(
