@@ -269,8 +269,8 @@ class _ReportingModel(FakeLanguageModel):
 
 
 async def test_every_model_call_is_a_chat_span_with_its_token_usage() -> None:
-    """Selection, planning and rerank each call the model once: three ``chat`` spans, each
-    under its stage, naming the task and the usage, never the prompt."""
+    """Selection, planning and rerank call the model: ``chat`` spans, each under its stage
+    (planning's under its source's span), naming the task and the usage, never the prompt."""
     retriever, _ = _retriever(model=_ReportingModel())
     with recording() as recorded:
         await retriever.retrieve(make_context(), f"leave policy {HOSTILE}")
@@ -288,9 +288,59 @@ async def test_every_model_call_is_a_chat_span_with_its_token_usage() -> None:
         assert chat.attributes[TENANT_ID] == "tenant-a"
     assert tasks == {
         PromptTask.SELECT_SOURCES.value: "esra.selection",
-        PromptTask.PLAN_SEARCHES.value: "esra.planning",
+        # Planning calls the model once per source, under that source's span.
+        PromptTask.PLAN_SEARCHES.value: "esra.planning.source",
         PromptTask.RERANK.value: "esra.rerank",
     }
     usage = [a for a, _ in recorded.points("gen_ai.client.token.usage")]
     assert {a["gen_ai.token.type"] for a in usage} == {"input", "output"}
     assert "xq-canary-prompt" not in _everything_recorded(recorded)
+
+
+def _plan_all_but_s2(prompt: Prompt) -> str:
+    """Plan one keyword query per mapping, except that planning source s-2 fails."""
+    mappings = [
+        json.loads(item.content)["mapping"] for item in prompt.reference if item.tag != "source"
+    ]
+    if "m-s-2" in mappings:
+        raise RuntimeError("model down for this source")
+    queries = [{"mapping": m, "strategy": "keyword", "optional_terms": ["leave"]} for m in mappings]
+    return json.dumps({"queries": queries})
+
+
+async def test_each_source_planned_is_a_span_under_the_planning_stage() -> None:
+    """Two sources planned: two ``esra.planning.source`` spans under ``esra.planning``, each
+    naming its source, its query count and whether it fell back — never the prompt or the
+    model's answer; the fallback is counted once, in ``esra.fallbacks``."""
+    model = FakeLanguageModel({PromptTask.PLAN_SEARCHES: _plan_all_but_s2})
+    retriever, _ = _retriever(model=model)
+    ctx = make_context()
+    planning_fallbacks = {TENANT_ID: ctx.tenant_id, "esra.stage": "planning"}
+    with recording() as recorded:
+        fallbacks = _count(recorded, "esra.fallbacks", **planning_fallbacks)
+        await retriever.retrieve(ctx, f"leave policy {HOSTILE}")
+        assert _count(recorded, "esra.fallbacks", **planning_fallbacks) == fallbacks + 1
+    spans = recorded.spans()
+    (planning,) = [s for s in spans if s.name == "esra.planning"]
+    per_source = [s for s in spans if s.name == "esra.planning.source"]
+    assert len(per_source) == 2
+    attributes: dict[object, tuple[object, object]] = {}
+    for span in per_source:
+        assert span.parent is not None
+        assert span.parent.span_id == planning.context.span_id
+        assert span.attributes is not None
+        assert span.attributes[TENANT_ID] == ctx.tenant_id
+        attributes[span.attributes["esra.source.id"]] = (
+            span.attributes["esra.queries.planned"],
+            span.attributes["esra.planning.fallback"],
+        )
+    assert attributes["s-1"] == (1, False)
+    planned_s2, fell_back = attributes["s-2"]
+    assert fell_back is True
+    assert isinstance(planned_s2, int)
+    assert planned_s2 >= 1  # the default template's queries
+    assert planning.attributes is not None
+    assert planning.attributes["esra.queries.planned"] == 1 + planned_s2
+    text = _everything_recorded(recorded)
+    for secret in ("xq-canary-prompt", "4471", "model down"):
+        assert secret not in text, secret

@@ -31,7 +31,7 @@ from esra.core.audit_query import AuditPage, AuditQuery, audit_subject, page_of
 from esra.core.codes import AuditEvent
 from esra.postgres.audit_schema import DEFAULT_AUDIT_SCHEMA
 from esra.postgres.connection import scrub
-from esra.postgres.pool import Pool, open_pool
+from esra.postgres.pool import Pool, open_pool, ping_pool
 
 __all__ = ["PostgresAuditLog", "prune_audit_before"]
 
@@ -104,6 +104,10 @@ class PostgresAuditLog:
         """Close the pool if this log opened it."""
         if self._owns_pool:
             await self._pool.close()
+
+    async def ping(self) -> None:
+        """``SELECT 1`` on the pool (for the host's readiness check); raises if it cannot."""
+        await ping_pool(self._pool)
 
     async def write_batch(self, records: Sequence[AuditRecord]) -> None:
         """Append ``records`` in one statement (all or none)."""

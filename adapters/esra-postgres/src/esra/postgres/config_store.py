@@ -38,7 +38,7 @@ from esra.postgres.config_schema import (
     DEFAULT_CONFIG_SCHEMA,
     apply_config_schema,
 )
-from esra.postgres.pool import Pool, open_pool
+from esra.postgres.pool import Pool, open_pool, ping_pool
 
 __all__ = ["PostgresConfigStore"]
 
@@ -108,6 +108,10 @@ class PostgresConfigStore:
         """Close the pool if this store opened it."""
         if self._owns_pool:
             await self._pool.close()
+
+    async def ping(self) -> None:
+        """``SELECT 1`` on the pool (for the host's readiness check); raises if it cannot."""
+        await ping_pool(self._pool)
 
     def _q(self, text: str) -> sql.Composed:
         # Identifiers come from configuration; every value is a bound parameter.

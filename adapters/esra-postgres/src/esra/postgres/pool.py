@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-__all__ = ["Pool", "open_pool"]
+__all__ = ["Pool", "open_pool", "ping_pool"]
 
 Pool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 
@@ -75,3 +75,15 @@ async def open_pool(
             await pool.close()
             raise
     return pool
+
+
+async def ping_pool(pool: Pool) -> None:
+    """``SELECT 1`` on one of ``pool``'s connections: the server is reachable and answers.
+
+    Waits for a free connection as any statement would (the caller bounds the wait).
+
+    Raises:
+        psycopg.Error, psycopg_pool.PoolTimeout: no connection, or the statement failed.
+    """
+    async with pool.connection() as conn:
+        await conn.execute("SELECT 1")

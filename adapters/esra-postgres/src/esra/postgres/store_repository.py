@@ -46,13 +46,14 @@ from esra.core.docstore.model import (
     StoredDocument,
 )
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
+from esra.core.docstore.queue_stats import QueueStats
 from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
 from esra.core.docstore.store_configuration import ConfigurableSettings, StoreConfiguration
 from esra.core.docstore.upload import AcceptedUpload
 from esra.postgres.connection import scrub
-from esra.postgres.pool import Pool, open_pool
+from esra.postgres.pool import Pool, open_pool, ping_pool
 from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
 
 __all__ = ["PostgresDocumentRepository"]
@@ -164,6 +165,10 @@ class PostgresDocumentRepository:
         """Close the pool if this repository opened it."""
         if self._owns_pool:
             await self._pool.close()
+
+    async def ping(self) -> None:
+        """``SELECT 1`` on the pool (for the host's readiness check); raises if it cannot."""
+        await ping_pool(self._pool)
 
     def _q(self, text: str) -> sql.Composed:
         # Identifiers come from configuration, fragments from this module's constants;
@@ -471,6 +476,20 @@ class PostgresDocumentRepository:
             for state, count in await cursor.fetchall():
                 counts[DocumentState(state)] = int(count)
         return counts
+
+    async def queue_stats(self, tenant_id: str) -> QueueStats:
+        """The tenant's live Pending documents: how many, and the oldest ``updated_at``."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q(
+                    "SELECT count(*), min(updated_at) FROM {d} WHERE tenant_id = %(tenant)s"
+                    " AND deleted_at IS NULL AND state = 'pending'"
+                ),
+                {"tenant": tenant_id},
+            )
+            row = await cursor.fetchone()
+        waiting, oldest = row if row is not None else (0, None)
+        return QueueStats(waiting=int(waiting), oldest_queued_at=oldest)
 
     async def search_documents(self, tenant_id: str, query: DocumentSearch) -> DocumentPage:
         """Live documents matching ``query``, every state, newest first by ``(created_at, id)``.

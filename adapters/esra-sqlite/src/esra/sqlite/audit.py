@@ -120,6 +120,10 @@ class SqliteAuditLog:
         """Close the connection once queued work has finished, and stop the thread."""
         await self._db.close()
 
+    async def ping(self) -> None:
+        """Read the database file (for the host's readiness check); raises if it cannot."""
+        await self._db.ping()
+
     async def write_batch(self, records: Sequence[AuditRecord]) -> None:
         """Append ``records`` in one transaction."""
         rows = [_row(record) for record in records]

@@ -88,6 +88,10 @@ class SqliteConfigStore:
         """Close the connection once queued work has finished, and stop the thread."""
         await self._db.close()
 
+    async def ping(self) -> None:
+        """Read the database file (for the host's readiness check); raises if it cannot."""
+        await self._db.ping()
+
     # -- the port --------------------------------------------------------------------------
 
     async def load(self, tenant_id: str) -> AdminWorkspace | None:

@@ -30,6 +30,7 @@ from esra.sqlite.transactions import immediate_transaction
 __all__ = ["BUSY_TIMEOUT_MS", "DedicatedConnection", "open_writable"]
 
 BUSY_TIMEOUT_MS = 10_000
+_PING = "SELECT count(*) FROM sqlite_master"
 
 _T = TypeVar("_T")
 
@@ -133,6 +134,15 @@ class DedicatedConnection:
                 return work(connection)
 
         return await self.run(transaction)
+
+    async def ping(self) -> None:
+        """Read the file's schema table: the cheapest statement that touches the file (a
+        ``SELECT 1`` would answer from memory). Queued behind the connection's other work.
+
+        Raises:
+            sqlite3.Error: the database cannot be opened or read.
+        """
+        await self.run(lambda connection: connection.execute(_PING).fetchone())
 
     async def close(self) -> None:
         """Close the connection once queued work has finished, and stop the thread."""

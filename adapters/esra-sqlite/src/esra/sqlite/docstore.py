@@ -41,6 +41,7 @@ from esra.core.docstore.model import (
     StoredDocument,
 )
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
+from esra.core.docstore.queue_stats import QueueStats
 from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
@@ -158,6 +159,10 @@ class SqliteDocumentRepository:
     async def close(self) -> None:
         """Close the connection once queued work has finished, and stop the thread."""
         await self._db.close()
+
+    async def ping(self) -> None:
+        """Read the database file (for the host's readiness check); raises if it cannot."""
+        await self._db.ping()
 
     @staticmethod
     def _get(
@@ -448,6 +453,25 @@ class SqliteDocumentRepository:
             for row in rows:
                 counts[DocumentState(row["state"])] = int(row["n"])
             return counts
+
+        return await self._db.run(query)
+
+    async def queue_stats(self, tenant_id: str) -> QueueStats:
+        """The tenant's live Pending documents: how many, and the oldest ``updated_at``.
+
+        Timestamps are fixed-width UTC ISO text, so ``min`` over the text is the earliest.
+        """
+
+        def query(connection: sqlite3.Connection) -> QueueStats:
+            row = connection.execute(
+                "SELECT count(*) AS n, min(updated_at) AS oldest FROM store_documents "
+                "WHERE tenant_id = ? AND deleted = 0 AND state = 'pending'",
+                (tenant_id,),
+            ).fetchone()
+            oldest = row["oldest"]
+            return QueueStats(
+                waiting=int(row["n"]), oldest_queued_at=_dt(oldest) if oldest else None
+            )
 
         return await self._db.run(query)
 

@@ -9,6 +9,8 @@ Routes:
 - ``/.well-known/oauth-protected-resource/mcp`` — RFC 9728 protected-resource metadata: the
   resource URL, the trusted issuers as its authorization servers, bearer tokens in the header.
 - ``/healthz`` — liveness, unauthenticated, naming nothing about any tenant.
+- ``/readyz`` — readiness (``esra.starlette.readiness``): the state database, the document
+  stores and the audit sink answer; unauthenticated, naming no tenant either.
 - ``/admin/v1`` — the admin API (``esra.starlette.admin``): JSON, its OpenAPI document at
   ``/admin/v1/openapi.json``, the same bearer tokens, roles from one token claim.
 - ``/portal/`` — the document store's server-rendered pages (``esra.starlette.portal``),
@@ -74,6 +76,7 @@ from esra.starlette.auth import JwtVerifier
 from esra.starlette.host_check import HostHeaderCheck
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.portal import portal_app
+from esra.starlette.readiness import host_checks, readiness_endpoint
 from esra.starlette.stores import TenantStore
 from esra.starlette.tools import EsraTools, TenantServices
 
@@ -172,10 +175,11 @@ def create_app(
             source counts as unavailable for the invocation.
         health_ttl_s: how long one health check's answer about a source is used.
         bind_host: the address the server listens on; loopback turns on DNS-rebinding
-            protection for loopback Host headers (on every route but ``/healthz``).
+            protection for loopback Host headers (on every route but ``/healthz`` and
+            ``/readyz``).
         allowed_hosts: Host header values (``host:port`` or ``host:*``) to accept; turns on
             DNS-rebinding protection for these hosts whatever ``bind_host`` is, on every
-            route but ``/healthz`` (a foreign Host gets 421).
+            route but ``/healthz`` and ``/readyz`` (a foreign Host gets 421).
         allowed_origins: Origin header values to accept from browsers.
         resource_name: the human-readable name in the protected-resource metadata.
         document_stores: each tenant's internal document store, opened by the caller (see
@@ -207,6 +211,7 @@ def create_app(
         msg = "resource_url must be an absolute http(s) URL"
         raise ValueError(msg)
     verifier = JwtVerifier(issuers, clock=clock)
+    readiness = host_checks(workspaces=workspaces, stores=document_stores or {}, audit=audit)
     # Every record written while a recorded span is current names its trace (a no-op until
     # the host installs an OpenTelemetry SDK): the audit trail and the traces find each other.
     audit = TraceLinkedAuditSink(audit)
@@ -311,6 +316,7 @@ def create_app(
         Route(MCP_PATH, endpoint=endpoint),
         Route(metadata_path(resource_url), protected_resource, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readiness_endpoint(readiness), methods=["GET"]),
         Mount(ADMIN_PATH, app=admin),
         Mount(
             PORTAL_PATH,
@@ -333,7 +339,9 @@ def create_app(
         middleware.insert(
             0,
             Middleware(
-                HostHeaderCheck, allowed_hosts=security.allowed_hosts, open_paths={"/healthz"}
+                HostHeaderCheck,
+                allowed_hosts=security.allowed_hosts,
+                open_paths={"/healthz", "/readyz"},
             ),
         )
     return Starlette(

@@ -4,8 +4,9 @@ DNS rebinding lets a web page reach a server on the visitor's loopback or intran
 name the attacker controls; the only trace is the ``Host`` header. The MCP SDK refuses a
 foreign ``Host`` on ``/mcp``; this middleware applies the same allowed hosts, with the same
 matching (``host:port`` exactly, or ``host:*`` for any port), to the admin API, the portal
-and the metadata, answering a foreign ``Host`` as the SDK does (421). ``/healthz`` is left
-open so probes that address the instance by IP keep working: it answers nothing but "ok".
+and the metadata, answering a foreign ``Host`` as the SDK does (421). ``/healthz`` and
+``/readyz`` are left open so probes that address the instance by IP keep working: they
+answer nothing but "ok", or the names and states of the host's own checks.
 """
 
 from __future__ import annotations

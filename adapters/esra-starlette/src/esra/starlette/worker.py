@@ -10,7 +10,9 @@ store fairly). While any document was claimed the next turn starts at once; when
 the worker waits ``interval_s`` or until it is stopped. A stop (SIGINT, SIGTERM, or the
 ``stop`` event in tests) takes effect between turns, so a claimed document is finished rather
 than left to its lease; a worker killed outright stops renewing the one lease it holds, which
-lapses so another worker claims that document again at its next attempt.
+lapses so another worker claims that document again at its next attempt. After each turn
+the worker reads what is left in the queue of every tenant it served, for the
+``esra.ingestion.queue.*`` gauges (``esra.core.docstore.queue_gauges``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import attrs
 from esra.core.clock import SystemClock
 from esra.core.docstore.ingestion import IndexedHook, IngestionWorker, TenantTurn
 from esra.core.docstore.model import StoreSettings
+from esra.core.docstore.queue_gauges import read_queue
+from esra.core.docstore.repository import DocumentRepository
 from esra.core.docstore.store_registry import DocumentStoreRegistry, OpenedStore
 from esra.core.docstore.worker_loop import TurnTotals, run_turns
 from esra.core.ports import Clock
@@ -163,7 +167,7 @@ async def run_worker(
     report = WorkerReport()
     async with open_stores(stores, registry=registry) as opened:
         waiting = dict(sorted(opened.items(), key=lambda item: str(item[0])))
-        workers: list[IngestionWorker] = []
+        workers: list[tuple[IngestionWorker, DocumentRepository]] = []
         _log.info("worker %s serving %d document store(s)", worker_id, len(waiting))
 
         async def turn() -> list[TenantTurn]:
@@ -172,22 +176,29 @@ async def run_worker(
                 if not await store.schema_present():
                     continue
                 del waiting[location]
-                workers.append(
-                    IngestionWorker(
-                        store.repository,
-                        worker_id=worker_id,
-                        clock=clock,
-                        settings_for=settings_for,
-                        on_indexed=on_indexed,
-                    )
+                worker = IngestionWorker(
+                    store.repository,
+                    worker_id=worker_id,
+                    clock=clock,
+                    settings_for=settings_for,
+                    on_indexed=on_indexed,
                 )
+                workers.append((worker, store.repository))
             if report.turns == 0 and waiting:
                 _log.warning(
                     "not initialised yet, skipped until it is: %s",
                     ", ".join(str(location) for location in waiting),
                 )
             report.uninitialised = set(waiting)
-            turns = [each for worker in workers for each in await worker.run_turn()]
+            turns: list[TenantTurn] = []
+            for worker, repository in workers:
+                served = await worker.run_turn()
+                for each in served:
+                    # What is left waiting, for the queue gauges (a tenant that has no work
+                    # is not served again, so its last reading, drained, stays true).
+                    if not each.unreachable:
+                        await read_queue(repository, each.tenant_id, clock=clock)
+                turns.extend(served)
             for each in turns:
                 _log.info("%s", describe_turn(each))
                 if each.unreachable:

@@ -208,6 +208,23 @@ class BatchingAuditSink:
         """How many accepted records are not yet written (the batch being written included)."""
         return len(self._pending) + self._in_flight
 
+    async def ping(self) -> None:
+        """Raise unless records can be made durable now (the host's readiness check).
+
+        The sink must be available and not closing; a backend with a ``ping()`` of its own
+        (a database log) must answer it, since an idle host writes nothing that would show
+        its database gone.
+
+        Raises:
+            AuditUnavailableError: the sink refuses records, or is closing.
+            Exception: whatever the backend's ``ping()`` raises.
+        """
+        if self._unavailable or self._closing:
+            raise AuditUnavailableError
+        ping = getattr(self._backend, "ping", None)
+        if callable(ping):
+            await ping()
+
     # -- the port ----------------------------------------------------------------------
 
     async def record(self, record: AuditRecord) -> None:

@@ -11,7 +11,9 @@ an outcome word — so its attributes are bounded sets and never the caller's da
 - ``esra.result_cache.hits``: invocations answered from the result cache;
 - ``esra.fetch.quota_refusals``: fetches refused by the caller's hourly budget;
 - ``esra.ingestion.documents`` (``esra.outcome``: indexed, quarantined, failed, retried,
-  lost): what each document a worker claimed became.
+  lost): what each document a worker claimed became;
+- ``esra.breaker.transitions`` (``esra.source.id``, ``esra.breaker.state``: the state
+  entered, open, half_open or closed): each real state change of a source's circuit breaker.
 
 Every point carries ``esra.tenant.id``. With no OpenTelemetry SDK installed they are no-ops.
 """
@@ -25,6 +27,7 @@ from esra.core.response import ResponseWarning
 from esra.core.telemetry import STAGE, TENANT_ID, meter
 
 __all__ = [
+    "count_breaker_transition",
     "count_fetch_quota_refusal",
     "count_ingestion",
     "count_plan_rejection",
@@ -50,6 +53,9 @@ _QUOTA_REFUSALS = meter().create_counter(
 )
 _INGESTION = meter().create_counter(
     "esra.ingestion.documents", description="Claimed documents by what they became."
+)
+_BREAKER_TRANSITIONS = meter().create_counter(
+    "esra.breaker.transitions", description="Circuit breaker state changes, by state entered."
 )
 _FALLBACK_STAGES = {
     WarningCode.ESRA_SELECTION_FALLBACK: "selection",
@@ -100,3 +106,14 @@ def count_fetch_quota_refusal(tenant_id: str) -> None:
 def count_ingestion(tenant_id: str, outcome: str) -> None:
     """One claimed document that became ``outcome``."""
     _INGESTION.add(1, {TENANT_ID: tenant_id, "esra.outcome": outcome})
+
+
+def count_breaker_transition(tenant_id: str, source_id: str, state: str) -> None:
+    """``tenant_id``'s breaker of ``source_id`` entered ``state`` (a ``BreakerState`` value)."""
+    # str(): a StrEnum member becomes its plain value, as an exporter should see it.
+    attributes = {
+        TENANT_ID: tenant_id,
+        "esra.source.id": source_id,
+        "esra.breaker.state": str(state),
+    }
+    _BREAKER_TRANSITIONS.add(1, attributes)

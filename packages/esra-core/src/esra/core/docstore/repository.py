@@ -15,6 +15,7 @@ from typing import Protocol
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore.model import Claim, DocumentState, IndexedContent, StoredDocument
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
+from esra.core.docstore.queue_stats import QueueStats
 from esra.core.docstore.refusals import Breach
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import DocumentPage, DocumentSearch
@@ -121,6 +122,14 @@ class DocumentRepository(Protocol):
 
     async def counts(self, tenant_id: str) -> Mapping[DocumentState, int]:
         """Store-wide counts per state (non-deleted), every state present."""
+        ...
+
+    async def queue_stats(self, tenant_id: str) -> QueueStats:
+        """The tenant's waiting documents (Pending, not deleted): how many, and when the
+        longest-waiting one entered the queue (its ``updated_at``: upload, retry or reindex).
+
+        One aggregate read, cheap enough for a worker to make after every tenant turn.
+        """
         ...
 
     async def search_documents(self, tenant_id: str, query: DocumentSearch) -> DocumentPage:

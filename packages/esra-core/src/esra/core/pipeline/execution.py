@@ -27,6 +27,7 @@ from esra.core.pipeline.resilience import (
     bounded_semaphore,
     retry_transient,
 )
+from esra.core.pipeline_metrics import count_breaker_transition
 from esra.core.ports import Clock, SearchProvider
 from esra.core.query import ResultRow
 from esra.core.response import ResponseWarning
@@ -98,7 +99,10 @@ class Executor:
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
 
     def breaker(self, source_id: str, *, tenant_id: str) -> CircuitBreaker:
-        """Return the circuit breaker of ``tenant_id``'s ``source_id``, closed on first use."""
+        """Return the circuit breaker of ``tenant_id``'s ``source_id``, closed on first use.
+
+        Its state changes are counted in ``esra.breaker.transitions``.
+        """
         key = (tenant_id, source_id)
         breaker = self._breakers.get(key)
         if breaker is None:
@@ -106,6 +110,7 @@ class Executor:
                 clock=self._clock,
                 threshold=self._breaker_threshold,
                 reset_s=self._breaker_reset_s,
+                on_change=functools.partial(count_breaker_transition, tenant_id, source_id),
             )
         return breaker
 

@@ -2,6 +2,9 @@
 
 Each source is planned on its own so one source's failure or terminology never reaches
 another's. A source whose planning fails gets its mappings' default templates instead.
+Each source's planning is an ``esra.planning.source`` span under the planning stage's,
+naming the source, how many queries it planned and whether it fell back — never the
+prompt or the model's answer.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from esra.core.ports import LanguageModel, ProviderCapabilities
 from esra.core.prompts import build_planning_prompt, datamark_for, parse_plan
 from esra.core.query import PlannedQuery, Strategy
 from esra.core.response import ResponseWarning
+from esra.core.telemetry import stage_span
 
 __all__ = [
     "MAX_TEMPLATE_TERMS",
@@ -96,6 +100,29 @@ async def plan_searches(
 
 
 async def _plan_source(
+    ctx: InvocationContext,
+    scoped: ScopedSource,
+    request: str,
+    *,
+    scope: EffectiveScope,
+    model: LanguageModel,
+    capabilities: MappingABC[str, ProviderCapabilities],
+) -> tuple[tuple[PlannedQuery, ...], ResponseWarning | None]:
+    """Plan one source inside its own span (the fallback is counted with the invocation's
+    warnings, in ``esra.fallbacks``: the span only says it happened)."""
+    with stage_span(
+        "planning.source", ctx, attributes={"esra.source.id": scoped.source.id}
+    ) as span:
+        planned, warning = await _planned_queries(
+            ctx, scoped, request, scope=scope, model=model, capabilities=capabilities
+        )
+        span.set_attributes(
+            {"esra.queries.planned": len(planned), "esra.planning.fallback": warning is not None}
+        )
+    return planned, warning
+
+
+async def _planned_queries(
     ctx: InvocationContext,
     scoped: ScopedSource,
     request: str,

@@ -53,15 +53,30 @@ class CircuitBreaker:
     called. Once ``reset_s`` has passed on the injected clock, exactly one trial is admitted:
     success closes the breaker, failure re-opens it for another ``reset_s``. Time comes only
     from ``clock.monotonic()``, so tests drive it with a fake clock.
+
+    ``on_change`` (optional) is called with the state entered on each real transition:
+    closed → open, open → half_open when a trial is admitted (the clock alone only makes
+    one possible), half_open → closed or open, and open → closed when an attempt admitted
+    before the breaker opened succeeds. Re-opening an open breaker is no transition.
     """
 
-    def __init__(self, *, clock: Clock, threshold: int, reset_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        threshold: int,
+        reset_s: float,
+        on_change: Callable[[BreakerState], None] | None = None,
+    ) -> None:
         self._clock = clock
         self._threshold = max(1, threshold)
         self._reset_s = reset_s
+        self._on_change = on_change
         self._failures = 0
         self._opened_at: float | None = None
         self._trial_in_flight = False
+        # The state last announced to ``on_change``: half_open only once a trial is admitted.
+        self._announced = BreakerState.CLOSED
 
     @property
     def state(self) -> BreakerState:
@@ -84,6 +99,7 @@ class CircuitBreaker:
             return
         if state is BreakerState.HALF_OPEN and not self._trial_in_flight:
             self._trial_in_flight = True
+            self._enter(BreakerState.HALF_OPEN)
             return
         raise ProviderError(ProviderErrorCode.CIRCUIT_OPEN)
 
@@ -92,12 +108,14 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at = None
         self._trial_in_flight = False
+        self._enter(BreakerState.CLOSED)
 
     def record_failure(self) -> None:
         """Count a failure; open (or re-open) the breaker at the threshold or after a trial."""
         self._failures += 1
         if self._trial_in_flight or self._failures >= self._threshold:
             self._opened_at = self._clock.monotonic()
+            self._enter(BreakerState.OPEN)
         self._trial_in_flight = False
 
     def release(self) -> None:
@@ -106,6 +124,14 @@ class CircuitBreaker:
         A cancelled half-open trial says nothing about the source, so the next caller may try.
         """
         self._trial_in_flight = False
+
+    def _enter(self, state: BreakerState) -> None:
+        """Announce ``state`` to ``on_change`` unless it is the state last announced."""
+        if state is self._announced:
+            return
+        self._announced = state
+        if self._on_change is not None:
+            self._on_change(state)
 
 
 def bounded_semaphore(limit: int) -> asyncio.Semaphore:

@@ -19,6 +19,7 @@ from esra.core.docstore.model import (
     StoredSegment,
 )
 from esra.core.docstore.ownership import UPLOADED, DocumentOwner
+from esra.core.docstore.queue_stats import QueueStats
 from esra.core.docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core.docstore.scanner import Finding
 from esra.core.docstore.search import (
@@ -294,6 +295,15 @@ class InMemoryDocumentRepository:
         for doc in await self.list(tenant_id):
             counts[doc.state] += 1
         return counts
+
+    async def queue_stats(self, tenant_id: str) -> QueueStats:
+        """The tenant's live Pending documents: how many, and the oldest ``updated_at``."""
+        waiting = [
+            doc.updated_at
+            for doc in (row.document for row in self._rows.values())
+            if doc.tenant_id == tenant_id and doc.state is DocumentState.PENDING and not doc.deleted
+        ]
+        return QueueStats(waiting=len(waiting), oldest_queued_at=min(waiting, default=None))
 
     async def search_documents(self, tenant_id: str, query: DocumentSearch) -> DocumentPage:
         """Live documents matching ``query``, newest first by ``(created_at, id)``.

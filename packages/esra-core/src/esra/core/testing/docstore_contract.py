@@ -45,6 +45,7 @@ from esra.core.docstore.upload import AcceptedUpload
 from esra.core.testing.docstore_configuration_contract import StoreConfigurationContract
 from esra.core.testing.docstore_failure_contract import DocumentFailureContract
 from esra.core.testing.docstore_ownership_contract import DocumentOwnershipContract
+from esra.core.testing.docstore_queue_contract import QueueStatsContract
 from esra.core.testing.docstore_search_contract import DocumentSearchContract
 
 __all__ = ["DocumentRepositoryContract", "RepositoryOpener", "contract_upload"]
@@ -105,6 +106,7 @@ class DocumentRepositoryContract(
     DocumentOwnershipContract,
     DocumentFailureContract,
     StoreConfigurationContract,
+    QueueStatsContract,
 ):
     """Tests every ``DocumentRepository`` must pass; subclass and implement ``make_repository``."""
 
