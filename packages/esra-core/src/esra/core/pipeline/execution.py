@@ -20,15 +20,17 @@ import attrs
 from esra.core.codes import ProviderErrorCode, WarningCode
 from esra.core.config.capability import CapabilityLimits
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.breaker_sharing import BreakerSharing
 from esra.core.pipeline.query_spans import db_system, failed, query_span, timed_attempt
 from esra.core.pipeline.resilience import (
+    BreakerState,
     CircuitBreaker,
     ProviderLimiters,
     bounded_semaphore,
     retry_transient,
 )
 from esra.core.pipeline_metrics import count_breaker_transition
-from esra.core.ports import Clock, SearchProvider
+from esra.core.ports import BreakerBroadcast, Clock, SearchProvider
 from esra.core.query import ResultRow
 from esra.core.response import ResponseWarning
 from esra.core.validation import ValidatedQuery, ensure_validated
@@ -80,6 +82,10 @@ class Executor:
     ``CapabilityLimits``. Source ids are unique only within a tenant, so a breaker belongs to
     a (tenant, source) pair: one tenant's failing source never opens another tenant's
     breaker for a source of the same id.
+
+    With a ``broadcast``, breakers are shared with every instance on it (see
+    ``esra.core.pipeline.breaker_sharing``): an opening here is announced, and
+    ``follow_openings`` (run for the executor's lifetime) applies the other instances'.
     """
 
     def __init__(
@@ -90,6 +96,7 @@ class Executor:
         provider_concurrency: int = 16,
         breaker_threshold: int = 5,
         breaker_reset_s: float = 30.0,
+        broadcast: BreakerBroadcast | None = None,
     ) -> None:
         self._clock = clock
         self._instance = bounded_semaphore(instance_concurrency)
@@ -97,11 +104,15 @@ class Executor:
         self._breaker_threshold = breaker_threshold
         self._breaker_reset_s = breaker_reset_s
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        self._sharing = (
+            BreakerSharing(broadcast, reset_s=breaker_reset_s) if broadcast is not None else None
+        )
 
     def breaker(self, source_id: str, *, tenant_id: str) -> CircuitBreaker:
         """Return the circuit breaker of ``tenant_id``'s ``source_id``, closed on first use.
 
-        Its state changes are counted in ``esra.breaker.transitions``.
+        Its state changes are counted in ``esra.breaker.transitions`` and, with a broadcast,
+        its openings announced to the other instances.
         """
         key = (tenant_id, source_id)
         breaker = self._breakers.get(key)
@@ -110,9 +121,23 @@ class Executor:
                 clock=self._clock,
                 threshold=self._breaker_threshold,
                 reset_s=self._breaker_reset_s,
-                on_change=functools.partial(count_breaker_transition, tenant_id, source_id),
+                on_change=functools.partial(self._breaker_changed, tenant_id, source_id),
             )
         return breaker
+
+    def _breaker_changed(self, tenant_id: str, source_id: str, state: BreakerState) -> None:
+        count_breaker_transition(tenant_id, source_id, state)
+        if self._sharing is not None:
+            self._sharing.changed(tenant_id, source_id, state)
+
+    async def follow_openings(self) -> None:
+        """Apply the other instances' breaker openings until cancelled (a host runs it for
+        its lifetime); returns at once without a broadcast."""
+        if self._sharing is None:
+            return
+        await self._sharing.follow(
+            lambda tenant_id, source_id: self.breaker(source_id, tenant_id=tenant_id)
+        )
 
     async def execute(
         self,

@@ -118,6 +118,21 @@ class CircuitBreaker:
             self._enter(BreakerState.OPEN)
         self._trial_in_flight = False
 
+    def open_for(self, seconds: float) -> None:
+        """Open for ``seconds`` from now, as another instance's breaker of this source did.
+
+        Never shortens an opening already in force, and never lasts longer than
+        ``reset_s``; afterwards the breaker half-opens and makes its own trial as usual.
+        """
+        if not seconds > 0:
+            return
+        opened_at = self._clock.monotonic() - max(0.0, self._reset_s - seconds)
+        if self._opened_at is not None and self._opened_at >= opened_at:
+            return
+        self._opened_at = opened_at
+        self._failures = max(self._failures, self._threshold)
+        self._enter(BreakerState.OPEN)
+
     def release(self) -> None:
         """Forget an admitted attempt that neither succeeded nor failed (it was cancelled).
 

@@ -1,5 +1,6 @@
 """Fakes and in-memory implementations of every core port, for tests and embedders."""
 
+from esra.core.testing.breakers import InMemoryBreakerBroadcast
 from esra.core.testing.docstore import InMemoryDocumentRepository
 from esra.core.testing.fakes import (
     FakeClock,
@@ -17,6 +18,7 @@ __all__ = [
     "FakeClock",
     "FakeLanguageModel",
     "InMemoryAuditSink",
+    "InMemoryBreakerBroadcast",
     "InMemoryCache",
     "InMemoryConfigRepository",
     "InMemoryDocumentRepository",
