@@ -28,6 +28,7 @@ DISTRIBUTIONS = [
     "adapters/esra-mysql",
     "adapters/esra-sqlserver",
     "adapters/esra-oracle",
+    "adapters/esra-redis",
 ]
 # playwright drives Debian's chromium (/usr/bin/chromium) in the portal's browser tests; pip
 # never downloads a browser for it.

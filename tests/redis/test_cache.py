@@ -1,0 +1,87 @@
+"""RedisCache against a live Redis: round trip, prefix, millisecond TTLs, nothing kept forever."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from redis.asyncio import Redis
+
+from esra.redis import RedisCache
+from tests.redis.conftest import eventually
+
+pytestmark = [pytest.mark.redis, pytest.mark.integration]
+
+
+async def test_a_value_comes_back_under_the_prefixed_key(client: Redis, namespace: str) -> None:
+    cache = RedisCache(client, prefix=namespace)
+    await cache.set("esra:v1:abc:result:0f", b"\x00payload\xff", 30)
+
+    assert await cache.get("esra:v1:abc:result:0f") == b"\x00payload\xff"
+    # Exactly the prefix in front of the core's key: no hashing, no rewriting.
+    assert await client.get(namespace + "esra:v1:abc:result:0f") == b"\x00payload\xff"
+
+
+async def test_an_absent_key_is_a_miss(client: Redis, namespace: str) -> None:
+    assert await RedisCache(client, prefix=namespace).get("never-set") is None
+
+
+async def test_the_ttl_is_set_in_milliseconds_and_the_value_expires(
+    client: Redis, namespace: str
+) -> None:
+    cache = RedisCache(client, prefix=namespace)
+    await cache.set("long", b"v", 12.5)
+    await cache.set("short", b"v", 0.05)
+
+    long_ttl = await client.pttl(namespace + "long")
+    assert 12_000 < long_ttl <= 12_500
+    assert 0 < await client.pttl(namespace + "short") <= 50
+
+    async def expired() -> bool:
+        return await cache.get("short") is None
+
+    await eventually(expired)
+
+
+async def test_a_ttl_below_a_millisecond_rounds_up_not_to_forever(
+    client: Redis, namespace: str
+) -> None:
+    cache = RedisCache(client, prefix=namespace)
+    await cache.set("tiny", b"v", 0.0001)
+
+    # Stored with PX 1 (or already gone): never without an expiry (PTTL -1).
+    assert await client.pttl(namespace + "tiny") in {1, 0, -2}
+
+
+@pytest.mark.parametrize("ttl_s", [0.0, -5.0, math.nan, math.inf])
+async def test_a_ttl_that_is_not_positive_and_finite_stores_nothing(
+    client: Redis, namespace: str, ttl_s: float
+) -> None:
+    cache = RedisCache(client, prefix=namespace)
+    await cache.set("k", b"v", ttl_s)
+
+    assert await client.exists(namespace + "k") == 0
+    assert await cache.get("k") is None
+
+
+async def test_a_later_set_replaces_the_value_and_its_ttl(client: Redis, namespace: str) -> None:
+    cache = RedisCache(client, prefix=namespace)
+    await cache.set("k", b"first", 60)
+    await cache.set("k", b"second", 5)
+
+    assert await cache.get("k") == b"second"
+    assert await client.pttl(namespace + "k") <= 5000
+
+
+async def test_a_client_that_decodes_replies_is_refused(redis_url: str) -> None:
+    decoding = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        with pytest.raises(ValueError, match="decode_responses"):
+            RedisCache(decoding)
+    finally:
+        await decoding.aclose()
+
+
+def test_a_timeout_must_be_positive(client: Redis) -> None:
+    with pytest.raises(ValueError, match="timeout_s"):
+        RedisCache(client, timeout_s=0)
