@@ -23,7 +23,9 @@ instance behind a load balancer can answer any request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
@@ -81,6 +83,8 @@ from esra.starlette.stores import TenantStore
 from esra.starlette.tools import EsraTools, TenantServices
 
 __all__ = ["LOOPBACK_HOSTS", "MCP_PATH", "PORTAL_PATH", "create_app", "metadata_path"]
+
+_log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 PORTAL_PATH = "/portal"
@@ -309,8 +313,21 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         # A mounted app's lifespan never runs, so the host runs the session manager itself.
-        async with sessions.run():
-            yield
+        # Other hosts' breaker openings are applied for as long as this one serves (at once
+        # done when the executor shares its breakers with no one).
+        following = asyncio.create_task(executor.follow_openings())
+        try:
+            async with sessions.run():
+                yield
+        finally:
+            following.cancel()
+            try:
+                await following
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                # The broadcast reconnects by itself; anything else ended the sharing early.
+                _log.exception("following other hosts' breaker openings failed")
 
     routes: list[BaseRoute] = [
         Route(MCP_PATH, endpoint=endpoint),

@@ -74,10 +74,12 @@ from esra.core.outbound_allowlist import ConfiguredHostAllowlist
 from esra.core.pipeline.execution import Executor
 from esra.core.ports import (
     AuditSink,
+    Cache,
     Clock,
     ConfigRepository,
     HostAllowlist,
     LanguageModel,
+    QuotaStore,
     SecretStore,
 )
 from esra.core.provider_registry import ProviderRegistry, ProviderRequest
@@ -94,6 +96,7 @@ from esra.starlette.durable_state import (
 from esra.starlette.host import HostParts, open_model, store_sources
 from esra.starlette.issuers import TrustedIssuer
 from esra.starlette.settings import HostSettings, ServerSettings, StateSettings
+from esra.starlette.shared_state import SharedState, open_shared_state
 
 __all__ = [
     "Purpose",
@@ -196,6 +199,10 @@ class Runtime:
     # Keeps the providers in step with the publications (durable state only); also the
     # ``publisher`` then.
     follower: ConfigFollower | None = attrs.field(default=None, repr=False)
+    # ``[redis]``: the cache and the fetch quota shared with the other host processes
+    # (``None``: no cache, and a quota in this process's memory).
+    cache: Cache | None = None
+    quota: QuotaStore | None = None
 
     def language_model(self) -> LanguageModel:
         """The model searches run with.
@@ -230,6 +237,8 @@ class Runtime:
             secrets=self.admin_secrets,
             audit_reader=self.audit_reader,
             model_profiles=self.model_profiles,
+            cache=self.cache,
+            quota=self.quota,
         )
 
 
@@ -443,11 +452,14 @@ async def bootstrap(
     clock = clock or SystemClock()
     registry = registry or ProviderRegistry.from_entry_points()
     providers = OpenedProviders(registry)
-    executor = executor or Executor(clock=clock)
     owned_model: LanguageModel | None = None
     demo = purpose is Purpose.DEMO
     try:
         async with contextlib.AsyncExitStack() as stack:
+            shared = await _shared_state(stack, settings, purpose=purpose, clock=clock)
+            if executor is None:
+                broadcast = shared.broadcast if shared is not None else None
+                executor = Executor(clock=clock, broadcast=broadcast)
             if settings is not None:
                 state = settings.state if not demo else StateSettings()
                 policies: Mapping[str, ReferencePolicy] = {
@@ -505,6 +517,8 @@ async def bootstrap(
                 audit=durable.audit,
                 admin_secrets=admin_secrets,
                 audit_reader=durable.audit_reader,
+                cache=shared.cache if shared is not None else None,
+                quota=shared.quota if shared is not None else None,
             )
             # live-config follower: entered on ``stack`` after the state, so it stops before the
             # state closes, and before ``providers.aclose()`` below.
@@ -522,6 +536,19 @@ async def bootstrap(
     finally:
         await providers.aclose()
         await _close_model(owned_model)
+
+
+async def _shared_state(
+    stack: contextlib.AsyncExitStack,
+    settings: HostSettings | None,
+    *,
+    purpose: Purpose,
+    clock: Clock,
+) -> SharedState | None:
+    """The ``[redis]`` shared state of a serving host (workers and the demo share none)."""
+    if settings is None or settings.redis is None or purpose is not Purpose.SERVE:
+        return None
+    return await stack.enter_async_context(open_shared_state(settings.redis, clock=clock))
 
 
 def _configuration(

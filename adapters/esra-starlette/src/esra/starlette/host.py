@@ -27,7 +27,14 @@ from esra.core.docstore.store_registry import installed_store_kinds
 from esra.core.fetch.tokens import Keyring
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.pipeline.execution import Executor
-from esra.core.ports import AuditSink, ConfigRepository, LanguageModel, SearchProvider
+from esra.core.ports import (
+    AuditSink,
+    Cache,
+    ConfigRepository,
+    LanguageModel,
+    QuotaStore,
+    SearchProvider,
+)
 from esra.core.static_config import StaticConfigRepository
 from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
 from esra.starlette.app import MCP_PATH, create_app
@@ -83,6 +90,10 @@ class HostParts:
     audit_reader: AuditReader | None = None
     # The models ``GET /admin/v1/lookups`` names (empty: ``model`` as profile ``default``).
     model_profiles: tuple[ModelProfile, ...] = ()
+    # ``[redis]``: the selection/result cache and the fetch quota shared by several host
+    # processes (``None``: no cache, and the quota in this process's memory).
+    cache: Cache | None = None
+    quota: QuotaStore | None = None
 
 
 def default_resource_url(host: str, port: int) -> str:
@@ -153,6 +164,8 @@ def build_app(
         audit_reader=parts.audit_reader,
         executor=parts.executor,
         model_profiles=parts.model_profiles or None,
+        cache=parts.cache,
+        quota=parts.quota,
     )
 
 

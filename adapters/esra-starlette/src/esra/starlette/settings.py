@@ -22,6 +22,7 @@ The layout (every key is documented in ``docs/host.md``)::
                 config_poll_s
     [secrets]   keyring_file | keyring_env
     [audit]     kind, path, flush_interval_ms, wait_for_write
+    [redis]     url | url_env, cache, quota, breakers, key_prefix, max_connections
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ from esra.starlette.issuers import (
     DEFAULT_TENANT_CLAIM,
     IssuerError,
     TrustedIssuer,
+)
+from esra.starlette.shared_state import (
+    DEFAULT_REDIS_CONNECTIONS,
+    DEFAULT_REDIS_PREFIX,
+    RedisSettings,
 )
 from esra.starlette.telemetry_export import TelemetrySettings
 
@@ -267,6 +273,9 @@ class HostSettings:
     store: ConfigurableSettings = attrs.field(factory=ConfigurableSettings)
     # ``[telemetry]``: export traces and metrics over OTLP (None: the spans stay no-ops).
     telemetry: TelemetrySettings | None = None
+    # ``[redis]``: the cache, quotas and breakers several host processes share (None: each
+    # process keeps its own).
+    redis: RedisSettings | None = None
 
 
 def database_path(databases: Path, source: Source) -> Path:
@@ -857,6 +866,7 @@ def parse_settings(
     state = _state(root, base)
     store = _store(root.table("store"))
     telemetry = _telemetry(root.table("telemetry"))
+    redis = _redis(root.table("redis"))
     root.done()
     return HostSettings(
         issuers=issuers,
@@ -867,7 +877,52 @@ def parse_settings(
         state=state,
         store=store,
         telemetry=telemetry,
+        redis=redis,
     )
+
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def _redis(table: _Table) -> RedisSettings | None:
+    """``[redis]``: url or url_env (one of them), cache, quota, breakers, key_prefix,
+    max_connections."""
+    if not table.names():
+        table.done()
+        return None
+    url = table.string("url")
+    url_env = table.string("url_env")
+    if (url is None) == (url_env is None):
+        raise table.fail("url", "give exactly one of url and url_env")
+    if url is not None and not url.startswith(_REDIS_SCHEMES):
+        raise table.fail("url", "must start with redis://, rediss:// or unix://")
+    if url_env is not None and not _ENV_NAME.fullmatch(url_env):
+        raise table.fail("url_env", "must be an environment variable name")
+    flags = {}
+    for name in ("cache", "quota", "breakers"):
+        value = table.raw(name)
+        if value is not None and not isinstance(value, bool):
+            raise table.fail(name, "must be true or false")
+        flags[name] = True if value is None else value
+    prefix = table.string("key_prefix", DEFAULT_REDIS_PREFIX) or DEFAULT_REDIS_PREFIX
+    if not _KEY_PREFIX.fullmatch(prefix):
+        raise table.fail("key_prefix", "1 to 64 of letters, digits and _ . : -")
+    connections = table.number("max_connections", DEFAULT_REDIS_CONNECTIONS, low=2, high=1024)
+    if connections != int(connections):
+        raise table.fail("max_connections", "must be a whole number")
+    settings = RedisSettings(
+        url=url,
+        url_env=url_env,
+        cache=flags["cache"],
+        quota=flags["quota"],
+        breakers=flags["breakers"],
+        key_prefix=prefix,
+        max_connections=int(connections),
+    )
+    table.done()
+    return settings
 
 
 def _telemetry(table: _Table) -> TelemetrySettings | None:
