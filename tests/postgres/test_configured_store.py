@@ -27,7 +27,6 @@ import json
 import os
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,39 +58,6 @@ LEAVE = (
     b"# Parental leave\n\nEmployees may take sixteen weeks of paid parental leave after the "
     b"birth or adoption of a child. Tell your manager a month ahead.\n"
 )
-
-
-@pytest.fixture
-def store_role(pg_dsn: str) -> Iterator[tuple[str, str]]:
-    """A login role with a password and CREATE on the test database only (not a superuser,
-    which the store refuses); everything it owns is dropped with it."""
-    name, password = f"esra_store_{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
-    with admin(pg_dsn) as conn:
-        database = conn.execute("SELECT current_database()").fetchone()
-        assert database is not None
-        conn.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(name), sql.Literal(password)
-            )
-        )
-        conn.execute(
-            sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
-                sql.Identifier(str(database[0])), sql.Identifier(name)
-            )
-        )
-    yield name, password
-    with admin(pg_dsn) as conn:
-        conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def store_schema(pg_dsn: str) -> Iterator[str]:
-    """The store's schema name, fresh for the test; dropped afterwards if it was created."""
-    name = f"esra_test_cfgstore_{uuid.uuid4().hex[:12]}"
-    yield name
-    with admin(pg_dsn) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def _snapshot(template: str, schema: str) -> ConfigSnapshot:
