@@ -567,3 +567,20 @@ async def test_closed_provider_refuses(pg_dsn: str, seeded: str) -> None:
     assert await provider.execute(_acme(), timeout_s=5)
     await provider.close()
     assert await _code(provider, _acme()) is _P.CANCELLED
+
+
+async def test_no_statement_is_ever_prepared_on_the_server(pg_dsn: str, seeded: str) -> None:
+    """psycopg would prepare a statement after its fifth execution, and PostgreSQL then plans
+    the full-text statements generically (about twice as slow); a prepared statement is also
+    session state a transaction-mode PgBouncer cannot carry. One connection, many runs."""
+    provider = make_provider(pg_dsn, seeded, pool_size=1)
+    try:
+        for _ in range(12):
+            await provider.execute(_acme(Strategy.KEYWORD, optional_terms=("widget",)), timeout_s=5)
+        assert provider._pool is not None
+        async with provider._pool.connection() as conn:
+            cursor = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+            row = await cursor.fetchone()
+    finally:
+        await provider.close()
+    assert row == (0,)

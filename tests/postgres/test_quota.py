@@ -10,6 +10,7 @@ import psycopg
 import psycopg_pool
 import pytest
 
+from esra.core.exceptions import QuotaUnavailableError
 from esra.core.testing import FakeClock
 from esra.postgres import PostgresQuotaStore
 
@@ -72,3 +73,13 @@ async def test_budgets_are_per_tenant_and_caller_and_reset_each_hour(
 def test_a_hostile_table_name_is_refused() -> None:
     with pytest.raises(ValueError, match="identifiers"):
         PostgresQuotaStore(None, table='quota"; DROP TABLE x; --')  # type: ignore[arg-type]
+
+
+async def test_a_store_that_cannot_answer_refuses_rather_than_grants(
+    pool: Any, pg_schema: str
+) -> None:
+    """Governance fails closed: a database error (here, no counter table) is the classified
+    QuotaUnavailableError, never a grant and never an unclassified failure."""
+    store = PostgresQuotaStore(pool, schema=pg_schema, clock=FakeClock())  # table not created
+    with pytest.raises(QuotaUnavailableError):
+        await store.consume("t-a", "alice", 10, 100)

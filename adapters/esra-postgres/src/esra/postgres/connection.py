@@ -46,7 +46,11 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
     """Return keyword arguments for ``psycopg.AsyncConnection.connect``.
 
     Connections are autocommit: the provider opens every transaction itself, ``BEGIN READ
-    ONLY``, so none is ever left open implicitly.
+    ONLY``, so none is ever left open implicitly. Nothing is prepared server-side
+    (``prepare_threshold=None``): psycopg's automatic preparation after five executions let
+    PostgreSQL switch the full-text statements to generic plans, which ran them about twice
+    as slowly, and a prepared statement is session state a transaction-mode PgBouncer
+    cannot carry from one transaction to the next.
 
     Raises:
         ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for an option outside ``ALLOWED_OPTIONS``.
@@ -58,6 +62,7 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
         "connect_timeout": max(1, round(connect_timeout_s)),
         "application_name": "esra",
         "autocommit": True,
+        "prepare_threshold": None,
     }
     if target.user:
         kwargs["user"] = target.user

@@ -3,8 +3,10 @@
 The document store, the configuration store, the audit log and the secret table each take an
 open pool (the host may share one) or, through their ``open(...)`` class method, open their
 own. Those pools are all alike, so they are opened here: autocommit connections, because
-every method opens its own transaction and none may be left open implicitly; the session in
-UTC where a store reads timestamps back, so they never depend on the server's ``TimeZone``;
+every method opens its own transaction and none may be left open implicitly; no prepared
+statements; the session in UTC where a store reads timestamps back, so they never depend on
+the server's ``TimeZone`` (a parameter PgBouncer tracks per client, so transaction pooling
+keeps it);
 and opened before it is returned (``wait=True``), so a wrong address or credential fails the
 caller's ``open`` instead of the first statement.
 
@@ -57,6 +59,9 @@ async def open_pool(
     """
     options = dict(kwargs or {})
     options["autocommit"] = True
+    # No server-side prepared statements: session state a transaction-mode PgBouncer cannot
+    # keep between transactions, and generic plans for the store's full-text statements.
+    options["prepare_threshold"] = None
     pool: Pool = psycopg_pool.AsyncConnectionPool(
         conninfo,
         kwargs=options,

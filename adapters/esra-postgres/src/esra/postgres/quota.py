@@ -16,6 +16,8 @@ instance sees a new hour begin.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from typing import Any
 
@@ -24,11 +26,15 @@ import psycopg_pool
 from psycopg import sql
 
 from esra.core.clock import SystemClock
+from esra.core.exceptions import QuotaUnavailableError
 from esra.core.ports import Clock
 
-__all__ = ["DEFAULT_QUOTA_TABLE", "PostgresQuotaStore"]
+__all__ = ["DEFAULT_QUOTA_TABLE", "DEFAULT_QUOTA_TIMEOUT_S", "PostgresQuotaStore"]
 
 DEFAULT_QUOTA_TABLE = "fetch_quota"
+# How long one consumption may take, waiting for a pooled connection included.
+DEFAULT_QUOTA_TIMEOUT_S = 2.0
+_log = logging.getLogger(__name__)
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 Pool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]]
@@ -41,6 +47,8 @@ class PostgresQuotaStore:
         pool: an open pool of autocommit connections (each statement is its own transaction).
         schema / table: where the counters live; ``create_table()`` makes them.
         clock: time source for the current hour (the system clock by default).
+        timeout_s: the longest one consumption may take; past it, or on any database
+            error, the store fails closed with ``QuotaUnavailableError``.
 
     Raises:
         ValueError: if ``schema`` or ``table`` is not a plain lowercase identifier.
@@ -53,7 +61,12 @@ class PostgresQuotaStore:
         schema: str = "esra",
         table: str = DEFAULT_QUOTA_TABLE,
         clock: Clock | None = None,
+        timeout_s: float = DEFAULT_QUOTA_TIMEOUT_S,
     ) -> None:
+        if not timeout_s > 0:
+            msg = "timeout_s must be positive"
+            raise ValueError(msg)
+        self._timeout_s = timeout_s
         for name in (schema, table):
             if not _NAME.fullmatch(name):
                 msg = "schema and table names must be plain lowercase identifiers"
@@ -80,9 +93,23 @@ class PostgresQuotaStore:
             )
 
     async def consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
-        """Consume ``amount`` if it fits within ``limit`` this hour; return whether it did."""
+        """Consume ``amount`` if it fits within ``limit`` this hour; return whether it did.
+
+        Raises:
+            QuotaUnavailableError: the database did not answer within ``timeout_s`` or
+                failed: governance fails closed, the fetch is refused, never unmetered.
+        """
         if amount < 0 or amount > limit:
             return False
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await self._consume(tenant_id, caller, amount, limit)
+        except (psycopg.Error, psycopg_pool.PoolTimeout, TimeoutError, OSError) as exc:
+            # The type only: a driver's message can name the host or the role.
+            _log.warning("fetch quota store unavailable: %s", type(exc).__name__)
+            raise QuotaUnavailableError from None
+
+    async def _consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
         hour = self._clock.now().strftime("%Y%m%d%H")
         async with self._pool.connection() as conn:
             if hour != self._swept_hour:
