@@ -8,6 +8,7 @@ nothing, so a host whose Redis is down still starts.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,11 @@ async def test_an_unset_url_variable_fails_at_start_naming_it(
     with pytest.raises(ConfigurationError, match="ESRA_TEST_UNSET_REDIS is not set"):
         async with open_configured(load_settings(path, model_key=False)):
             pass
+
+
+def test_the_documented_example_reads_as_documented(deployment: Path) -> None:
+    """docs/host.md's ``[redis]`` example is accepted and means what its comments say."""
+    text = (Path(__file__).parents[2] / "docs" / "host.md").read_text(encoding="utf-8")
+    section = text[text.index("### Several hosts: `[redis]`") :]
+    (example,) = re.findall(r"```toml\n(.*?)```", section.split("\n### ", 1)[0], flags=re.DOTALL)
+    assert _load(deployment, example) == RedisSettings(url_env="ESRA_REDIS_URL")
