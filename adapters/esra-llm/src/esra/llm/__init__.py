@@ -13,3 +13,5 @@ __all__ = [
     "OpenAIChatModel",
     "RemoteModelClient",
 ]
+
+__version__ = "0.1.0"
