@@ -1,5 +1,259 @@
-"""esra-core: the retrieval pipeline, validator and ports, with no I/O of its own."""
+"""esra-core: the retrieval pipeline, validator and ports, with no I/O of its own.
+
+The names listed in ``__all__`` are the public surface an embedder builds on: the
+``Retriever`` and the fetch service, the request and response types, the configuration
+model, the ports an adapter implements, the codes and exceptions, and operator explain.
+Everything else under ``esra.core`` is implementation and may move between releases; the
+in-memory fakes live in ``esra.core.testing``. ``tests/typing/public_api.py`` uses only
+these names under mypy strict, so a change to the surface shows up as a type error.
+
+Names are imported when first used (PEP 562), so ``import esra.core`` stays cheap for a
+command that needs one corner of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from esra.core.clock import SystemClock
+    from esra.core.codes import (
+        AuditEvent,
+        ErrorCode,
+        ProviderErrorCode,
+        RejectionReason,
+        WarningCode,
+    )
+    from esra.core.config import (
+        AccessPolicy,
+        BindingMode,
+        Capability,
+        CapabilityLimits,
+        ConfigSnapshot,
+        Exposure,
+        FieldSpec,
+        FieldType,
+        Mapping,
+        Operator,
+        RecordFilter,
+        Source,
+        SourceBinding,
+        SourceHealth,
+        dump_snapshot,
+        load_snapshot,
+    )
+    from esra.core.context import CallerIdentity, InvocationContext
+    from esra.core.exceptions import (
+        ConfigurationError,
+        DocumentNotFoundError,
+        EsraError,
+        ExposureNotFoundError,
+        FetchQuotaExceededError,
+        InvalidRequestError,
+        NoSourcesAvailableError,
+        ProviderError,
+        QuotaUnavailableError,
+        SourceUnavailableError,
+    )
+    from esra.core.explain import Explanation
+    from esra.core.fetch.result import FetchedDocument
+    from esra.core.fetch.service import DocumentFetcher
+    from esra.core.fetch.tokens import Keyring
+    from esra.core.pipeline.execution import Executor
+    from esra.core.ports import (
+        AuditSink,
+        BreakerBroadcast,
+        BreakerOpening,
+        Cache,
+        Clock,
+        ConfigRepository,
+        HostAllowlist,
+        LanguageModel,
+        ProviderCapabilities,
+        QuotaStore,
+        RenderedStatement,
+        SearchProvider,
+        SecretStore,
+        StatementRenderer,
+        TextIndexKind,
+    )
+    from esra.core.query import PlannedFilter, ResultRow, Strategy
+    from esra.core.response import (
+        Answer,
+        ResponseStatus,
+        ResponseWarning,
+        ResultItem,
+        RetrievalResponse,
+    )
+    from esra.core.retriever import Retriever
+    from esra.core.static_config import StaticConfigRepository
+    from esra.core.validation import ValidatedQuery
+
+# Each public name, and the module that defines it.
+_PUBLIC: dict[str, str] = {
+    **dict.fromkeys(["SystemClock"], "esra.core.clock"),
+    **dict.fromkeys(
+        ["AuditEvent", "ErrorCode", "ProviderErrorCode", "RejectionReason", "WarningCode"],
+        "esra.core.codes",
+    ),
+    **dict.fromkeys(
+        [
+            "AccessPolicy",
+            "BindingMode",
+            "Capability",
+            "CapabilityLimits",
+            "ConfigSnapshot",
+            "Exposure",
+            "FieldSpec",
+            "FieldType",
+            "Mapping",
+            "Operator",
+            "RecordFilter",
+            "Source",
+            "SourceBinding",
+            "SourceHealth",
+            "dump_snapshot",
+            "load_snapshot",
+        ],
+        "esra.core.config",
+    ),
+    **dict.fromkeys(["CallerIdentity", "InvocationContext"], "esra.core.context"),
+    **dict.fromkeys(
+        [
+            "ConfigurationError",
+            "DocumentNotFoundError",
+            "EsraError",
+            "ExposureNotFoundError",
+            "FetchQuotaExceededError",
+            "InvalidRequestError",
+            "NoSourcesAvailableError",
+            "ProviderError",
+            "QuotaUnavailableError",
+            "SourceUnavailableError",
+        ],
+        "esra.core.exceptions",
+    ),
+    "Explanation": "esra.core.explain",
+    "FetchedDocument": "esra.core.fetch.result",
+    "DocumentFetcher": "esra.core.fetch.service",
+    "Keyring": "esra.core.fetch.tokens",
+    "Executor": "esra.core.pipeline.execution",
+    **dict.fromkeys(
+        [
+            "AuditSink",
+            "BreakerBroadcast",
+            "BreakerOpening",
+            "Cache",
+            "Clock",
+            "ConfigRepository",
+            "HostAllowlist",
+            "LanguageModel",
+            "ProviderCapabilities",
+            "QuotaStore",
+            "RenderedStatement",
+            "SearchProvider",
+            "SecretStore",
+            "StatementRenderer",
+            "TextIndexKind",
+        ],
+        "esra.core.ports",
+    ),
+    **dict.fromkeys(["PlannedFilter", "ResultRow", "Strategy"], "esra.core.query"),
+    **dict.fromkeys(
+        ["Answer", "ResponseStatus", "ResponseWarning", "ResultItem", "RetrievalResponse"],
+        "esra.core.response",
+    ),
+    "Retriever": "esra.core.retriever",
+    "StaticConfigRepository": "esra.core.static_config",
+    "ValidatedQuery": "esra.core.validation",
+}
+
+__all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
+    "__version__",
+    "SystemClock",
+    "AuditEvent",
+    "ErrorCode",
+    "ProviderErrorCode",
+    "RejectionReason",
+    "WarningCode",
+    "AccessPolicy",
+    "BindingMode",
+    "Capability",
+    "CapabilityLimits",
+    "ConfigSnapshot",
+    "Exposure",
+    "FieldSpec",
+    "FieldType",
+    "Mapping",
+    "Operator",
+    "RecordFilter",
+    "Source",
+    "SourceBinding",
+    "SourceHealth",
+    "dump_snapshot",
+    "load_snapshot",
+    "CallerIdentity",
+    "InvocationContext",
+    "ConfigurationError",
+    "DocumentNotFoundError",
+    "EsraError",
+    "ExposureNotFoundError",
+    "FetchQuotaExceededError",
+    "InvalidRequestError",
+    "NoSourcesAvailableError",
+    "ProviderError",
+    "QuotaUnavailableError",
+    "SourceUnavailableError",
+    "Explanation",
+    "FetchedDocument",
+    "DocumentFetcher",
+    "Keyring",
+    "Executor",
+    "AuditSink",
+    "BreakerBroadcast",
+    "BreakerOpening",
+    "Cache",
+    "Clock",
+    "ConfigRepository",
+    "HostAllowlist",
+    "LanguageModel",
+    "ProviderCapabilities",
+    "QuotaStore",
+    "RenderedStatement",
+    "SearchProvider",
+    "SecretStore",
+    "StatementRenderer",
+    "TextIndexKind",
+    "PlannedFilter",
+    "ResultRow",
+    "Strategy",
+    "Answer",
+    "ResponseStatus",
+    "ResponseWarning",
+    "ResultItem",
+    "RetrievalResponse",
+    "Retriever",
+    "StaticConfigRepository",
+    "ValidatedQuery",
+]
+
+
+# Hidden from type checkers: a module ``__getattr__`` would let any name type-check, and
+# the typing test must fail on a name that is not in the surface.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name from its module the first time it is asked for."""
+        module = _PUBLIC.get(name)
+        if module is None:
+            msg = f"module 'esra.core' has no attribute {name!r}"
+            raise AttributeError(msg)
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(__all__)
