@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
 import attrs
 
@@ -170,7 +171,10 @@ async def test_a_failing_attempt_carries_its_classified_code() -> None:
     failing.fail_with = ProviderErrorCode.AUTH_FAILED
     retriever, _ = _retriever(s1=failing)
     with recording() as recorded:
+        # The metrics are cumulative for the process: what this call measured is what grew.
+        before = _measured(recorded, "db.client.operation.duration")
         await retriever.retrieve(make_context(), "leave")
+        after = _measured(recorded, "db.client.operation.duration")
     (retrieval,) = [s for s in recorded.spans() if s.name == "retrieval s-1"]
     assert retrieval.attributes is not None
     assert retrieval.attributes["error.type"] == "AUTH_FAILED"
@@ -179,7 +183,8 @@ async def test_a_failing_attempt_carries_its_classified_code() -> None:
     attempts = [e for e in retrieval.events if e.name == "esra.attempt_failed"]
     assert attempts
     assert {(e.attributes or {}).get("error.type") for e in attempts} == {"AUTH_FAILED"}
-    failed = [a for a, _ in recorded.points("db.client.operation.duration") if "error.type" in a]
+    grew = [dict(key) for key, count in after.items() if count > before.get(key, 0)]
+    failed = [a for a in grew if "error.type" in a]
     assert {a["error.type"] for a in failed} == {"AUTH_FAILED"}
     assert all(a[TENANT_ID] == "tenant-a" for a in failed)
 
@@ -210,6 +215,11 @@ def test_provider_kinds_are_named_as_the_database_conventions_name_them() -> Non
     }
     assert db_system("sqlite-document-store") == "sqlite"
     assert db_system("in_memory") == "other_sql"
+
+
+def _measured(recorded: Recorded, name: str) -> dict[frozenset[tuple[str, Any]], int]:
+    """How many measurements the histogram ``name`` holds, per attribute set."""
+    return {frozenset(a.items()): int(p.count) for a, p in recorded.points(name)}
 
 
 def _count(recorded: Recorded, name: str, **wanted: str) -> int:

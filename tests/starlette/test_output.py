@@ -1,14 +1,16 @@
-"""Tool output: topK narrowing keeps answers honest; structured content matches the schemas."""
+"""Tool output: structured content matches the schemas; errors are classified text.
+
+(topK is the core's now: ``RetrievalRequest.top_k``, tested in tests/core.)"""
 
 from __future__ import annotations
 
 import importlib
 
-from esra.core.codes import ErrorCode, WarningCode
+from esra.core.codes import ErrorCode
 from esra.core.exceptions import DocumentNotFoundError, EsraError
 from esra.core.fetch.result import FetchedDocument
 from esra.core.response import Answer, ResponseStatus, ResultItem, RetrievalResponse
-from esra.starlette.output import error_result, fetch_output, narrowed, search_output
+from esra.starlette.output import error_result, fetch_output, search_output
 from esra.starlette.schemas import FETCH_OUTPUT_SCHEMA, SEARCH_OUTPUT_SCHEMA
 
 # The validator the mcp client itself uses; it ships without type hints, hence the import.
@@ -35,29 +37,6 @@ def _response(answer: Answer | None = None) -> RetrievalResponse:
         correlation_id="c-1",
         answer=answer,
     )
-
-
-def test_narrowing_keeps_the_first_results_and_an_answer_it_can_still_cite() -> None:
-    """topK=2 keeps r_0 and r_1; an answer citing r_0 stays, status unchanged."""
-    response = narrowed(_response(Answer("See [r_0].", ("r_0",))), 2)
-    assert [r.result_id for r in response.results] == ["r_0", "r_1"]
-    assert response.answer is not None
-    assert response.status is ResponseStatus.COMPLETE
-
-
-def test_narrowing_withholds_an_answer_citing_a_dropped_result() -> None:
-    """An answer citing r_2 cannot survive topK=2: withheld, with the warning, degraded."""
-    response = narrowed(_response(Answer("See [r_0] and [r_2].", ("r_0", "r_2"))), 2)
-    assert response.answer is None
-    assert [w.code for w in response.warnings] == [WarningCode.ESRA_ANSWER_WITHHELD]
-    assert response.status is ResponseStatus.DEGRADED
-
-
-def test_no_top_k_or_a_larger_one_changes_nothing() -> None:
-    """Without topK, or with one above the result count, the response is returned as is."""
-    original = _response()
-    assert narrowed(original, None) is original
-    assert narrowed(original, 5) is original
 
 
 def test_structured_outputs_match_their_declared_schemas() -> None:

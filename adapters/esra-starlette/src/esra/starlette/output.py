@@ -11,45 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import attrs
 from mcp.types import CallToolResult, TextContent
 
-from esra.core.codes import WarningCode
 from esra.core.exceptions import EsraError
 from esra.core.fetch.result import FetchedDocument
-from esra.core.response import ResponseStatus, ResponseWarning, ResultItem, RetrievalResponse
+from esra.core.response import ResultItem, RetrievalResponse
 
-__all__ = ["error_result", "fetch_output", "narrowed", "search_output", "success_result"]
-
-_ANSWER_BEYOND_TOP_K = (
-    "The answer cited a result beyond topK; the results are returned without an answer."
-)
-
-
-def narrowed(response: RetrievalResponse, top_k: int | None) -> RetrievalResponse:
-    """Keep the first ``top_k`` results (the exposure's own top-K already applied).
-
-    An answer citing a result that is no longer returned is withheld with
-    ``ESRA_ANSWER_WITHHELD``, as the core withholds any answer it cannot fully cite.
-    """
-    if top_k is None or len(response.results) <= top_k:
-        return response
-    kept = response.results[:top_k]
-    answer = response.answer
-    warnings = response.warnings
-    if answer is not None and not set(answer.citations) <= {r.result_id for r in kept}:
-        answer = None
-        warnings = (
-            *warnings,
-            ResponseWarning(WarningCode.ESRA_ANSWER_WITHHELD, _ANSWER_BEYOND_TOP_K),
-        )
-    return attrs.evolve(
-        response,
-        results=kept,
-        answer=answer,
-        warnings=warnings,
-        status=ResponseStatus.DEGRADED if warnings else response.status,
-    )
+__all__ = ["error_result", "fetch_output", "search_output", "success_result"]
 
 
 def _result(item: ResultItem, rank: int) -> dict[str, Any]:

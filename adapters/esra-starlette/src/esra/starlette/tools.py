@@ -56,6 +56,7 @@ from esra.core.fetch.service import DocumentFetcher
 from esra.core.pipeline.caller_filters import CallerFilterField, listed_filter_fields
 from esra.core.pipeline.scope import admitted_exposure
 from esra.core.ports import AuditSink, Clock, ConfigRepository
+from esra.core.request import RetrievalRequest
 from esra.core.retriever import Retriever
 from esra.core.telemetry import TENANT_ID, invocation_attributes, meter
 from esra.starlette import __version__
@@ -63,7 +64,6 @@ from esra.starlette.auth import AuthenticatedCaller, current_caller
 from esra.starlette.output import (
     error_result,
     fetch_output,
-    narrowed,
     search_output,
     success_result,
 )
@@ -341,10 +341,9 @@ class EsraTools:
         arguments: SearchArguments | FetchArguments,
     ) -> CallToolResult:
         if isinstance(arguments, SearchArguments):
-            response = await services.retriever.retrieve(
-                ctx, arguments.prompt, filters=arguments.filters
-            )
-            return success_result(search_output(narrowed(response, arguments.top_k)))
+            request = RetrievalRequest(arguments.prompt, arguments.filters, arguments.top_k)
+            response = await services.retriever.retrieve(ctx, request)
+            return success_result(search_output(response))
         if services.fetcher is None:  # a fetch tool is listed only with a fetcher
             raise ExposureNotFoundError
         document = await services.fetcher.fetch(

@@ -81,6 +81,7 @@ if TYPE_CHECKING:
         TextIndexKind,
     )
     from esra.core.query import PlannedFilter, ResultRow, Strategy
+    from esra.core.request import RetrievalRequest
     from esra.core.response import (
         Answer,
         ResponseStatus,
@@ -166,6 +167,7 @@ _PUBLIC: dict[str, str] = {
         ["Answer", "ResponseStatus", "ResponseWarning", "ResultItem", "RetrievalResponse"],
         "esra.core.response",
     ),
+    "RetrievalRequest": "esra.core.request",
     "Retriever": "esra.core.retriever",
     "StaticConfigRepository": "esra.core.static_config",
     "ValidatedQuery": "esra.core.validation",
@@ -235,6 +237,7 @@ __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
     "ResponseWarning",
     "ResultItem",
     "RetrievalResponse",
+    "RetrievalRequest",
     "Retriever",
     "StaticConfigRepository",
     "ValidatedQuery",

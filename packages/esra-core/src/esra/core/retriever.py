@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypedDict
 
+import attrs
 from opentelemetry.trace import Span
 
 from esra.core.audit import AuditRecord
@@ -62,6 +63,7 @@ from esra.core.ports import (
 )
 from esra.core.prompts import datamark_for
 from esra.core.query import PlannedFilter
+from esra.core.request import RetrievalRequest
 from esra.core.response import ResponseWarning, RetrievalResponse
 from esra.core.telemetry import stage_span
 from esra.core.traced_model import TracedLanguageModel
@@ -168,33 +170,28 @@ class Retriever:
     async def retrieve(
         self,
         ctx: InvocationContext,
-        request: str,
+        request: RetrievalRequest | str,
         *,
         filters: Sequence[PlannedFilter] = (),
     ) -> RetrievalResponse:
         """Answer ``request`` for the caller in ``ctx``.
 
-        ``filters`` are the caller's own conditions on business fields, ANDed into every
-        search and validated like the planner's (see ``esra.core.pipeline.caller_filters``).
+        ``request`` is a ``RetrievalRequest`` (prompt, the caller's filters on business
+        fields, top-K), or the prompt alone with the caller's ``filters`` beside it.
 
         Raises:
-            InvalidRequestError: the request is empty or too long, or too many filters.
+            InvalidRequestError: the prompt is empty or too long, too many filters, a
+                top-K below 1, or filters given both in the request and beside it.
             ExposureNotFoundError: no such published exposure for this caller.
             NoSourcesAvailableError: nothing in scope.
             EsraError: ``ESRA_INTERNAL`` for anything unclassified (detail logged only).
         """
-        text = request.strip()
-        if not text or len(text) > MAX_REQUEST_CHARS:
-            msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
-            raise InvalidRequestError(msg)
-        if len(filters) > MAX_CALLER_FILTERS:
-            msg = f"At most {MAX_CALLER_FILTERS} filters may be given."
-            raise InvalidRequestError(msg)
+        asked = _checked(request, filters)
         try:
             # Remote model clients report token usage into this invocation's meter; the
             # totals go on its esra.retrieve record (see esra.core.model_usage).
             with metered(), stage_span("retrieve", ctx, attributes=_exposure_of(ctx)):
-                return await self._retrieve(ctx, text, tuple(filters))
+                return await self._retrieve(ctx, asked)
         except EsraError:
             raise
         except Exception as exc:
@@ -204,7 +201,7 @@ class Retriever:
     async def explain(
         self,
         ctx: InvocationContext,
-        request: str,
+        request: RetrievalRequest | str,
         *,
         explained_by: str,
         filters: Sequence[PlannedFilter] = (),
@@ -220,22 +217,14 @@ class Retriever:
         Raises:
             InvalidRequestError: the request is empty or too long, or too many filters.
         """
-        text = request.strip()
-        if not text or len(text) > MAX_REQUEST_CHARS:
-            msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
-            raise InvalidRequestError(msg)
-        if len(filters) > MAX_CALLER_FILTERS:
-            msg = f"At most {MAX_CALLER_FILTERS} filters may be given."
-            raise InvalidRequestError(msg)
+        asked = _checked(request, filters)
         recorder = ExplainRecorder(clock=self._clock, explained_by=explained_by)
         response: RetrievalResponse | None = None
         error: str | None = None
         with recorder.active():
             try:
                 with metered(), stage_span("retrieve", ctx, attributes=_exposure_of(ctx)):
-                    response = await self._retrieve(
-                        ctx, text, tuple(filters), use_result_cache=False
-                    )
+                    response = await self._retrieve(ctx, asked, use_result_cache=False)
             except EsraError as exc:
                 error = exc.code.value
             except Exception:
@@ -252,13 +241,9 @@ class Retriever:
         )
 
     async def _retrieve(
-        self,
-        ctx: InvocationContext,
-        request: str,
-        filters: tuple[PlannedFilter, ...],
-        *,
-        use_result_cache: bool = True,
+        self, ctx: InvocationContext, asked: RetrievalRequest, *, use_result_cache: bool = True
     ) -> RetrievalResponse:
+        request, filters = asked.prompt, asked.filters
         if self._tenant_id is not None and ctx.tenant_id != self._tenant_id:
             # Another tenant's caller must not see its configuration run against this
             # tenant's providers; it sees the same error as an unknown tool.
@@ -280,6 +265,11 @@ class Retriever:
                 probe=self._health.health_of,
             )
             span.set_attribute("esra.sources.in_scope", len(scope.sources))
+        if asked.top_k is not None and asked.top_k < scope.exposure.top_k:
+            # The caller wants fewer: this invocation's exposure returns fewer, so the answer
+            # is composed from exactly what the caller gets, and the cache keys on it.
+            exposure = attrs.evolve(scope.exposure, top_k=asked.top_k)
+            scope = attrs.evolve(scope, exposure=exposure)
         if filters:
             await self._check_filters(ctx, snapshot, filters)
         results = self._result_cache(ctx, scope, request, filters) if use_result_cache else None
@@ -614,6 +604,32 @@ def _stage(name: str, ctx: InvocationContext) -> Iterator[Span]:
     timed = recorder.stage(name) if recorder is not None else contextlib.nullcontext()
     with stage_span(name, ctx) as span, timed:
         yield span
+
+
+def _checked(request: RetrievalRequest | str, filters: Sequence[PlannedFilter]) -> RetrievalRequest:
+    """The request as one value, its prompt stripped, after the checks every entry makes.
+
+    Raises:
+        InvalidRequestError: see ``Retriever.retrieve``.
+    """
+    if isinstance(request, str):
+        asked = RetrievalRequest(request, tuple(filters))
+    elif filters:
+        msg = "Give the filters in the request or beside it, not both."
+        raise InvalidRequestError(msg)
+    else:
+        asked = request
+    text = asked.prompt.strip()
+    if not text or len(text) > MAX_REQUEST_CHARS:
+        msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
+        raise InvalidRequestError(msg)
+    if len(asked.filters) > MAX_CALLER_FILTERS:
+        msg = f"At most {MAX_CALLER_FILTERS} filters may be given."
+        raise InvalidRequestError(msg)
+    if asked.top_k is not None and asked.top_k < 1:
+        msg = "topK must be at least 1."
+        raise InvalidRequestError(msg)
+    return attrs.evolve(asked, prompt=text)
 
 
 def _rerank_budget(deadline: float | None, invocation_timeout_s: float) -> float | None:

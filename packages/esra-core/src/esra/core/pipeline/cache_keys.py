@@ -127,13 +127,15 @@ def result_cache_key(
     authorization: str,
     request: str,
     filters: str = "",
+    top_k: int | None = None,
 ) -> str:
     """Return the cache key of a whole retrieval response.
 
     Covers the tenant, client application, capability, exposure, configuration version, the
-    caller's ``authorization_fingerprint``, the normalized prompt and the caller's filters
-    (``caller_filters.filters_digest``), so a change in configuration, in the caller's
-    authorization or in what was asked for addresses a different entry.
+    caller's ``authorization_fingerprint``, the normalized prompt, the caller's filters
+    (``caller_filters.filters_digest``) and the top-K the response was cut to, so a change
+    in configuration, in the caller's authorization or in what was asked for addresses a
+    different entry.
     """
     material = json.dumps(
         [
@@ -145,6 +147,7 @@ def result_cache_key(
             authorization,
             prompt_fingerprint(request),
             filters,
+            top_k,
         ]
     )
     return f"{tenant_partition(tenant_id)}:result:{_sha256(material)}"

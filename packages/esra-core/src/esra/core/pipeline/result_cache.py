@@ -77,6 +77,7 @@ class ResultCache:
             ),
             request=request,
             filters=filters,
+            top_k=scope.exposure.top_k,
         )
 
     async def load(self, refs: DocumentRefMinter | None) -> RetrievalResponse | None:
