@@ -8,7 +8,9 @@ import socket
 import subprocess
 import tempfile
 import time
+import tomllib
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import nox
@@ -201,3 +203,109 @@ def conformance(session: nox.Session) -> None:
         session.error(f"conformance failed: {', '.join(failed)} (server log: {log_path})")
     shutil.rmtree(scratch, ignore_errors=True)
     session.log(f"conformance: {len(CONFORMANCE_SCENARIOS)} scenarios passed")
+
+
+# One MCP search through the installed wheels: a dev token, the SDK's client, one tool call.
+_WHEEL_MCP_CALL = """
+import asyncio, subprocess, sys
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+url, home = sys.argv[1], sys.argv[2]
+token = subprocess.run(
+    ["esra", "dev-token", "--tenant", "larkspur", "--subject", "wheel-check",
+     "--claim", "region=emea", "--data-dir", home],
+    check=True, capture_output=True, text=True,
+).stdout.strip()
+
+async def main() -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, Client(
+        streamable_http_client(url, http_client=http)
+    ) as client:
+        result = await client.call_tool("esra_larkspur", {"prompt": "parental leave policy"})
+    assert not result.is_error, result.content
+    assert result.structured_content and result.structured_content["results"], result
+    print("MCP call through the wheels:", len(result.structured_content["results"]), "results")
+
+asyncio.run(main())
+"""
+
+
+def _distribution_paths() -> list[Path]:
+    return [ROOT / dist.split("[", 1)[0] for dist in DISTRIBUTIONS]
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """Build every distribution's wheel, install only the wheels into this fresh virtual
+    environment, and run `esra demo`, `esra serve` and one MCP call through them."""
+    built = Path(tempfile.mkdtemp(prefix="esra-wheels-"))
+    session.install("pip>=24")
+    for path in _distribution_paths():
+        session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(built), str(path))
+    wheel_files = sorted(str(w) for w in built.glob("*.whl"))
+    if len(wheel_files) != len(DISTRIBUTIONS):
+        session.error(f"expected {len(DISTRIBUTIONS)} wheels, built {len(wheel_files)}")
+    for wheel in wheel_files:
+        with zipfile.ZipFile(wheel) as archive:
+            if not any(name.endswith("/licenses/LICENSE") for name in archive.namelist()):
+                session.error(f"{Path(wheel).name} carries no LICENSE")
+    # The wheels only: no source tree on the path, third-party dependencies from the index.
+    session.install(*wheel_files, "esra-core[documents]")
+    scratch = Path(tempfile.mkdtemp(prefix="esra-wheel-run-"))
+    home = scratch / "home"
+    session.chdir(scratch)
+    session.run("esra", "demo", "parental leave policy", env={"ESRA_HOME": str(home)})
+    port = _free_port()
+    log_path = scratch / "serve.log"
+    command = [str(Path(session.bin) / "esra"), "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--data-dir", str(home)]
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        try:
+            if not _wait_healthy(f"http://127.0.0.1:{port}/healthz", server):
+                session.error(f"esra serve did not come up:\n{log_path.read_text()}")
+            session.run("python", "-c", _WHEEL_MCP_CALL, f"http://127.0.0.1:{port}/mcp", str(home))
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.rmtree(built, ignore_errors=True)
+
+
+def _declared_requirements() -> list[str]:
+    """Every third-party requirement the distributions declare (their own extras included),
+    so that resolving them as direct requirements puts each at its lowest allowed version."""
+    requirements: list[str] = []
+    for path in _distribution_paths():
+        project = tomllib.loads((path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        declared = list(project.get("dependencies", []))
+        for name, extra in project.get("optional-dependencies", {}).items():
+            if name not in {"embeddings"}:  # torch's lowest is no CPU build on this disk
+                declared.extend(extra)
+        requirements.extend(r for r in declared if not r.startswith("esra-"))
+    return sorted(set(requirements))
+
+
+@nox.session
+def lowest(session: nox.Session) -> None:
+    """Install every distribution with each declared dependency at its lowest allowed
+    version (uv's lowest-direct resolution) and run the unit suite against them."""
+    session.install("uv")
+    editable = [arg for dist in DISTRIBUTIONS for arg in ("-e", str(ROOT / dist))]
+    session.run(
+        "uv", "pip", "install", "--python", str(Path(session.bin) / "python"),
+        "--resolution", "lowest-direct", *editable, *_declared_requirements(),
+        *TEST_DEPENDENCIES,
+    )  # fmt: skip
+    session.run("uv", "pip", "list", "--python", str(Path(session.bin) / "python"))
+    session.run(
+        "pytest", "-m", "not integration", "-p", "no:cacheprovider", *session.posargs,
+        env=_shared_data_env(),
+    )  # fmt: skip
