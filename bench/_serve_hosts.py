@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -62,10 +62,19 @@ class BenchIssuer:
         jwk = RSAAlgorithm.to_jwk(self._key.public_key(), as_dict=True)
         return {"keys": [{**jwk, "kid": "bench-1"}]}
 
-    def token(self, tenant: str, *roles: str, subject: str = "bench", client: str = "app-1") -> str:
-        """A token for ``subject`` of ``tenant`` calling from ``client``, valid for an hour."""
+    def token(
+        self,
+        tenant: str,
+        *roles: str,
+        subject: str = "bench",
+        client: str = "app-1",
+        claims: Mapping[str, Any] | None = None,
+    ) -> str:
+        """A token for ``subject`` of ``tenant`` calling from ``client``, valid for an hour;
+        ``claims`` adds caller claims (a record filter's, say)."""
         now = int(time.time())
-        claims = {
+        payload = {
+            **(claims or {}),
             "iss": self.issuer,
             "aud": self.audience,
             "sub": subject,
@@ -76,7 +85,7 @@ class BenchIssuer:
             "nbf": now,
             "exp": now + 3600,
         }
-        return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": "bench-1"})
+        return jwt.encode(payload, self._key, algorithm="RS256", headers={"kid": "bench-1"})
 
 
 def postgres_state_settings(
