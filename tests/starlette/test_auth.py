@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from esra.core.testing import FakeClock
+from esra.starlette import auth as auth_module
 from esra.starlette.auth import (
     MAX_TOKEN_CHARS,
     CallerToken,
@@ -222,3 +223,60 @@ def test_an_issuer_configured_twice_is_refused() -> None:
     """Two trusted issuers with the same iss would make key choice ambiguous."""
     with pytest.raises(ValueError, match="configured twice"):
         JwtVerifier([idp().trusted(), idp().trusted()])
+
+
+def _counting_decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every signature verification the verifier makes."""
+    calls: list[str] = []
+    decode = auth_module._decode
+
+    def counted(token: str, *args: Any) -> dict[str, Any]:
+        calls.append(token)
+        return decode(token, *args)
+
+    monkeypatch.setattr(auth_module, "_decode", counted)
+    return calls
+
+
+def test_a_token_verified_once_is_not_verified_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting_decodes(monkeypatch)
+    verifier = _verifier()
+    token = idp().token()
+    first = verifier.authenticate(token)
+    second = verifier.authenticate(token)
+    assert first == second
+    assert len(calls) == 1
+    verifier.authenticate(idp().token(sub="someone-else"))  # another token: verified
+    assert len(calls) == 2
+
+
+def test_a_remembered_token_still_expires_on_time() -> None:
+    clock = FakeClock(NOW)
+    verifier = JwtVerifier([idp().trusted()], clock=clock)
+    token = idp().token(exp=int(NOW.timestamp()) + 60)
+    verifier.authenticate(token)
+    clock.advance(61 + idp().trusted().leeway_s)
+    with pytest.raises(TokenRejectedError) as refused:
+        verifier.authenticate(token)
+    assert refused.value.reason is TokenRejection.EXPIRED
+
+
+def test_a_refused_token_is_never_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting_decodes(monkeypatch)
+    verifier = _verifier()
+    forged = _tampered_signature()
+    for _ in range(2):
+        with pytest.raises(TokenRejectedError):
+            verifier.authenticate(forged)
+    assert len(calls) == 2  # checked, and refused, each time
+
+
+def test_the_remembered_tokens_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth_module, "VERIFIED_TOKENS_KEPT", 2)
+    calls = _counting_decodes(monkeypatch)
+    verifier = _verifier()
+    tokens = [idp().token(sub=f"user-{n}") for n in range(3)]
+    for token in tokens:
+        verifier.authenticate(token)
+    verifier.authenticate(tokens[0])  # the least recently used was let go: verified again
+    assert len(calls) == 4
