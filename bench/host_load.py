@@ -114,7 +114,7 @@ def _record_statements() -> Callable[[], None]:
         return await original_execute(self, query, timeout_s=timeout_s)
 
     SqliteFts5Provider.__init__ = init  # type: ignore[method-assign]
-    SqliteFts5Provider.execute = execute  # type: ignore[method-assign]
+    SqliteFts5Provider.execute = execute  # type: ignore[method-assign,assignment]
 
     def stop() -> None:
         SqliteFts5Provider.execute = original_execute  # type: ignore[method-assign]

@@ -245,7 +245,7 @@ async def test_the_providers_connection_cannot_write(
 ) -> None:
     """A write over the provider's own pooled session, in its transaction, is refused."""
     await provider.execute(_acme(), timeout_s=10.0)
-    pool = provider._pool
+    pool = provider._engine._pool
     assert pool is not None
     slot = pool.try_acquire()
     assert slot is not None

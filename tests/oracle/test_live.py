@@ -140,7 +140,7 @@ class TestOracleTextProviderContract(SearchProviderContract):
     def close_provider(self, provider: SearchProvider) -> None:
         """Providers close asynchronously; the pool's threads end on their own."""
         assert isinstance(provider, OracleTextProvider)
-        provider._pool.close()
+        provider._engine._pool.close()
 
 
 async def test_health_reports_the_context_index(server: Server) -> None:
@@ -169,7 +169,7 @@ async def test_a_write_inside_the_read_only_transaction_fails(server: Server) ->
     try:
         await p.connection_kwargs()
         with pytest.raises(ProviderError) as raised:
-            await p._runner.run(write, 10.0, "write-probe")
+            await p._engine._runner.run(write, 10.0, "write-probe")
         assert raised.value.code is ProviderErrorCode.PERMISSION_DENIED
     finally:
         await p.close()

@@ -55,9 +55,9 @@ def test_sqlstates_classify(error: type[psycopg.Error], expected: ProviderErrorC
 def test_query_canceled_is_timeout_only_when_our_deadline_passed() -> None:
     """57014 is TIMEOUT past our deadline, CANCELLED when we (or anyone else) cancelled."""
     exc = pg_errors.QueryCanceled("canceling statement")
-    assert classify(exc, state=ExecutionState(deadline_passed=True)) is _P.TIMEOUT
+    assert classify(exc, state=ExecutionState(timed_out=True)) is _P.TIMEOUT
     assert classify(exc, state=ExecutionState()) is _P.CANCELLED
-    both = ExecutionState(deadline_passed=True, cancelled=True)
+    both = ExecutionState(timed_out=True, cancelled=True)
     assert classify(exc, state=both) is _P.CANCELLED
     assert classify(exc) is _P.CANCELLED
 

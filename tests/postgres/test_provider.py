@@ -119,10 +119,10 @@ async def _run_raw(provider: PostgresProvider, statement: str) -> list[Any]:
     """Run arbitrary text through the provider's own execution path (transaction, limits)."""
     query = _acme()
     built = BuiltStatement(sql=statement, params={}, columns=())
-    pool = await provider._ensure_pool(10)
+    pool = await provider._engine._ensure_pool(10)
     loop = asyncio.get_running_loop()
     async with pool.connection() as conn:
-        return await provider._run(conn, built, query, _state(), loop.time() + 10)
+        return await provider._engine._run(conn, built, query, _state(), loop.time() + 10)
 
 
 def _state() -> Any:
@@ -139,7 +139,7 @@ def test_is_a_search_provider_with_explicit_capabilities(pg_dsn: str) -> None:
     assert caps.strategies == frozenset(Strategy)
     assert caps.operators == frozenset(Operator)
     assert caps.text_index is TextIndexKind.POSTGRES_TSVECTOR
-    assert provider._pool is None
+    assert provider._engine._pool is None
 
 
 async def test_recent_orders_by_freshness_then_key(provider: PostgresProvider) -> None:
@@ -242,8 +242,8 @@ async def test_the_providers_connection_cannot_write(
         await _run_raw(provider, statement)
     assert raised.value.code is _P.PERMISSION_DENIED
     # Outside any transaction of ours, the connection's default is read-only too.
-    assert provider._pool is not None
-    async with provider._pool.connection() as conn:
+    assert provider._engine._pool is not None
+    async with provider._engine._pool.connection() as conn:
         await conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(seeded)))
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             await conn.execute(statement)
@@ -396,7 +396,7 @@ async def test_a_rotated_secret_is_used_by_the_next_connection_the_pool_opens(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
                 (role,),
             )
-        pool = await provider._ensure_pool(10)
+        pool = await provider._engine._ensure_pool(10)
         await pool.check()  # the pool replaces the connection the server closed
         assert await _run_raw(provider, "SELECT current_user") == [(second,)]
     finally:
@@ -501,7 +501,7 @@ async def test_busy_pool_is_resource_exhausted(pg_dsn: str, seeded: str) -> None
     """Every connection busy past the deadline: RESOURCE_EXHAUSTED (retryable)."""
     provider = make_provider(pg_dsn, seeded, pool_size=1)
     try:
-        pool = await provider._ensure_pool(5)
+        pool = await provider._engine._ensure_pool(5)
         async with pool.connection():
             assert await _code(provider, _acme(), timeout_s=0.2) is _P.RESOURCE_EXHAUSTED
         assert await provider.execute(_acme(), timeout_s=5)
@@ -577,8 +577,8 @@ async def test_no_statement_is_ever_prepared_on_the_server(pg_dsn: str, seeded: 
     try:
         for _ in range(12):
             await provider.execute(_acme(Strategy.KEYWORD, optional_terms=("widget",)), timeout_s=5)
-        assert provider._pool is not None
-        async with provider._pool.connection() as conn:
+        assert provider._engine._pool is not None
+        async with provider._engine._pool.connection() as conn:
             cursor = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
             row = await cursor.fetchone()
     finally:

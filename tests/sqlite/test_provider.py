@@ -173,7 +173,7 @@ def test_execution_deadline_interrupts_a_running_statement(contract_db: Path) ->
 async def test_cancellation_propagates_and_frees_the_connection(contract_db: Path) -> None:
     """Cancelling the awaiting task re-raises CancelledError; the pool stays usable."""
     provider = SqliteFts5Provider(contract_db, pool_size=1)
-    held = provider._pool.acquire(5)  # the only slot: the execution has to wait
+    held = provider._engine._pool.acquire(5)  # the only slot: the execution has to wait
     try:
         task = asyncio.create_task(provider.execute(_acme(), timeout_s=30))
         await asyncio.sleep(0.05)
@@ -181,7 +181,7 @@ async def test_cancellation_propagates_and_frees_the_connection(contract_db: Pat
         with pytest.raises(asyncio.CancelledError):
             await task
     finally:
-        provider._pool.release(held)
+        provider._engine._pool.release(held)
     try:
         rows = await provider.execute(_acme(), timeout_s=10)
         assert rows
@@ -209,7 +209,7 @@ async def test_the_providers_connection_cannot_write(
     """Any write over a pooled connection fails as PERMISSION_DENIED; nothing changes."""
     await provider.execute(_acme(), timeout_s=5)  # the pool now holds a used connection
     before = table_counts(contract_db)
-    slot = provider._pool.acquire(5)
+    slot = provider._engine._pool.acquire(5)
     connection = slot.connection()
     try:
         with pytest.raises(sqlite3.Error) as raised:

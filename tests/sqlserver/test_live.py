@@ -150,7 +150,7 @@ class TestSqlServerProviderContract(SearchProviderContract):
     def close_provider(self, provider: SearchProvider) -> None:
         """Providers close asynchronously; the pool's threads end on their own."""
         assert isinstance(provider, SqlServerProvider)
-        provider._pool.close()
+        provider._engine._pool.close()
 
 
 async def test_health_reports_the_full_text_index(server: Server) -> None:
@@ -177,7 +177,7 @@ async def test_a_write_over_the_providers_connection_fails(server: Server) -> No
     try:
         await p.connection_kwargs()
         with pytest.raises(ProviderError) as raised:
-            await p._runner.run(write, 10.0, "write-probe")
+            await p._engine._runner.run(write, 10.0, "write-probe")
         assert raised.value.code is ProviderErrorCode.PERMISSION_DENIED
     finally:
         await p.close()

@@ -5,11 +5,12 @@ Nothing connects at construction. On first use the source's connection template 
 any socket), a per-provider pool is made, and the first connection reads the server's flavour
 and full-text token rules.
 
-Every execution refuses anything the validator did not issue, builds (or reuses) the shared
-SQLAlchemy statement, and runs it on a pooled connection on that connection's own worker
-thread, as ``START TRANSACTION READ ONLY`` → the bounded SELECT → ``ROLLBACK``. The session is
-also ``SET SESSION TRANSACTION READ ONLY`` at connect; the current database is the template's
-and never changes (a mapping's ``schema`` qualifies its table). The statement carries a
+The shared shell (``esra.sql.SqlSearchProvider``) refuses anything the validator did not
+issue and builds (or reuses) the shared SQLAlchemy statement; the MySQL part here runs it on
+a pooled connection on that connection's own worker thread, as ``START TRANSACTION READ
+ONLY`` → the bounded SELECT → ``ROLLBACK``. The session is also ``SET SESSION TRANSACTION
+READ ONLY`` at connect; the current database is the template's and never changes (a
+mapping's ``schema`` qualifies its table). The statement carries a
 server-side time limit (see ``esra.mysql.server``); a client-side backstop one second later,
 or cancellation of the awaiting task, sends ``KILL QUERY <connection id>`` from a separate
 connection. Every driver failure leaves as ``ProviderError(code)``; its text goes to the log.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -29,32 +29,29 @@ import attrs
 import pymysql
 
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import Mapping, Operator
-from esra.core.config.source import SourceHealth
+from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
-from esra.core.ports import (
-    HostAllowlist,
-    ProviderCapabilities,
-    RenderedStatement,
-    SecretStore,
-    TextIndexKind,
-)
-from esra.core.query import ResultRow, Strategy
-from esra.core.validation import ValidatedQuery, ensure_validated
+from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
+from esra.core.validation import ValidatedQuery
 from esra.mysql._quote import DIALECT
 from esra.mysql.errors import ExecutionState, classify, is_connection_lost
 from esra.mysql.fulltext import MatchAgainstFullText
 from esra.mysql.index import fulltext_index_columns
 from esra.mysql.server import ServerInfo, detect_server, with_timeout
 from esra.sql import (
+    HEALTH_TIMEOUT_S,
+    BuiltStatement,
     CompiledStatementCache,
     ConnectionSlot,
-    ConnectionTarget,
     ConnectionTemplate,
+    EngineTraits,
     PoolTimeoutError,
     SlotPool,
+    SourceConnection,
+    SqlSearchProvider,
     StatementBuilder,
-    resolve_connection,
+    TimeBudget,
+    utf8_bindable,
 )
 
 __all__ = ["SCHEMES", "TEMPLATE_OPTIONS", "MySqlProvider"]
@@ -66,7 +63,6 @@ SCHEMES: dict[str, int] = {"mysql": 3306, "mariadb": 3306}
 TEMPLATE_OPTIONS = frozenset({"ssl_ca", "ssl_verify_identity", "connect_timeout"})
 
 _GRACE_S = 1.0
-_HEALTH_TIMEOUT_S = 5.0
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
@@ -122,69 +118,27 @@ class _Execution:
             self._killed.wait(wait_s)
 
 
-def _encodable(value: object) -> object:
-    """Make a ``str`` encodable: lone surrogates (undecodable input) become U+FFFD.
+class _MySqlEngine:
+    """The MySQL part of the provider: PyMySQL sessions pinned to threads, the server's
+    flavour and token rules learnt at first connect, and ``KILL QUERY`` to stop a statement."""
 
-    The connection speaks utf8mb4, so such a value could never equal stored text anyway; the
-    replacement keeps it a literal instead of failing the encode.
-    """
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return value
-
-
-class MySqlProvider:
-    """Searches one MySQL 8 / MariaDB 10.6+ database through FULLTEXT indexes, read-only.
-
-    Args:
-        tenant_id: the source's tenant; secrets and the host allowlist are asked with it.
-        connection: the source's connection template, e.g.
-            ``mysql://esra_reader:${secret:db-pw}@db.internal:3306/sales?ssl_ca=/ca.pem``
-            (schemes ``mysql`` and ``mariadb``; options ``ssl_ca``, ``ssl_verify_identity``,
-            ``connect_timeout``).
-        secrets: resolves ``${secret:NAME}`` references for the tenant.
-        allowlist: says whether the tenant may reach the template's host and port.
-        mappings: the source's mappings, checked by ``health()``.
-        pool_size: connections kept per provider (each execution holds one).
-        max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
-        connect_timeout_s: socket connect timeout, unless the template sets one.
-        cache: compiled-statement cache; a fresh 256-entry LRU by default.
-    """
+    traits = EngineTraits(name="mysql", text_index=TextIndexKind.MYSQL_FULLTEXT)
 
     def __init__(
         self,
+        connection: SourceConnection,
         *,
-        tenant_id: str,
-        connection: str,
-        secrets: SecretStore,
-        allowlist: HostAllowlist,
-        mappings: Sequence[Mapping] = (),
-        pool_size: int = 4,
-        max_rows: int = 200,
-        connect_timeout_s: float = 10.0,
-        cache: CompiledStatementCache | None = None,
+        pool_size: int,
+        connect_timeout_s: float,
+        cache: CompiledStatementCache | None,
     ) -> None:
         if pool_size < 1:
             msg = "the pool needs at least one connection"
             raise ValueError(msg)
-        self._tenant_id = tenant_id
-        self._template = connection
-        self._secrets = secrets
-        self._allowlist = allowlist
-        self._mappings = tuple(mappings)
+        self._connection = connection
         self._pool_size = pool_size
         self._connect_timeout_s = connect_timeout_s
         self._cache = cache if cache is not None else CompiledStatementCache()
-        self._capabilities = ProviderCapabilities(
-            strategies=frozenset(Strategy),
-            operators=frozenset(Operator),
-            text_index=TextIndexKind.MYSQL_FULLTEXT,
-            max_rows=max_rows,
-        )
-        self._target: ConnectionTarget | None = None
         self._pool: SlotPool[Any] | None = None
         self._server: ServerInfo | None = None
         self._builder: StatementBuilder | None = None
@@ -193,30 +147,17 @@ class MySqlProvider:
         self._lock_loop: asyncio.AbstractEventLoop | None = None
 
     @property
-    def capabilities(self) -> ProviderCapabilities:
-        """All six strategies, every operator, ``TextIndexKind.MYSQL_FULLTEXT``."""
-        return self._capabilities
-
-    @property
     def server(self) -> ServerInfo | None:
-        """The flavour, version and token rules read at first connect (``None`` before)."""
         return self._server
 
     @property
     def builder(self) -> StatementBuilder | None:
-        """The statement builder, once the server is known (for inspection and statistics)."""
         return self._builder
 
-    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
-        """The statement ``execute`` sends for ``query``, without its values (for explain).
-
-        Raises:
-            ProviderError: ``UNKNOWN`` before the first connection: the statement depends
-                on the server's flavour, learnt then.
-        """
-        if self._builder is None:
-            raise ProviderError(ProviderErrorCode.UNKNOWN)
-        return self._builder.render(query)
+    async def statement_builder(self) -> StatementBuilder:
+        """The builder for the server's flavour and token rules (learnt on first use)."""
+        _, _, builder = await self._ready()
+        return builder
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -237,7 +178,7 @@ class MySqlProvider:
             if self._closed:
                 raise ProviderError(ProviderErrorCode.UNKNOWN)
             if self._pool is None:
-                self._target = await self._resolve()
+                await self._resolve()
                 self._pool = SlotPool(self._connect, size=self._pool_size, thread_name="esra-mysql")
             if self._server is None or self._builder is None:
                 server = await self._on_slot(self._pool, self._detect, timeout_s=None)
@@ -248,28 +189,19 @@ class MySqlProvider:
                 _log.info("mysql source is %s %s", server.flavor.value, server.version)
             return self._pool, self._server, self._builder
 
-    async def _resolve(self) -> ConnectionTarget:
-        parsed = ConnectionTemplate.parse(self._template, schemes=SCHEMES)
+    async def _resolve(self) -> None:
+        parsed = ConnectionTemplate.parse(self._connection.template, schemes=SCHEMES)
         if any(key not in TEMPLATE_OPTIONS for key, _ in parsed.options):
             _log.warning("mysql connection template has an unsupported option")
             raise ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
-        target = await resolve_connection(
-            self._template,
-            tenant_id=self._tenant_id,
-            secrets=self._secrets,
-            allowlist=self._allowlist,
-            schemes=SCHEMES,
-        )
+        target = await self._connection.target()
         timeout = target.option("connect_timeout")
         if timeout is not None and not timeout.isdigit():
             raise ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
-        return target
 
     def _connect(self) -> Any:
         """Open one read-only session (runs on a slot's thread or the killer's)."""
-        target = self._target
-        if target is None:  # pragma: no cover - _ready sets it before any slot exists
-            raise ProviderError(ProviderErrorCode.UNKNOWN)
+        target = self._connection.resolved  # _ready resolved it before any slot exists
         timeout = target.option("connect_timeout")
         ssl_ca = target.option("ssl_ca")
         connection = pymysql.connect(
@@ -303,7 +235,7 @@ class MySqlProvider:
     async def _on_slot(self, pool: SlotPool[Any], work: Any, timeout_s: float | None) -> Any:
         """Run ``work(slot)`` on a slot's thread; the slot returns when the work ends."""
         try:
-            slot = await pool.acquire_async(_HEALTH_TIMEOUT_S if timeout_s is None else timeout_s)
+            slot = await pool.acquire_async(HEALTH_TIMEOUT_S if timeout_s is None else timeout_s)
         except PoolTimeoutError as exc:
             raise ProviderError(ProviderErrorCode.RESOURCE_EXHAUSTED) from exc
         future = slot.executor.submit(work, slot)
@@ -312,26 +244,21 @@ class MySqlProvider:
 
     # -- execution -----------------------------------------------------------------------
 
-    async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
-        """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
+    async def run(
+        self, built: BuiltStatement, query: ValidatedQuery, budget: TimeBudget
+    ) -> list[Any]:
+        """Run the bounded statement on a slot's thread; stop it with KILL QUERY if need be.
 
-        Raises:
-            UnvalidatedQueryError: if the validator did not issue ``query``.
-            ProviderError: for every failure, with its classified code.
-            asyncio.CancelledError: if the awaiting task is cancelled (the statement is
-                killed server-side first).
+        The budget counts from the call: learning the server on first use spends it too.
         """
-        query = ensure_validated(query)
-        deadline = time.monotonic() + timeout_s
-        pool, server, builder = await self._ready()
+        pool, server, _ = await self._ready()  # done by statement_builder(): only the lock
         try:
-            built = builder.build(query)
-            remaining = max(deadline - time.monotonic(), 0.0)
+            remaining = budget.remaining()
             sql = with_timeout(built.sql, server.flavor, remaining)
         except Exception as exc:
             _log.warning("mysql statement could not be built for %s", query.query_id)
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
-        params = {name: _encodable(value) for name, value in built.params.items()}
+        params = {name: utf8_bindable(value) for name, value in built.params.items()}
         try:
             slot = await pool.acquire_async(remaining)
         except PoolTimeoutError as exc:
@@ -344,16 +271,15 @@ class MySqlProvider:
         # later statement can share the connection with this one.
         future.add_done_callback(lambda _: pool.release(slot))
         waiting = asyncio.shield(asyncio.wrap_future(future))
-        backstop = max(deadline - time.monotonic(), 0.0) + _GRACE_S
+        backstop = budget.remaining() + _GRACE_S
         try:
-            raw = await asyncio.wait_for(waiting, backstop)
+            return await asyncio.wait_for(waiting, backstop)
         except TimeoutError:
             self._stop(execution, timed_out=True)
             raise ProviderError(ProviderErrorCode.TIMEOUT) from None
         except asyncio.CancelledError:
             self._stop(execution, timed_out=False)
             raise
-        return [built.to_row(row) for row in raw]
 
     def _run(
         self,
@@ -443,23 +369,20 @@ class MySqlProvider:
 
     # -- health and shutdown -------------------------------------------------------------
 
-    async def health(self) -> SourceHealth:
-        """``HEALTHY`` if the server answers and every mapping's table and FULLTEXT index exist.
+    async def readiness(self, mappings: Sequence[Mapping]) -> list[bool]:
+        """Whether each mapping's table and FULLTEXT index exist, checked on a slot.
 
-        ``DEGRADED`` when only some mappings are ready, ``UNAVAILABLE`` when the server cannot
-        be used or no mapping is. Never raises.
+        Raises:
+            ProviderError: the template, allowlist, secret or connection codes.
+            pymysql.err.MySQLError: a failure of the check's own statements.
         """
-        try:
-            pool, _, _ = await self._ready()
-            ready: list[bool] = await self._on_slot(pool, self._health, _HEALTH_TIMEOUT_S)
-        except Exception as exc:  # health reports, it never raises
-            _log.warning("mysql health check failed: %r", exc)
-            return SourceHealth.UNAVAILABLE
-        if all(ready):
-            return SourceHealth.HEALTHY
-        return SourceHealth.DEGRADED if any(ready) else SourceHealth.UNAVAILABLE
+        pool, _, _ = await self._ready()
+        ready: list[bool] = await self._on_slot(
+            pool, lambda slot: self._readiness(slot, mappings), HEALTH_TIMEOUT_S
+        )
+        return ready
 
-    def _health(self, slot: ConnectionSlot[Any]) -> list[bool]:
+    def _readiness(self, slot: ConnectionSlot[Any], mappings: Sequence[Mapping]) -> list[bool]:
         connection = slot.connection()
         try:
             with connection.cursor() as cursor:
@@ -467,7 +390,7 @@ class MySqlProvider:
                 try:
                     cursor.execute("SELECT 1")
                     cursor.fetchall()
-                    return [_mapping_ready(cursor, m) for m in self._mappings]
+                    return [_mapping_ready(cursor, m) for m in mappings]
                 finally:
                     self._end_transaction(slot, connection)
         except pymysql.err.MySQLError as exc:
@@ -475,11 +398,62 @@ class MySqlProvider:
                 slot.discard()
             raise
 
-    async def close(self) -> None:
-        """Close pooled connections (busy ones close when their statement ends)."""
+    def close(self) -> None:
         self._closed = True
         if self._pool is not None:
             self._pool.close()
+
+
+class MySqlProvider(SqlSearchProvider[_MySqlEngine]):
+    """Searches one MySQL 8 / MariaDB 10.6+ database through FULLTEXT indexes, read-only.
+
+    Args:
+        tenant_id: the source's tenant; secrets and the host allowlist are asked with it.
+        connection: the source's connection template, e.g.
+            ``mysql://esra_reader:${secret:db-pw}@db.internal:3306/sales?ssl_ca=/ca.pem``
+            (schemes ``mysql`` and ``mariadb``; options ``ssl_ca``, ``ssl_verify_identity``,
+            ``connect_timeout``).
+        secrets: resolves ``${secret:NAME}`` references for the tenant.
+        allowlist: says whether the tenant may reach the template's host and port.
+        mappings: the source's mappings, checked by ``health()``.
+        pool_size: connections kept per provider (each execution holds one).
+        max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
+        connect_timeout_s: socket connect timeout, unless the template sets one.
+        cache: compiled-statement cache; a fresh 256-entry LRU by default.
+
+    Its ``builder`` is ``None`` until the first connection has learnt the server, and
+    ``render_statement`` raises ``ProviderError(UNKNOWN)`` until then.
+    """
+
+    def __init__(
+        self,
+        *,
+        tenant_id: str,
+        connection: str,
+        secrets: SecretStore,
+        allowlist: HostAllowlist,
+        mappings: Sequence[Mapping] = (),
+        pool_size: int = 4,
+        max_rows: int = 200,
+        connect_timeout_s: float = 10.0,
+        cache: CompiledStatementCache | None = None,
+    ) -> None:
+        source = SourceConnection(
+            connection, tenant_id=tenant_id, secrets=secrets, allowlist=allowlist, schemes=SCHEMES
+        )
+        engine = _MySqlEngine(
+            source, pool_size=pool_size, connect_timeout_s=connect_timeout_s, cache=cache
+        )
+        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+
+    @property
+    def server(self) -> ServerInfo | None:
+        """The flavour, version and token rules read at first connect (``None`` before)."""
+        return self._engine.server
+
+    async def close(self) -> None:
+        """Close pooled connections (busy ones close when their statement ends)."""
+        self._engine.close()
 
 
 def _mapping_ready(cursor: Any, mapping: Mapping) -> bool:

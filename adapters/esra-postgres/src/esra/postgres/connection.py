@@ -14,7 +14,7 @@ from typing import Any
 
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
-from esra.sql import ConnectionTarget
+from esra.sql import ConnectionTarget, utf8_bindable
 
 __all__ = ["ALLOWED_OPTIONS", "SCHEMES", "connect_kwargs", "scrub"]
 
@@ -84,12 +84,6 @@ def scrub(value: object) -> object:
     input), so such a value could never equal stored text anyway; the replacement keeps it a
     literal instead of failing the bind on the client.
     """
-    if not isinstance(value, str):
-        return value
-    if "\x00" in value:
+    if isinstance(value, str) and "\x00" in value:
         value = value.replace("\x00", "\ufffd")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return value
+    return utf8_bindable(value)

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import re
 
-import attrs
 import psycopg
 import psycopg_pool
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from esra.core.codes import ProviderErrorCode
+from esra.sql import ExecutionState
 
 __all__ = ["ExecutionState", "classify", "classify_connect_failure", "classify_sqlstate"]
 
@@ -90,19 +90,6 @@ _NO_ROLE = re.compile(r'role "[^\n]*" does not exist')  # 28000
 _LIMIT_MARKERS = ("too many connections", "remaining connection slots are reserved")
 
 
-@attrs.define
-class ExecutionState:
-    """What the provider knows about one execution when a cancellation error arrives.
-
-    Attributes:
-        deadline_passed: the execution's ``timeout_s`` ran out (our ``statement_timeout``).
-        cancelled: the provider itself cancelled the statement (task cancellation, close).
-    """
-
-    deadline_passed: bool = False
-    cancelled: bool = False
-
-
 def classify_sqlstate(sqlstate: str) -> ProviderErrorCode:
     """Return the code for a server SQLSTATE (57014 needs ``classify`` and its state)."""
     exact = _EXACT.get(sqlstate)
@@ -125,7 +112,9 @@ def classify(
         text_index: the mapping's tsvector column, to tell a missing text index (42703 at
             that column) from any other missing column.
         statement: the command text that failed, for the 42703 position check.
-        state: the execution's deadline/cancellation flags, to classify a 57014.
+        state: the execution's deadline/cancellation flags, to classify a 57014:
+            ``timed_out`` when its ``timeout_s`` ran out (our ``statement_timeout``),
+            ``cancelled`` when the provider itself cancelled it (task cancellation, close).
     """
     if isinstance(exc, psycopg_pool.PoolTimeout):
         # Reached only when the pool held connections that were all busy; a pool that could
@@ -139,7 +128,7 @@ def classify(
         return _P.UNKNOWN
     sqlstate = exc.sqlstate or ""
     if sqlstate == "57014" or isinstance(exc, psycopg.errors.QueryCanceled):
-        if state is not None and state.deadline_passed and not state.cancelled:
+        if state is not None and state.timed_out and not state.cancelled:
             return _P.TIMEOUT
         return _P.CANCELLED
     if sqlstate == "42703":

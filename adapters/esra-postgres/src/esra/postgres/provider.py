@@ -18,6 +18,9 @@ Cancelling the awaiting task cancels the statement on the server (psycopg does s
 waits; ``cancel_safe()`` is called again if the connection is still busy), rolls back and
 re-raises ``CancelledError``. Every failure leaves as ``ProviderError(code)``; driver text goes
 to the ``esra.postgres`` log only.
+
+The flow every SQL engine shares (refusal, build, row mapping, health verdict) is
+``esra.sql.SqlSearchProvider``'s; what is PostgreSQL's own is the part below.
 """
 
 from __future__ import annotations
@@ -35,22 +38,24 @@ from psycopg.pq import TransactionStatus
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import Mapping, Operator
-from esra.core.config.source import SourceHealth
+from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
-from esra.core.ports import (
-    HostAllowlist,
-    ProviderCapabilities,
-    RenderedStatement,
-    SecretStore,
-    TextIndexKind,
-)
-from esra.core.query import ResultRow, Strategy
-from esra.core.validation import ValidatedQuery, ensure_validated
+from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
+from esra.core.validation import ValidatedQuery
 from esra.postgres.connection import SCHEMES, connect_kwargs, scrub
-from esra.postgres.errors import ExecutionState, classify
+from esra.postgres.errors import classify
 from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText
-from esra.sql import BuiltStatement, CompiledStatementCache, StatementBuilder, resolve_connection
+from esra.sql import (
+    HEALTH_TIMEOUT_S,
+    BuiltStatement,
+    CompiledStatementCache,
+    EngineTraits,
+    ExecutionState,
+    SourceConnection,
+    SqlSearchProvider,
+    StatementBuilder,
+    TimeBudget,
+)
 
 __all__ = ["PostgresProvider", "search_path_value"]
 
@@ -61,7 +66,7 @@ _SETTINGS = (
     "SELECT set_config('statement_timeout', %(ms)s, true), "
     "set_config('search_path', %(path)s, true)"
 )
-DEFAULT_HEALTH_TIMEOUT_S = 5.0
+DEFAULT_HEALTH_TIMEOUT_S = HEALTH_TIMEOUT_S
 _CANCEL_TIMEOUT_S = 5.0
 _MAPPING_READY = (
     "SELECT c.oid IS NOT NULL, "
@@ -89,45 +94,25 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute(b"SET default_transaction_read_only = on")
 
 
-class PostgresProvider:
-    """Searches one PostgreSQL database through tsvector columns, read-only and pooled.
+class _PostgresEngine:
+    """The PostgreSQL part of the provider: an asynchronous psycopg pool opened on first
+    use, and the read-only transaction with server-side limits around every statement."""
 
-    Args:
-        tenant_id: the source's tenant; secrets and the allowlist are consulted with it.
-        connection: the source's connection template (``connection_ref``), e.g.
-            ``postgresql://esra_reader:${secret:pg-password}@db.internal:5432/sales``.
-        secrets: resolves ``${secret:NAME}`` references for the tenant.
-        allowlist: must allow the template's host and port for the tenant.
-        mappings: the source's mappings, checked by ``health()``; executions use the mapping
-            carried by each query.
-        pool_size: the most connections the provider's pool holds (at least one is kept).
-        max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
-        text_search_config: the ``regconfig`` terms are tokenized with (bound, never text);
-            it must match the one the text-index columns were generated with.
-        search_path: the schema unqualified relations resolve in, when a mapping names none.
-        connect_timeout_s: the longest a new connection may take.
-        health_timeout_s: the longest one ``health()`` call may take, connecting included;
-            past it the source is ``UNAVAILABLE``.
-        cache: compiled-statement cache; a fresh 256-entry LRU by default.
-
-    Call ``await close()`` when done.
-    """
+    traits = EngineTraits(
+        name="postgres", text_index=TextIndexKind.POSTGRES_TSVECTOR, terms_need_text_index=True
+    )
 
     def __init__(
         self,
+        connection: SourceConnection,
         *,
         tenant_id: str,
-        connection: str,
-        secrets: SecretStore,
-        allowlist: HostAllowlist,
-        mappings: Sequence[Mapping] = (),
-        pool_size: int = 4,
-        max_rows: int = 200,
-        text_search_config: str = DEFAULT_TEXT_SEARCH_CONFIG,
-        search_path: str = "public",
-        connect_timeout_s: float = 10.0,
-        health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S,
-        cache: CompiledStatementCache | None = None,
+        pool_size: int,
+        text_search_config: str,
+        search_path: str,
+        connect_timeout_s: float,
+        health_timeout_s: float,
+        cache: CompiledStatementCache | None,
     ) -> None:
         if pool_size < 1:
             msg = "the pool needs at least one connection"
@@ -135,83 +120,45 @@ class PostgresProvider:
         if not health_timeout_s > 0:
             msg = "health_timeout_s must be positive"
             raise ValueError(msg)
+        self._connection = connection
         self._tenant_id = tenant_id
-        self._template = connection
-        self._secrets = secrets
-        self._allowlist = allowlist
-        self._mappings = tuple(mappings)
         self._pool_size = pool_size
         self._search_path = search_path
         self._connect_timeout_s = connect_timeout_s
         self._health_timeout_s = health_timeout_s
-        self._fulltext = TsvectorFullText(text_search_config)
+        self.fulltext = TsvectorFullText(text_search_config)
         self._builder = StatementBuilder(
             psycopg_dialect.dialect(paramstyle="pyformat"),  # type: ignore[no-untyped-call]
-            self._fulltext,
+            self.fulltext,
             cache=cache,
-        )
-        self._capabilities = ProviderCapabilities(
-            strategies=frozenset(Strategy),
-            operators=frozenset(Operator),
-            text_index=TextIndexKind.POSTGRES_TSVECTOR,
-            max_rows=max_rows,
         )
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._opening: asyncio.Lock | None = None
         self._closed = False
 
     @property
-    def capabilities(self) -> ProviderCapabilities:
-        """All six strategies, every operator, ``TextIndexKind.POSTGRES_TSVECTOR``."""
-        return self._capabilities
-
-    @property
     def builder(self) -> StatementBuilder:
-        """The statement builder (exposed for inspection and cache statistics)."""
         return self._builder
 
-    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
-        """The statement ``execute`` sends for ``query``, without its values (for explain)."""
-        return self.builder.render(query)
+    async def statement_builder(self) -> StatementBuilder:
+        return self._builder
 
-    @property
-    def text_search_config(self) -> str:
-        """The text search configuration bound into every query."""
-        return self._fulltext.config
-
-    async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
-        """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
-
-        Raises:
-            UnvalidatedQueryError: if the validator did not issue ``query``.
-            ProviderError: for every failure, with its classified code.
-            asyncio.CancelledError: if the awaiting task is cancelled (the statement is
-                cancelled on the server first).
-        """
-        query = ensure_validated(query)
-        has_terms = any(
-            (query.required_terms, query.optional_terms, query.excluded_terms, query.phrases)
-        )
-        if has_terms and not query.mapping.text_index:
-            _log.warning("postgres mapping %s has no text index configured", query.mapping.id)
-            raise ProviderError(ProviderErrorCode.TEXT_INDEX_UNAVAILABLE)
-        try:
-            built = self._builder.build(query)
-        except Exception as exc:
-            _log.warning("postgres statement could not be built for %s", query.query_id)
-            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
+    async def run(
+        self, built: BuiltStatement, query: ValidatedQuery, budget: TimeBudget
+    ) -> list[Any]:
+        """Take a pooled connection within the budget and run the statement on it."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        pool = await self._ensure_pool(timeout_s)
+        # On the loop's clock, from now: the pool wait and the statement share it.
+        deadline = loop.time() + budget.seconds
+        pool = await self._ensure_pool(budget.seconds)
         state = ExecutionState()
         try:
             async with pool.connection(timeout=max(deadline - loop.time(), 0.001)) as conn:
-                raw = await self._run(conn, built, query, state, deadline)
+                return await self._run(conn, built, query, state, deadline)
         except psycopg_pool.PoolTimeout as exc:
             raise await self._pool_failure(exc, query) from exc
         except psycopg_pool.PoolClosed as exc:
             raise ProviderError(ProviderErrorCode.CANCELLED) from exc
-        return [built.to_row(row) for row in raw]
 
     async def _run(
         self,
@@ -242,7 +189,7 @@ class PostgresProvider:
             await self._abandon(conn)
             raise
         except psycopg.Error as exc:
-            state.deadline_passed = loop.time() >= deadline - 0.001
+            state.timed_out = loop.time() >= deadline - 0.001
             await self._rollback(conn)
             raise self._failure(exc, query, built.sql, state) from exc
         return rows
@@ -339,13 +286,7 @@ class PostgresProvider:
         Raises:
             ProviderError: the template does not resolve (the pool logs it and retries).
         """
-        target = await resolve_connection(
-            self._template,
-            tenant_id=self._tenant_id,
-            secrets=self._secrets,
-            allowlist=self._allowlist,
-            schemes=SCHEMES,
-        )
+        target = await self._connection.resolve()
         return connect_kwargs(target, connect_timeout_s=connect_timeout_s)
 
     def _existing_pool(
@@ -364,35 +305,32 @@ class PostgresProvider:
             raise ProviderError(code) from exc
         await probe.close()
 
-    async def health(self) -> SourceHealth:
-        """``HEALTHY`` if the server answers and every mapping's relation and tsvector exist.
+    async def readiness(self, mappings: Sequence[Mapping]) -> list[bool]:
+        """Check every mapping's relation and tsvector column on a pooled connection.
 
-        ``DEGRADED`` when only some mappings are usable, ``UNAVAILABLE`` when none is or the
-        server cannot be used — including when the whole check, connecting and login
-        included, does not finish within ``health_timeout_s``: a server that accepts the
-        connection and then never answers (a login outage) must not hold the caller for as
-        long as the driver's own timeouts would. Never raises.
+        The whole check, connecting and login included, must finish within
+        ``health_timeout_s``: a server that accepts the connection and then never answers
+        (a login outage) must not hold the caller for as long as the driver's own timeouts
+        would.
+
+        Raises:
+            ProviderError: ``TIMEOUT`` past ``health_timeout_s``, or the connection's code.
+            psycopg.Error: a failure of the check's own statements.
+            psycopg_pool.PoolTimeout: no connection came free in time.
         """
         timeout_s = self._health_timeout_s
         try:
             async with asyncio.timeout(timeout_s):
                 pool = await self._ensure_pool(timeout_s)
                 async with pool.connection(timeout=timeout_s) as conn:
-                    ready = await self._check(conn)
-        except TimeoutError:
+                    return await self._check(conn, mappings)
+        except TimeoutError as exc:
             _log.warning("postgres health check did not finish within %s s", timeout_s)
-            return SourceHealth.UNAVAILABLE
-        except (ProviderError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            _log.warning("postgres health check failed: %s", exc)
-            return SourceHealth.UNAVAILABLE
-        except Exception as exc:
-            _log.warning("postgres health check failed unexpectedly: %r", exc)
-            return SourceHealth.UNAVAILABLE
-        if all(ready):
-            return SourceHealth.HEALTHY
-        return SourceHealth.DEGRADED if any(ready) else SourceHealth.UNAVAILABLE
+            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
 
-    async def _check(self, conn: psycopg.AsyncConnection[Any]) -> list[bool]:
+    async def _check(
+        self, conn: psycopg.AsyncConnection[Any], mappings: Sequence[Mapping]
+    ) -> list[bool]:
         ready: list[bool] = []
         try:
             await conn.execute(_BEGIN)
@@ -404,7 +342,7 @@ class PostgresProvider:
                 },
             )
             await conn.execute(b"SELECT 1")
-            for mapping in self._mappings:
+            for mapping in mappings:
                 relation = sql.Identifier(
                     *((mapping.schema, mapping.relation) if mapping.schema else (mapping.relation,))
                 ).as_string(conn)
@@ -426,3 +364,68 @@ class PostgresProvider:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+
+class PostgresProvider(SqlSearchProvider[_PostgresEngine]):
+    """Searches one PostgreSQL database through tsvector columns, read-only and pooled.
+
+    Args:
+        tenant_id: the source's tenant; secrets and the allowlist are consulted with it.
+        connection: the source's connection template (``connection_ref``), e.g.
+            ``postgresql://esra_reader:${secret:pg-password}@db.internal:5432/sales``.
+        secrets: resolves ``${secret:NAME}`` references for the tenant.
+        allowlist: must allow the template's host and port for the tenant.
+        mappings: the source's mappings, checked by ``health()``; executions use the mapping
+            carried by each query.
+        pool_size: the most connections the provider's pool holds (at least one is kept).
+        max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
+        text_search_config: the ``regconfig`` terms are tokenized with (bound, never text);
+            it must match the one the text-index columns were generated with.
+        search_path: the schema unqualified relations resolve in, when a mapping names none.
+        connect_timeout_s: the longest a new connection may take.
+        health_timeout_s: the longest one ``health()`` call may take, connecting included;
+            past it the source is ``UNAVAILABLE``.
+        cache: compiled-statement cache; a fresh 256-entry LRU by default.
+
+    Call ``await close()`` when done.
+    """
+
+    def __init__(
+        self,
+        *,
+        tenant_id: str,
+        connection: str,
+        secrets: SecretStore,
+        allowlist: HostAllowlist,
+        mappings: Sequence[Mapping] = (),
+        pool_size: int = 4,
+        max_rows: int = 200,
+        text_search_config: str = DEFAULT_TEXT_SEARCH_CONFIG,
+        search_path: str = "public",
+        connect_timeout_s: float = 10.0,
+        health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S,
+        cache: CompiledStatementCache | None = None,
+    ) -> None:
+        source = SourceConnection(
+            connection, tenant_id=tenant_id, secrets=secrets, allowlist=allowlist, schemes=SCHEMES
+        )
+        engine = _PostgresEngine(
+            source,
+            tenant_id=tenant_id,
+            pool_size=pool_size,
+            text_search_config=text_search_config,
+            search_path=search_path,
+            connect_timeout_s=connect_timeout_s,
+            health_timeout_s=health_timeout_s,
+            cache=cache,
+        )
+        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+
+    @property
+    def text_search_config(self) -> str:
+        """The text search configuration bound into every query."""
+        return self._engine.fulltext.config
+
+    async def close(self) -> None:
+        """Close the pool (waiting for connections in use to come back)."""
+        await self._engine.close()

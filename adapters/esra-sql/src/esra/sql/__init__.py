@@ -1,6 +1,8 @@
-"""esra-sql: what every ESRA SQL provider shares: the SQLAlchemy Core statement builder,
-connection templates, and synchronous drivers run on pinned threads."""
+"""esra-sql: what every ESRA SQL provider shares: the provider shell and its engine part,
+the SQLAlchemy Core statement builder, connection templates, and synchronous drivers run on
+pinned threads."""
 
+from esra.sql.binds import utf8_bindable
 from esra.sql.builder import (
     KEY_LABEL,
     LIMIT_BIND,
@@ -12,13 +14,25 @@ from esra.sql.builder import (
     predicate_bind_name,
 )
 from esra.sql.cache import CacheInfo, CompiledStatement, CompiledStatementCache
-from esra.sql.connection import ConnectionTarget, ConnectionTemplate, resolve_connection
+from esra.sql.connection import (
+    ConnectionTarget,
+    ConnectionTemplate,
+    SourceConnection,
+    resolve_connection,
+)
 from esra.sql.fulltext import (
     FullTextClause,
     FullTextDialect,
     SearchTerms,
     TermShape,
     TextTarget,
+)
+from esra.sql.provider import (
+    HEALTH_TIMEOUT_S,
+    EngineTraits,
+    SqlEngine,
+    SqlSearchProvider,
+    TimeBudget,
 )
 from esra.sql.threads import (
     SESSION_ENDING,
@@ -33,6 +47,7 @@ from esra.sql.threads import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "HEALTH_TIMEOUT_S",
     "KEY_LABEL",
     "LIMIT_BIND",
     "SCORE_LABEL",
@@ -46,6 +61,7 @@ __all__ = [
     "ConnectionSlot",
     "ConnectionTarget",
     "ConnectionTemplate",
+    "EngineTraits",
     "ExecutionState",
     "FullTextClause",
     "FullTextDialect",
@@ -53,11 +69,16 @@ __all__ = [
     "PoolTimeoutError",
     "SearchTerms",
     "SlotPool",
+    "SourceConnection",
+    "SqlEngine",
+    "SqlSearchProvider",
     "StatementBuilder",
     "TermShape",
     "TextTarget",
+    "TimeBudget",
     "__version__",
     "filter_bind_name",
     "predicate_bind_name",
     "resolve_connection",
+    "utf8_bindable",
 ]

@@ -41,6 +41,7 @@ from esra.core.ports import HostAllowlist, SecretStore
 __all__ = [
     "ConnectionTarget",
     "ConnectionTemplate",
+    "SourceConnection",
     "encode_placeholders",
     "resolve_connection",
 ]
@@ -196,3 +197,74 @@ async def resolve_connection(
         password=await _substitute(parsed.password, tenant_id=tenant_id, secrets=secrets),
         options=tuple(options),
     )
+
+
+class SourceConnection:
+    """One source's connection template with what resolves it: its tenant, secrets, allowlist.
+
+    Args:
+        template: the source's connection template (``connection_ref``).
+        tenant_id: the source's tenant; secrets and the allowlist are consulted with it.
+        secrets: resolves ``${secret:NAME}`` references for the tenant.
+        allowlist: must allow the template's host and port for the tenant.
+        schemes: the engine's accepted schemes and their default ports.
+    """
+
+    def __init__(
+        self,
+        template: str,
+        *,
+        tenant_id: str,
+        secrets: SecretStore,
+        allowlist: HostAllowlist,
+        schemes: Mapping[str, int],
+    ) -> None:
+        self._template = template
+        self._tenant_id = tenant_id
+        self._secrets = secrets
+        self._allowlist = allowlist
+        self._schemes = schemes
+        self._kept: ConnectionTarget | None = None
+
+    @property
+    def template(self) -> str:
+        """The template as configured (for an engine's own checks of its options)."""
+        return self._template
+
+    async def resolve(self) -> ConnectionTarget:
+        """Resolve the template anew (``resolve_connection``): a rotated secret or a host
+        taken off the allowlist takes effect for the connection about to open.
+
+        Raises:
+            ProviderError: ``CONNECTION_TEMPLATE_INVALID``, ``HOST_NOT_ALLOWED`` or
+                ``SECRET_UNRESOLVED``.
+        """
+        return await resolve_connection(
+            self._template,
+            tenant_id=self._tenant_id,
+            secrets=self._secrets,
+            allowlist=self._allowlist,
+            schemes=self._schemes,
+        )
+
+    async def target(self) -> ConnectionTarget:
+        """Resolve the template on the first call and return that target from then on.
+
+        Raises:
+            ProviderError: as ``resolve`` does, until one resolution succeeds.
+        """
+        if self._kept is None:
+            self._kept = await self.resolve()
+        return self._kept
+
+    @property
+    def resolved(self) -> ConnectionTarget:
+        """The target ``target()`` kept, for a driver's opener on a worker thread.
+
+        Raises:
+            ProviderError: ``UNKNOWN`` before ``target()`` has resolved it (every caller
+                awaits ``target()`` before a connection can be opened).
+        """
+        if self._kept is None:
+            raise ProviderError(ProviderErrorCode.UNKNOWN)
+        return self._kept

@@ -1,11 +1,11 @@
 """SqliteFts5Provider: the embedded ``SearchProvider`` over SQLite FTS5, no server needed.
 
-Each execution refuses anything the validator did not issue, builds (or reuses) the shared
-SQLAlchemy statement with the FTS5 strategy, and runs it on a pooled read-only connection,
-on the one thread that connection is pinned to. A progress handler stops the statement at
-its deadline (``TIMEOUT``); cancelling the awaiting task interrupts the statement at once
-and re-raises the cancellation, and the interrupted statement itself is classified
-``CANCELLED``. Every
+The shared shell (``esra.sql.SqlSearchProvider``) refuses anything the validator did not
+issue and builds (or reuses) the shared SQLAlchemy statement with the FTS5 strategy; the
+SQLite part here runs it on a pooled read-only connection, on the one thread that connection
+is pinned to. A progress handler stops the statement at its deadline (``TIMEOUT``);
+cancelling the awaiting task interrupts the statement at once and re-raises the
+cancellation, and the interrupted statement itself is classified ``CANCELLED``. Every
 ``sqlite3`` failure leaves as ``ProviderError(code)``; its text goes to the log only.
 """
 
@@ -24,13 +24,20 @@ from typing import Any
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import Mapping, Operator
-from esra.core.config.source import SourceHealth
+from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
-from esra.core.ports import ProviderCapabilities, RenderedStatement, TextIndexKind
-from esra.core.query import ResultRow, Strategy
-from esra.core.validation import ValidatedQuery, ensure_validated
-from esra.sql import BuiltStatement, CompiledStatementCache, StatementBuilder
+from esra.core.ports import TextIndexKind
+from esra.core.validation import ValidatedQuery
+from esra.sql import (
+    HEALTH_TIMEOUT_S,
+    BuiltStatement,
+    CompiledStatementCache,
+    EngineTraits,
+    SqlSearchProvider,
+    StatementBuilder,
+    TimeBudget,
+    utf8_bindable,
+)
 from esra.sqlite.connection import ConnectionPool, ConnectionSlot, PoolTimeoutError
 from esra.sqlite.errors import ExecutionState, classify
 from esra.sqlite.fulltext import Fts5FullText
@@ -38,8 +45,6 @@ from esra.sqlite.fulltext import Fts5FullText
 __all__ = ["SqliteFts5Provider"]
 
 _log = logging.getLogger("esra.sqlite")
-
-_HEALTH_TIMEOUT_S = 5.0
 
 
 class _Execution:
@@ -76,44 +81,21 @@ class _Execution:
                 self._connection.interrupt()
 
 
-def _encodable(value: object) -> object:
-    """Make a ``str`` bindable: lone surrogates (undecodable input) become U+FFFD.
+class _SqliteEngine:
+    """The SQLite part of the provider: a pool of read-only connections to one file, each
+    pinned to its own thread, and the progress handler that stops a statement."""
 
-    SQLite stores UTF-8 only, so such a value could never equal stored text anyway; the
-    replacement keeps it a literal instead of failing the bind.
-    """
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return value
-
-
-class SqliteFts5Provider:
-    """Searches one SQLite database through external-content FTS5 tables, read-only.
-
-    Args:
-        database: path of the SQLite file (opened ``mode=ro``; never created).
-        mappings: the source's mappings, checked by ``health()`` (relation and FTS table
-            exist); executions use the mapping carried by each query.
-        pool_size: connections kept per provider (each execution holds one).
-        max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
-        progress_interval: SQLite VM instructions between deadline checks.
-        cache: compiled-statement cache; a fresh 256-entry LRU by default.
-
-    Nothing is opened at construction; call ``close()`` when done.
-    """
+    traits = EngineTraits(
+        name="sqlite", text_index=TextIndexKind.SQLITE_FTS5, terms_need_text_index=True
+    )
 
     def __init__(
         self,
         database: str | os.PathLike[str],
         *,
-        mappings: Sequence[Mapping] = (),
-        pool_size: int = 4,
-        max_rows: int = 200,
-        progress_interval: int = 1000,
-        cache: CompiledStatementCache | None = None,
+        pool_size: int,
+        progress_interval: int,
+        cache: CompiledStatementCache | None,
     ) -> None:
         self._pool = ConnectionPool(database, size=pool_size)
         self._pool_size = pool_size
@@ -121,53 +103,23 @@ class SqliteFts5Provider:
         # so a finished loop (a test's, a restarted server's) takes its semaphore with it.
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
         self._gates = weakref.WeakKeyDictionary()
-        self._mappings = tuple(mappings)
         self._progress_interval = max(1, progress_interval)
         self._builder = StatementBuilder(
             sqlite_dialect.dialect(paramstyle="named"), Fts5FullText(), cache=cache
         )
-        self._capabilities = ProviderCapabilities(
-            strategies=frozenset(Strategy),
-            operators=frozenset(Operator),
-            text_index=TextIndexKind.SQLITE_FTS5,
-            max_rows=max_rows,
-        )
-
-    @property
-    def capabilities(self) -> ProviderCapabilities:
-        """All six strategies, every operator, ``TextIndexKind.SQLITE_FTS5``."""
-        return self._capabilities
 
     @property
     def builder(self) -> StatementBuilder:
-        """The statement builder (exposed for inspection and cache statistics)."""
         return self._builder
 
-    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
-        """The statement ``execute`` sends for ``query``, without its values (for explain)."""
-        return self.builder.render(query)
+    async def statement_builder(self) -> StatementBuilder:
+        return self._builder
 
-    async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
-        """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
-
-        Raises:
-            UnvalidatedQueryError: if the validator did not issue ``query``.
-            ProviderError: for every database failure, with its classified code.
-            asyncio.CancelledError: if the awaiting task is cancelled (the statement is
-                interrupted first).
-        """
-        query = ensure_validated(query)
-        has_terms = any(
-            (query.required_terms, query.optional_terms, query.excluded_terms, query.phrases)
-        )
-        if has_terms and not query.mapping.text_index:
-            _log.warning("sqlite mapping %s has no text index configured", query.mapping.id)
-            raise ProviderError(ProviderErrorCode.TEXT_INDEX_UNAVAILABLE)
-        try:
-            built = self._builder.build(query)
-        except Exception as exc:
-            _log.warning("sqlite statement could not be built for %s", query.query_id)
-            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
+    async def run(
+        self, built: BuiltStatement, query: ValidatedQuery, budget: TimeBudget
+    ) -> list[Any]:
+        """Wait for a connection, then run on its thread under the progress handler."""
+        timeout_s = budget.seconds
         execution = _Execution(time.monotonic() + timeout_s)
         gate = await self._acquire(timeout_s)
         try:
@@ -176,7 +128,7 @@ class SqliteFts5Provider:
             except PoolTimeoutError as exc:
                 raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
             try:
-                raw = await asyncio.get_running_loop().run_in_executor(
+                return await asyncio.get_running_loop().run_in_executor(
                     slot.executor, self._run, slot, built, execution, query
                 )
             except asyncio.CancelledError:
@@ -188,7 +140,6 @@ class SqliteFts5Provider:
                 self._pool.release(slot)
         finally:
             gate.release()
-        return [built.to_row(row) for row in raw]
 
     async def _acquire(self, timeout_s: float) -> asyncio.Semaphore:
         """Wait on the event loop, up to ``timeout_s``, until the pool should have a slot.
@@ -231,7 +182,7 @@ class SqliteFts5Provider:
         query: ValidatedQuery,
     ) -> list[Any]:
         """Slot-thread body: open the connection if needed, run under the progress handler."""
-        params = {name: _encodable(value) for name, value in built.params.items()}
+        params = {name: utf8_bindable(value) for name, value in built.params.items()}
         text_index = query.mapping.text_index
         if execution.state.cancelled:
             raise ProviderError(ProviderErrorCode.CANCELLED)
@@ -261,35 +212,30 @@ class SqliteFts5Provider:
         _log.warning("sqlite query %s failed as %s: %s", query.query_id, code.value, exc)
         return ProviderError(code)
 
-    async def health(self) -> SourceHealth:
-        """``HEALTHY`` if the database opens and every mapping's relation and FTS table exist.
+    async def readiness(self, mappings: Sequence[Mapping]) -> list[bool]:
+        """Open the database and check each mapping's relation and FTS table, on a slot.
 
-        ``DEGRADED`` when some mappings lack them, ``UNAVAILABLE`` when the database cannot
-        be opened or no mapping is searchable.
+        Raises:
+            ProviderError: ``RESOURCE_EXHAUSTED`` when every connection stays busy.
+            sqlite3.Error: the database cannot be opened or read.
         """
         try:
-            slot = await self._pool.acquire_async(_HEALTH_TIMEOUT_S)
-        except PoolTimeoutError:
-            _log.warning("sqlite health check found every connection busy")
-            return SourceHealth.UNAVAILABLE
+            slot = await self._pool.acquire_async(HEALTH_TIMEOUT_S)
+        except PoolTimeoutError as exc:
+            raise ProviderError(ProviderErrorCode.RESOURCE_EXHAUSTED) from exc
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                slot.executor, self._health, slot
+                slot.executor, self._readiness, slot, mappings
             )
         finally:
             self._pool.release(slot)
 
-    def _health(self, slot: ConnectionSlot[sqlite3.Connection]) -> SourceHealth:
-        try:
-            connection = slot.connection()
-            connection.execute("SELECT 1").fetchall()
-            usable = [self._mapping_ready(connection, m) for m in self._mappings]
-        except sqlite3.Error as exc:
-            _log.warning("sqlite health check failed: %s", exc)
-            return SourceHealth.UNAVAILABLE
-        if all(usable):
-            return SourceHealth.HEALTHY
-        return SourceHealth.DEGRADED if any(usable) else SourceHealth.UNAVAILABLE
+    def _readiness(
+        self, slot: ConnectionSlot[sqlite3.Connection], mappings: Sequence[Mapping]
+    ) -> list[bool]:
+        connection = slot.connection()
+        connection.execute("SELECT 1").fetchall()
+        return [self._mapping_ready(connection, m) for m in mappings]
 
     @staticmethod
     def _mapping_ready(connection: sqlite3.Connection, mapping: Mapping) -> bool:
@@ -308,5 +254,39 @@ class SqliteFts5Provider:
         return "virtual table" in definition and "fts5" in definition
 
     def close(self) -> None:
-        """Close pooled connections (busy ones close when their statement ends)."""
         self._pool.close()
+
+
+class SqliteFts5Provider(SqlSearchProvider[_SqliteEngine]):
+    """Searches one SQLite database through external-content FTS5 tables, read-only.
+
+    Args:
+        database: path of the SQLite file (opened ``mode=ro``; never created).
+        mappings: the source's mappings, checked by ``health()`` (relation and FTS table
+            exist); executions use the mapping carried by each query.
+        pool_size: connections kept per provider (each execution holds one).
+        max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
+        progress_interval: SQLite VM instructions between deadline checks.
+        cache: compiled-statement cache; a fresh 256-entry LRU by default.
+
+    Nothing is opened at construction; call ``close()`` when done.
+    """
+
+    def __init__(
+        self,
+        database: str | os.PathLike[str],
+        *,
+        mappings: Sequence[Mapping] = (),
+        pool_size: int = 4,
+        max_rows: int = 200,
+        progress_interval: int = 1000,
+        cache: CompiledStatementCache | None = None,
+    ) -> None:
+        engine = _SqliteEngine(
+            database, pool_size=pool_size, progress_interval=progress_interval, cache=cache
+        )
+        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+
+    def close(self) -> None:
+        """Close pooled connections (busy ones close when their statement ends)."""
+        self._engine.close()

@@ -6,7 +6,8 @@ socket), then each execution takes a pooled connection slot (one pymssql connect
 to one worker thread), runs the fencing batch (``esra.sqlserver.session``), the statement
 from the shared builder with the ``mssql`` dialect and ``SqlServerFullText``, and always
 rolls back. Every pymssql failure leaves as ``ProviderError(code)``; driver text goes to the
-log only.
+log only. The flow every SQL engine shares (refusal, build, row mapping, health verdict) is
+``esra.sql.SqlSearchProvider``'s; what is SQL Server's own is the part below.
 
 Values never enter the command text: the statement goes to the server as an
 ``sp_executesql`` remote procedure call (``esra.sqlserver.rpc``) with each value its own RPC
@@ -20,36 +21,31 @@ import contextlib
 import logging
 import math
 from collections.abc import Sequence
-from datetime import date, datetime
 from typing import Any
 
-import attrs
 import pymssql
 import sqlalchemy as sa
 from pymssql import _mssql
 from sqlalchemy.dialects import mssql
 
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import FieldType, Mapping, Operator
-from esra.core.config.source import SourceHealth
+from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
-from esra.core.ports import (
-    HostAllowlist,
-    ProviderCapabilities,
-    RenderedStatement,
-    SecretStore,
-    TextIndexKind,
-)
-from esra.core.query import ResultRow, Strategy
-from esra.core.validation import ValidatedQuery, ensure_validated
+from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
+from esra.core.validation import ValidatedQuery
 from esra.sql import (
+    HEALTH_TIMEOUT_S,
     BuiltStatement,
     CompiledStatementCache,
     ConnectionTarget,
+    EngineTraits,
     PinnedRunner,
     SlotPool,
+    SourceConnection,
+    SqlSearchProvider,
     StatementBuilder,
-    resolve_connection,
+    TimeBudget,
+    utf8_bindable,
 )
 from esra.sqlserver.errors import classify
 from esra.sqlserver.fulltext import SqlServerFullText
@@ -69,7 +65,6 @@ _log = logging.getLogger("esra.sqlserver")
 
 SCHEMES = {"mssql": 1433, "sqlserver": 1433}
 _OPTIONS = frozenset({"tds_version", "encryption", "application_intent"})
-_HEALTH_TIMEOUT_S = 5.0
 HEALTH_PROBE_SQL = "SELECT 1"
 FULLTEXT_INDEX_SQL = "SELECT OBJECTPROPERTYEX(OBJECT_ID(%(name)s), 'TableHasActiveFulltextIndex')"
 _Connection = Any  # pymssql.Connection[Any]; pymssql's generic stubs add nothing here
@@ -97,14 +92,133 @@ def bindable(value: object) -> object:
     """
     if isinstance(value, str):
         value = value.replace("\x00", " ")
+    return utf8_bindable(value)
+
+
+class _SqlServerEngine:
+    """The SQL Server part of the provider: pymssql connections pinned to threads, the
+    fencing batch and the ``sp_executesql`` RPC around every statement."""
+
+    traits = EngineTraits(
+        name="sqlserver", text_index=TextIndexKind.SQLSERVER_FULLTEXT, dates_as_datetimes=True
+    )
+
+    def __init__(
+        self,
+        connection: SourceConnection,
+        *,
+        pool_size: int,
+        isolation: Isolation,
+        lock_timeout_ms: int | None,
+        login_timeout_s: int,
+        cache: CompiledStatementCache | None,
+    ) -> None:
+        self._connection = connection
+        self._isolation = Isolation(isolation)
+        self._lock_timeout_ms = lock_timeout_ms
+        self._login_timeout_s = max(1, int(login_timeout_s))
+        self._pool: SlotPool[_Connection] = SlotPool(
+            self._open, size=pool_size, thread_name="esra-sqlserver"
+        )
+        # pymssql cannot safely cancel from another thread (no ``interrupt``): the driver's
+        # query timeout (whole seconds) ends the statement, and the abandoned slot's
+        # connection is closed behind it; the outer deadline allows it a second to fire.
+        self._runner = PinnedRunner(
+            self._pool,
+            engine="sqlserver",
+            log=_log,
+            driver_errors=_DRIVER_ERRORS,
+            classify=classify,
+            grace_s=1.0,
+        )
+        self._builder = StatementBuilder(sqlserver_dialect(), SqlServerFullText(), cache=cache)
+
+    @property
+    def builder(self) -> StatementBuilder:
+        return self._builder
+
+    async def statement_builder(self) -> StatementBuilder:
+        return self._builder
+
+    async def connection_kwargs(self) -> dict[str, Any]:
+        return self._connect_kwargs(await self._connection.target())
+
+    def _connect_kwargs(self, target: ConnectionTarget) -> dict[str, Any]:
+        unknown = {key for key, _ in target.options} - _OPTIONS
+        if unknown or not target.database:
+            error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
+            error.add_note("unknown option or no database name")
+            raise error
+        kwargs: dict[str, Any] = {
+            "server": target.host,
+            "port": str(target.port),
+            "user": target.user,
+            "password": target.password,
+            "database": target.database,
+            "login_timeout": self._login_timeout_s,
+            "autocommit": True,  # the fencing batch opens the transaction itself
+            "appname": "esra",
+            "charset": "UTF-8",
+        }
+        for name in ("tds_version", "encryption"):
+            value = target.option(name)
+            if value is not None:
+                kwargs[name] = value
+        if (target.option("application_intent") or "").lower() == "readonly":
+            kwargs["read_only"] = True
+        return kwargs
+
+    def _open(self) -> _Connection:
+        """Open one connection (on a slot's thread; ``connection_kwargs`` resolved it first)."""
+        return pymssql.connect(**self._connect_kwargs(self._connection.resolved))
+
+    async def run(
+        self, built: BuiltStatement, query: ValidatedQuery, budget: TimeBudget
+    ) -> Sequence[Any]:
+        """Bind the statement as an RPC, then run it fenced on a slot's thread."""
         try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return value
+            statement = rpc_statement(
+                built.sql, {name: bindable(value) for name, value in built.params.items()}
+            )
+        except (ValueError, TypeError) as exc:
+            # Too long for one RPC parameter, or unbindable: refused before anything is sent.
+            _log.warning("sqlserver statement could not be bound for %s", query.query_id)
+            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
+        await self.connection_kwargs()
+        timeout_s = budget.seconds
+        lock_ms = self._lock_timeout_ms
+        if lock_ms is None:
+            lock_ms = max(1, int(timeout_s * 1000))
+        batch = session_sql(lock_timeout_ms=lock_ms, isolation=self._isolation)
+        query_timeout = max(1, math.ceil(timeout_s))
+
+        def work(connection: _Connection) -> Sequence[Any]:
+            return run_fenced(connection._conn, batch, statement, query_timeout=query_timeout)
+
+        return await self._runner.run(work, timeout_s, query.query_id)
+
+    async def readiness(self, mappings: Sequence[Mapping]) -> list[bool]:
+        """Probe the database, then ask whether each mapping has an active full-text index."""
+        quoted = [_quoted_name(m) for m in mappings]
+
+        def work(connection: _Connection) -> list[bool]:
+            probes = [rpc_statement(FULLTEXT_INDEX_SQL, {"name": name}) for name in quoted]
+            mssql_conn = connection._conn
+            mssql_conn.execute_non_query(HEALTH_PROBE_SQL)
+            ready = []
+            for probe in probes:
+                rows = execute_rpc(mssql_conn, probe)
+                ready.append(bool(rows and rows[0][0] == 1))
+            return ready
+
+        await self.connection_kwargs()
+        return await self._runner.run(work, HEALTH_TIMEOUT_S, "health")
+
+    def close(self) -> None:
+        self._pool.close()
 
 
-class SqlServerProvider:
+class SqlServerProvider(SqlSearchProvider[_SqlServerEngine]):
     """Searches one SQL Server database through full-text indexes, read-only by three fences.
 
     Args:
@@ -138,50 +252,18 @@ class SqlServerProvider:
         login_timeout_s: int = 10,
         cache: CompiledStatementCache | None = None,
     ) -> None:
-        self._tenant_id = tenant_id
-        self._template = connection
-        self._secrets = secrets
-        self._allowlist = allowlist
-        self._mappings = tuple(mappings)
-        self._isolation = Isolation(isolation)
-        self._lock_timeout_ms = lock_timeout_ms
-        self._login_timeout_s = max(1, int(login_timeout_s))
-        self._target: ConnectionTarget | None = None
-        self._pool: SlotPool[_Connection] = SlotPool(
-            self._open, size=pool_size, thread_name="esra-sqlserver"
+        source = SourceConnection(
+            connection, tenant_id=tenant_id, secrets=secrets, allowlist=allowlist, schemes=SCHEMES
         )
-        # pymssql cannot safely cancel from another thread (no ``interrupt``): the driver's
-        # query timeout (whole seconds) ends the statement, and the abandoned slot's
-        # connection is closed behind it; the outer deadline allows it a second to fire.
-        self._runner = PinnedRunner(
-            self._pool,
-            engine="sqlserver",
-            log=_log,
-            driver_errors=_DRIVER_ERRORS,
-            classify=classify,
-            grace_s=1.0,
+        engine = _SqlServerEngine(
+            source,
+            pool_size=pool_size,
+            isolation=isolation,
+            lock_timeout_ms=lock_timeout_ms,
+            login_timeout_s=login_timeout_s,
+            cache=cache,
         )
-        self._builder = StatementBuilder(sqlserver_dialect(), SqlServerFullText(), cache=cache)
-        self._capabilities = ProviderCapabilities(
-            strategies=frozenset(Strategy),
-            operators=frozenset(Operator),
-            text_index=TextIndexKind.SQLSERVER_FULLTEXT,
-            max_rows=max_rows,
-        )
-
-    @property
-    def capabilities(self) -> ProviderCapabilities:
-        """All six strategies, every operator, ``TextIndexKind.SQLSERVER_FULLTEXT``."""
-        return self._capabilities
-
-    @property
-    def builder(self) -> StatementBuilder:
-        """The statement builder (exposed for inspection and cache statistics)."""
-        return self._builder
-
-    def render_statement(self, query: ValidatedQuery) -> RenderedStatement:
-        """The statement ``execute`` sends for ``query``, without its values (for explain)."""
-        return self.builder.render(query)
+        super().__init__(engine, mappings=mappings, max_rows=max_rows)
 
     async def connection_kwargs(self) -> dict[str, Any]:
         """Resolve the template (once) and return ``pymssql.connect`` arguments; no socket.
@@ -190,113 +272,11 @@ class SqlServerProvider:
             ProviderError: ``CONNECTION_TEMPLATE_INVALID``, ``HOST_NOT_ALLOWED`` or
                 ``SECRET_UNRESOLVED``.
         """
-        if self._target is None:
-            self._target = await resolve_connection(
-                self._template,
-                tenant_id=self._tenant_id,
-                secrets=self._secrets,
-                allowlist=self._allowlist,
-                schemes=SCHEMES,
-            )
-        return self._connect_kwargs(self._target)
-
-    def _connect_kwargs(self, target: ConnectionTarget) -> dict[str, Any]:
-        unknown = {key for key, _ in target.options} - _OPTIONS
-        if unknown or not target.database:
-            error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
-            error.add_note("unknown option or no database name")
-            raise error
-        kwargs: dict[str, Any] = {
-            "server": target.host,
-            "port": str(target.port),
-            "user": target.user,
-            "password": target.password,
-            "database": target.database,
-            "login_timeout": self._login_timeout_s,
-            "autocommit": True,  # the fencing batch opens the transaction itself
-            "appname": "esra",
-            "charset": "UTF-8",
-        }
-        for name in ("tds_version", "encryption"):
-            value = target.option(name)
-            if value is not None:
-                kwargs[name] = value
-        if (target.option("application_intent") or "").lower() == "readonly":
-            kwargs["read_only"] = True
-        return kwargs
-
-    def _open(self) -> _Connection:
-        """Open one connection (on a slot's thread; ``connection_kwargs`` resolved it first)."""
-        if self._target is None:  # pragma: no cover - every caller resolves the template first
-            raise ProviderError(ProviderErrorCode.UNKNOWN)
-        return pymssql.connect(**self._connect_kwargs(self._target))
-
-    async def execute(self, query: ValidatedQuery, *, timeout_s: float) -> Sequence[ResultRow]:
-        """Run ``query`` within ``timeout_s`` seconds and return its rows, best first.
-
-        Raises:
-            UnvalidatedQueryError: if the validator did not issue ``query``.
-            ProviderError: for every failure, with its classified code.
-            asyncio.CancelledError: if the awaiting task is cancelled.
-        """
-        query = ensure_validated(query)
-        try:
-            built = self._builder.build(query)
-        except Exception as exc:
-            _log.warning("sqlserver statement could not be built for %s", query.query_id)
-            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
-        try:
-            statement = rpc_statement(
-                built.sql, {name: bindable(value) for name, value in built.params.items()}
-            )
-        except (ValueError, TypeError) as exc:
-            # Too long for one RPC parameter, or unbindable: refused before anything is sent.
-            _log.warning("sqlserver statement could not be bound for %s", query.query_id)
-            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
-        await self.connection_kwargs()
-        lock_ms = self._lock_timeout_ms
-        if lock_ms is None:
-            lock_ms = max(1, int(timeout_s * 1000))
-        batch = session_sql(lock_timeout_ms=lock_ms, isolation=self._isolation)
-        query_timeout = max(1, math.ceil(timeout_s))
-
-        def work(connection: _Connection) -> Sequence[Any]:
-            return run_fenced(connection._conn, batch, statement, query_timeout=query_timeout)
-
-        raw = await self._runner.run(work, timeout_s, query.query_id)
-        return [_typed_row(built, row, query.mapping) for row in raw]
-
-    async def health(self) -> SourceHealth:
-        """``HEALTHY`` if the database answers and every mapping has an active full-text
-        index; ``DEGRADED`` when only some do; ``UNAVAILABLE`` otherwise. Never raises."""
-        quoted = [_quoted_name(m) for m in self._mappings]
-
-        def work(connection: _Connection) -> list[Any]:
-            probes = [rpc_statement(FULLTEXT_INDEX_SQL, {"name": name}) for name in quoted]
-            mssql_conn = connection._conn
-            mssql_conn.execute_non_query(HEALTH_PROBE_SQL)
-            ready = []
-            for probe in probes:
-                rows = execute_rpc(mssql_conn, probe)
-                ready.append(bool(rows and rows[0][0] == 1))
-            return ready
-
-        try:
-            await self.connection_kwargs()
-            ready = await self._runner.run(work, _HEALTH_TIMEOUT_S, "health")
-        except ProviderError as exc:
-            _log.warning("sqlserver health check failed as %s", exc.code.value)
-            return SourceHealth.UNAVAILABLE
-        except Exception:
-            _log.exception("sqlserver health check failed unexpectedly")
-            return SourceHealth.UNAVAILABLE
-        if all(ready):
-            return SourceHealth.HEALTHY
-        return SourceHealth.DEGRADED if any(ready) else SourceHealth.UNAVAILABLE
+        return await self._engine.connection_kwargs()
 
     async def close(self) -> None:
         """Close pooled connections (busy ones close when their statement ends)."""
-        self._pool.close()
+        self._engine.close()
 
 
 def run_fenced(
@@ -326,19 +306,3 @@ def run_fenced(
 def _quoted_name(mapping: Mapping) -> str:
     table = sa.table(mapping.relation, schema=mapping.schema)
     return str(sqlserver_dialect().identifier_preparer.format_table(table))
-
-
-def _typed_row(built: BuiltStatement, raw: Sequence[Any], mapping: Mapping) -> ResultRow:
-    """Map a driver row, returning DATE fields as dates (``datetime`` columns included)."""
-    row = built.to_row(raw)
-    dates = {f.name for f in mapping.fields if f.type is FieldType.DATE}
-    values = dict(row.values)
-    changed = False
-    for name in dates & set(values):
-        value = values[name]
-        if isinstance(value, datetime):
-            values[name] = value.date()
-            changed = True
-        elif isinstance(value, date):
-            continue
-    return attrs.evolve(row, values=values) if changed else row
