@@ -239,14 +239,13 @@ def _fail(message: str) -> int:
 
 
 def _claims(pairs: Sequence[str]) -> dict[str, str | tuple[str, ...]]:
-    grouped: dict[str, list[str]] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            msg = f"--claim takes NAME=VALUE, not {pair!r}"
-            raise ValueError(msg)
-        grouped.setdefault(name.strip(), []).append(value)
-    return {k: v[0] if len(v) == 1 else tuple(v) for k, v in grouped.items()}
+    from esra.starlette.claim_pairs import MalformedClaimError, parse_claim_pairs  # noqa: PLC0415
+
+    try:
+        return parse_claim_pairs(pairs)
+    except MalformedClaimError as exc:
+        msg = f"--claim {exc}"
+        raise ValueError(msg) from None
 
 
 def _roles(names: Sequence[str]) -> tuple[str, ...]:

@@ -79,14 +79,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _claims(pairs: Sequence[str]) -> dict[str, ClaimValue]:
-    grouped: dict[str, list[str]] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            msg = f"--as takes NAME=VALUE, not {pair!r}"
-            raise ValueError(msg)
-        grouped.setdefault(name.strip(), []).append(value)
-    return {name: v[0] if len(v) == 1 else tuple(v) for name, v in grouped.items()}
+    from esra.starlette.claim_pairs import MalformedClaimError, parse_claim_pairs  # noqa: PLC0415
+
+    try:
+        return dict(parse_claim_pairs(pairs))
+    except MalformedClaimError as exc:
+        msg = f"--as {exc}"
+        raise ValueError(msg) from None
 
 
 @contextlib.asynccontextmanager

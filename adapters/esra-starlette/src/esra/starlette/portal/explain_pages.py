@@ -24,6 +24,7 @@ from esra.core.admin.roles import NotPermittedError
 from esra.core.context import CallerIdentity, ClaimValue
 from esra.core.exceptions import ExposureNotFoundError, InvalidRequestError
 from esra.core.explain import Explanation
+from esra.starlette.claim_pairs import MalformedClaimError, parse_claim_pairs
 from esra.starlette.portal.access import Access, forbidden
 from esra.starlette.portal.errors import PortalError
 from esra.starlette.portal.layout import callout, page
@@ -46,17 +47,13 @@ def _text(form: FormData, name: str, label: str, *, required: bool = True) -> st
 
 
 def _claims(text: str) -> dict[str, ClaimValue]:
-    grouped: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        name, sep, value = line.partition("=")
-        if not sep or not name.strip():
-            raise PortalError(
-                400, "Not explained", "Write each claim as NAME=VALUE on its own line.", links=_BACK
-            )
-        grouped.setdefault(name.strip(), []).append(value.strip())
-    return {name: v[0] if len(v) == 1 else tuple(v) for name, v in grouped.items()}
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        return dict(parse_claim_pairs(lines, strip_values=True))
+    except MalformedClaimError:
+        raise PortalError(
+            400, "Not explained", "Write each claim as NAME=VALUE on its own line.", links=_BACK
+        ) from None
 
 
 def _form(base: str, visitor: Visitor, values: Mapping[str, str]) -> Markup:
