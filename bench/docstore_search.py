@@ -34,9 +34,9 @@ import psycopg
 from psycopg import sql
 
 from esra.core.config.mapping import FieldType, Operator
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
-from esra.core.validation import ValidatedQuery, _issue
 from esra.postgres import PostgresProvider, apply_store_schema, store_mapping
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"

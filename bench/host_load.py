@@ -72,13 +72,13 @@ from starlette.routing import Route
 
 from esra.core.audit_batching import AuditBackend, BatchingAuditSink
 from esra.core.logging_audit import LoggingAuditSink
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import AuditSink
 from esra.core.query import ResultRow
-from esra.core.validation import ValidatedQuery
 from esra.sqlite import SqliteFts5Provider, open_readonly
 from esra.starlette.cli import main as cli_main
-from esra.starlette.embedded import open_embedded
 from esra.starlette.host import HostParts
+from esra.starlette.parts import open_embedded
 from esra.starlette.serve import HostServer, free_port
 
 TENANT = "larkspur"

@@ -42,13 +42,13 @@ from esra.core.config import (
     SourceHealth,
 )
 from esra.core.context import CallerIdentity, InvocationContext
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import ResultRow
 from esra.core.retriever import Retriever
 from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
-from esra.core.validation import ValidatedQuery
 from esra.sqlite import SqliteFts5Provider, create_fts5_index, open_readonly
 
 ROWS_PER_SOURCE = 5_000

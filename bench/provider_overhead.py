@@ -47,6 +47,7 @@ from esra.core.config import (
     SourceHealth,
 )
 from esra.core.context import CallerIdentity, InvocationContext
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import ResultRow
@@ -58,7 +59,6 @@ from esra.core.testing import (
     InMemorySecretStore,
     StaticHostAllowlist,
 )
-from esra.core.validation import ValidatedQuery
 from esra.postgres import PostgresProvider, create_text_index
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"

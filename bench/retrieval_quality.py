@@ -126,11 +126,11 @@ from esra.core.config import (
     SourceBinding,
 )
 from esra.core.context import CallerIdentity, InvocationContext
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, Strategy
 from esra.core.retriever import Retriever
 from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import InMemoryAuditSink
-from esra.core.validation import ValidatedQuery, _issue
 from esra.llm import LocalModel
 from esra.sqlite import DEFAULT_TOKENIZE
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider
 from esra.core.query import ProjectedField, ResolvedFilter, ResultRow, Strategy
 from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
-from esra.core.validation import ValidatedQuery, _issue
 from esra.sql import StatementBuilder
 
 __all__ = [

@@ -31,9 +31,10 @@ from esra.core.config.source import Source, SourceHealth
 from esra.core.context import CallerIdentity, ClaimValue, InvocationContext
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
+from esra.core.pipeline.validation import validate
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import SearchProvider
 from esra.core.query import PlannedQuery
-from esra.core.validation import ValidatedQuery, validate
 
 __all__ = [
     "CALLERS",

@@ -16,9 +16,9 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError, UnvalidatedQueryError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import SearchProvider, TextIndexKind
 from esra.core.query import Strategy
-from esra.core.validation import ValidatedQuery
 from tests._injection import issue
 
 __all__ = ["SyncProviderChecks"]

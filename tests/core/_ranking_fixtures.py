@@ -1,6 +1,6 @@
 """Private builders for the aggregation, rerank and response tests.
 
-Queries are issued through ``esra.core.validation._issue``: a test-only use of the validator's
+Queries are issued through ``esra.core.pipeline.values._issue``: a test-only use of the validator's
 private issuer, so these stages can be tested without depending on the validator's rules.
 """
 
@@ -26,9 +26,9 @@ from esra.core.pipeline.aggregation import Candidate, Provenance
 from esra.core.pipeline.execution import QueryResult
 from esra.core.pipeline.rerank import RankedCandidate
 from esra.core.pipeline.scope import EffectiveScope
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.prompts import Prompt
 from esra.core.query import ProjectedField, ResultRow, RowValue, Strategy
-from esra.core.validation import ValidatedQuery, _issue
 
 TENANT = "tenant-r"
 

@@ -18,9 +18,10 @@ from esra.core.config.mapping import DefaultTemplate
 from esra.core.context import ClaimValue, InvocationContext
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
+from esra.core.pipeline.validation import ValidationOutcome, validate
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities, TextIndexKind
 from esra.core.query import PlannedQuery, Strategy
-from esra.core.validation import ValidatedQuery, ValidationOutcome, validate
 from tests.core.factories import (
     make_context,
     make_field,

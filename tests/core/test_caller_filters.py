@@ -32,6 +32,7 @@ from esra.core.pipeline.caller_filters import (
     filters_digest,
 )
 from esra.core.pipeline.scope import ScopedSource
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import PlannedFilter, ResultRow
 from esra.core.retriever import Retriever
 from esra.core.testing import (
@@ -42,7 +43,6 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from esra.core.validation import ValidatedQuery
 from tests.core._validation_fixtures import ALL_CAPS, keyword, make_world
 from tests.core.factories import (
     make_capability,

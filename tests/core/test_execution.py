@@ -16,11 +16,11 @@ from esra.core.config.source import SourceHealth
 from esra.core.exceptions import UnvalidatedQueryError
 from esra.core.pipeline.execution import Executor, QueryResult, SourceFailure
 from esra.core.pipeline.resilience import BreakerState
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities, SearchProvider
 from esra.core.query import ResultRow
 from esra.core.response import ResponseWarning
 from esra.core.testing import FakeClock, InMemorySearchProvider
-from esra.core.validation import ValidatedQuery
 from tests.core._validation_fixtures import ALL_CAPS, issue, keyword
 
 NAMES = {"s-1": "Contracts", "s-2": "Tickets"}

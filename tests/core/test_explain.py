@@ -23,6 +23,7 @@ from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.config import BindingMode, SourceBinding
 from esra.core.context import CallerIdentity
 from esra.core.explain import EXPLAIN_MARK, EXPLAINED_BY
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import RenderedStatement
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import ResultRow
@@ -34,7 +35,6 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from esra.core.validation import ValidatedQuery
 from tests.core.factories import TENANT, make_capability, make_context, make_snapshot, make_source
 
 ROWS = {

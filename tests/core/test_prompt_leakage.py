@@ -26,6 +26,7 @@ from esra.core.config import (
     SourceBinding,
 )
 from esra.core.context import CallerIdentity, InvocationContext
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import ResultRow
 from esra.core.retriever import Retriever
@@ -36,7 +37,6 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from esra.core.validation import ValidatedQuery
 
 TENANT = "tenant-spy"
 SECRETS = {

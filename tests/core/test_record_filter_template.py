@@ -36,7 +36,7 @@ from esra.core.config.record_filter_template import (
     template_of,
 )
 from esra.core.exceptions import ConfigurationError
-from esra.core.validation import TENANT_CLAIM
+from esra.core.pipeline.validation import TENANT_CLAIM
 from tests.core.factories import make_field, make_mapping, make_snapshot, make_source
 
 EXAMPLE = "region = {claim:region} OR (owner = {claim:sub} AND NOT archived = TRUE)"

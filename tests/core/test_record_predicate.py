@@ -10,6 +10,8 @@ import pytest
 from esra.core.codes import WarningCode
 from esra.core.config import FieldType, Operator, RecordFilter
 from esra.core.config.record_filter_template import parse_record_filter_template
+from esra.core.pipeline.validation import TENANT_CLAIM
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ResolvedFilter
 from esra.core.record_predicate import (
     MAX_CLAIM_VALUES,
@@ -27,7 +29,6 @@ from esra.core.record_predicate import (
 )
 from esra.core.testing import InMemorySearchProvider
 from esra.core.testing.contract import contract_query
-from esra.core.validation import TENANT_CLAIM, ValidatedQuery, _issue
 from tests._record_templates import CALLERS, MAPPING, ROWS, query_for, visible_keys
 from tests.core._validation_fixtures import keyword, make_world, rich_mapping
 from tests.core.factories import TENANT, make_mapping

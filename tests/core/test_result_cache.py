@@ -28,6 +28,7 @@ from esra.core.exceptions import DocumentNotFoundError
 from esra.core.fetch import Keyring, TokenBinding
 from esra.core.fetch.tokens import open as open_ref
 from esra.core.pipeline.cache_keys import authorization_fingerprint
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import ResultRow
 from esra.core.response import ResponseStatus, RetrievalResponse
 from esra.core.retriever import Retriever
@@ -39,7 +40,6 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from esra.core.validation import ValidatedQuery
 from tests.core.factories import (
     EXPOSURE_ID,
     make_capability,

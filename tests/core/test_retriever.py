@@ -26,6 +26,7 @@ from esra.core.exceptions import (
     InvalidRequestError,
     NoSourcesAvailableError,
 )
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import ResultRow
@@ -38,7 +39,6 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from esra.core.validation import ValidatedQuery
 from tests.core.factories import (
     make_capability,
     make_context,

@@ -24,6 +24,7 @@ from esra.core.docstore.model import DocumentState
 from esra.core.exceptions import ConfigurationError, ExposureNotFoundError, ProviderError
 from esra.core.pipeline.cache_keys import selection_cache_key, tenant_partition
 from esra.core.pipeline.scope import resolve_scope
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.prompts import PromptTask
 from esra.core.query import ResultRow
 from esra.core.response import ResponseStatus
@@ -39,7 +40,6 @@ from esra.core.testing import (
     InMemorySecretStore,
     StaticHostAllowlist,
 )
-from esra.core.validation import ValidatedQuery
 from esra.sql.connection import resolve_connection
 from tests.core.factories import (
     EXPOSURE_ID,

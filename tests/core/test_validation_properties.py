@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from esra.core.codes import RejectionReason
 from esra.core.config import CapabilityLimits, Operator
 from esra.core.context import ClaimValue
+from esra.core.pipeline.validation import ValidationOutcome
+from esra.core.pipeline.values import ValidatedQuery, ensure_validated
 from esra.core.query import PlannedFilter, PlannedQuery, Strategy
 from esra.core.testing import InMemorySearchProvider
-from esra.core.validation import ValidatedQuery, ValidationOutcome, ensure_validated
 from tests.core._validation_fixtures import (
     ALL_CAPS,
     RICH_FIELDS,

@@ -213,7 +213,7 @@ def test_answer_limit_is_left_to_the_mapping_default() -> None:
 def test_plans_pass_the_real_validator(request_text: str) -> None:
     """Every query LocalModel plans for a non-empty request survives core validation."""
     from esra.core.pipeline.selection import Selection
-    from esra.core.validation import validate
+    from esra.core.pipeline.validation import validate
     from tests.core.factories import TENANT, make_context, make_scope, make_scoped
 
     source = attrs.evolve(HR, tenant_id=TENANT, max_queries_per_source=5)

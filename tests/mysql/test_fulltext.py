@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from esra.core.config.mapping import FieldType, Operator
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
-from esra.core.validation import ValidatedQuery, _issue
 from esra.mysql import (
     MatchAgainstFullText,
     MySqlProvider,

@@ -14,7 +14,7 @@ import asyncio
 import pytest
 
 from esra.core.exceptions import ProviderError
-from esra.core.validation import ValidatedQuery
+from esra.core.pipeline.values import ValidatedQuery
 from esra.mysql import MatchAgainstFullText, ServerFlavor, with_timeout
 from esra.mysql._quote import DIALECT
 from esra.sql import CompiledStatementCache, StatementBuilder

@@ -15,6 +15,7 @@ from esra.core.codes import ProviderErrorCode as C
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider, TextIndexKind
 from esra.core.query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing.contract import (
@@ -24,7 +25,6 @@ from esra.core.testing.contract import (
     contract_query,
 )
 from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
-from esra.core.validation import ValidatedQuery, _issue
 from esra.mysql import MySqlProvider, ServerFlavor
 from esra.mysql._quote import quote_identifier
 from tests.mysql.conftest import TENANT, Server, close_now, seed_table

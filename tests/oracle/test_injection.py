@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.validation import ValidatedQuery
+from esra.core.pipeline.values import ValidatedQuery
 from esra.oracle import OracleTextFullText, oracle_dialect, oracle_text_term
 from esra.sql import StatementBuilder
 from tests._external import load_sqli_payloads

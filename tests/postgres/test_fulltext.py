@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, Strategy
-from esra.core.validation import ValidatedQuery, _issue
 from esra.postgres import TsvectorFullText, term_bind_names
 from esra.sql import SearchTerms, TermShape, TextTarget
 from tests.postgres.conftest import make_provider, seed_table

@@ -22,6 +22,7 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider, TextIndexKind
 from esra.core.query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing import InMemorySecretStore
@@ -31,7 +32,6 @@ from esra.core.testing.contract import (
     CONTRACT_ROWS,
     contract_query,
 )
-from esra.core.validation import ValidatedQuery, _issue
 from esra.postgres import PostgresProvider
 from esra.sql import BuiltStatement
 from tests.postgres.conftest import (

@@ -12,8 +12,8 @@ from sqlalchemy.engine.interfaces import Dialect
 
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.exceptions import UnvalidatedQueryError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import ResolvedFilter, Strategy
-from esra.core.validation import ValidatedQuery
 from esra.sql import (
     LIMIT_BIND,
     CompiledStatementCache,

@@ -20,11 +20,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from esra.core.config.mapping import FieldSpec, FieldType, Operator
 from esra.core.config.record_filter_template import parse_record_filter_template
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import ResolvedFilter
 from esra.core.record_predicate import bind_template
 from esra.core.response import ResponseStatus, ResultItem, RetrievalResponse
 from esra.core.testing.leaks import LeakCategory, scan
-from esra.core.validation import ValidatedQuery
 from esra.sql import StatementBuilder
 from tests.sql.conftest import HOSTILE_MAPPING, issue
 

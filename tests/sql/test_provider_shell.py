@@ -15,9 +15,9 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError, UnvalidatedQueryError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import SearchProvider, StatementRenderer, TextIndexKind
 from esra.core.query import Strategy
-from esra.core.validation import ValidatedQuery
 from esra.sql import (
     BuiltStatement,
     CompiledStatementCache,

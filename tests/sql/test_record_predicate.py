@@ -15,6 +15,7 @@ from sqlalchemy.engine.interfaces import Dialect
 
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator
 from esra.core.config.record_filter_template import parse_record_filter_template
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.record_predicate import (
     PredicateAnd,
     PredicateComparison,
@@ -25,7 +26,6 @@ from esra.core.record_predicate import (
     bind_template,
     predicate_values,
 )
-from esra.core.validation import ValidatedQuery
 from esra.sql import CompiledStatementCache, StatementBuilder, predicate_bind_name
 from tests._external import load_sqli_payloads
 from tests.sql.conftest import HOSTILE_MAPPING, PlainFullText, issue

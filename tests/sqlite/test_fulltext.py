@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, Strategy
-from esra.core.validation import ValidatedQuery, _issue
 from esra.sql import SearchTerms
 from esra.sqlite import SqliteFts5Provider, fts5_match_expression, fts5_string
 from tests.sqlite.conftest import run_query, seed_database

@@ -9,8 +9,8 @@ import attrs
 import pytest
 
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, Strategy
-from esra.core.validation import ValidatedQuery, _issue
 from esra.sqlite import SqliteFts5Provider, fts5_index_columns, fts5_index_statements
 from tests.sqlite.conftest import seed_database
 

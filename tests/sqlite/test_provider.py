@@ -16,6 +16,7 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider, TextIndexKind
 from esra.core.query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing.contract import (
@@ -24,7 +25,6 @@ from esra.core.testing.contract import (
     CONTRACT_ROWS,
     contract_query,
 )
-from esra.core.validation import ValidatedQuery, _issue
 from esra.sqlite import SqliteFts5Provider, classify, open_readonly
 from esra.sqlite.provider import _Execution
 from tests.sqlite.conftest import seed_database, table_counts

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from esra.core.validation import ValidatedQuery
+from esra.core.pipeline.values import ValidatedQuery
 from esra.sql import StatementBuilder
 from esra.sqlserver import (
     MAX_NVARCHAR_UNITS,

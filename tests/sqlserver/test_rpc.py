@@ -18,9 +18,9 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import ResolvedFilter
 from esra.core.testing.contract import CONTRACT_MAPPING
-from esra.core.validation import ValidatedQuery
 from esra.sqlserver import (
     MAX_NVARCHAR_UNITS,
     ROLLBACK_SQL,

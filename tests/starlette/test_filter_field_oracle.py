@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT, open_embedded
+from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
 from esra.starlette.host import build_app
+from esra.starlette.parts import open_embedded
 from tests.starlette._world import mcp_client
 
 # A dev token's claim value.

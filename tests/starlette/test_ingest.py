@@ -24,10 +24,10 @@ from esra.starlette.embedded import (
     EMBEDDED_TENANT,
     STORE_FILE,
     embedded_snapshot,
-    open_embedded,
 )
 from esra.starlette.host import build_app
 from esra.starlette.ingest import IngestUsageError, collect_files, ingest
+from esra.starlette.parts import open_embedded
 from esra.starlette.store_init import cli_subject
 from tests._external import shared_data
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp

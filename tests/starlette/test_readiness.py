@@ -22,8 +22,9 @@ from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette.app import create_app
-from esra.starlette.embedded import STORE_FILE, open_embedded
+from esra.starlette.embedded import STORE_FILE
 from esra.starlette.host import build_app
+from esra.starlette.parts import open_embedded
 from esra.starlette.readiness import ReadinessCheck, readiness_endpoint, run_check
 from esra.starlette.stores import open_tenant_stores
 from tests.starlette._tokens import AUDIENCE, idp

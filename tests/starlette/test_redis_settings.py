@@ -17,7 +17,7 @@ from esra.core.config import dump_snapshot
 from esra.core.exceptions import ConfigurationError, QuotaUnavailableError
 from esra.starlette.demo.build import build_demo_databases
 from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.host import open_configured
+from esra.starlette.parts import open_configured
 from esra.starlette.settings import SettingsError, load_settings
 from esra.starlette.shared_state import RedisSettings
 from tests._redis import free_port

@@ -25,7 +25,8 @@ from esra.llm import (
 from esra.starlette.demo.build import build_demo_databases
 from esra.starlette.demo.config import demo_snapshot
 from esra.starlette.devtoken import DEV_ISSUER
-from esra.starlette.host import build_app, open_configured
+from esra.starlette.host import build_app
+from esra.starlette.parts import open_configured
 from esra.starlette.settings import ModelSettings, SettingsError, load_settings
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 from tests.starlette._world import mcp_client

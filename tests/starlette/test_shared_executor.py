@@ -22,11 +22,11 @@ from esra.core.fetch.tokens import Keyring
 from esra.core.pipeline import execution
 from esra.core.pipeline.execution import Executor
 from esra.core.pipeline.resilience import BreakerState
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import ResultRow
 from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
 from esra.core.testing.provider import InMemorySearchProvider
-from esra.core.validation import ValidatedQuery
 from esra.starlette import app as app_module
 from esra.starlette.app import create_app
 from tests.starlette._tokens import AUDIENCE, NOW, idp

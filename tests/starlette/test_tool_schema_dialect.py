@@ -19,8 +19,9 @@ import pytest
 from mcp.types import Tool
 
 from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT, open_embedded
+from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
 from esra.starlette.host import build_app
+from esra.starlette.parts import open_embedded
 from esra.starlette.schemas import (
     FETCH_INPUT_SCHEMA,
     FETCH_OUTPUT_SCHEMA,

@@ -34,6 +34,7 @@ from esra.core.fetch import Keyring
 from esra.core.fetch.refs import DocumentRefMinter
 from esra.core.fetch.service import DocumentFetcher
 from esra.core.fetch.tokens import DocumentLocator
+from esra.core.pipeline.validation import MAX_LOOKUP_PARTS
 from esra.core.testing import (
     FakeClock,
     InMemoryAuditSink,
@@ -41,7 +42,6 @@ from esra.core.testing import (
     InMemoryQuotaStore,
     InMemorySearchProvider,
 )
-from esra.core.validation import MAX_LOOKUP_PARTS
 from tests.core.factories import (
     EXPOSURE_ID,
     make_context,

@@ -38,6 +38,7 @@ from esra.core.exceptions import (
 )
 from esra.core.fetch import Keyring
 from esra.core.fetch.service import DocumentFetcher
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import ResultRow
 from esra.core.retriever import Retriever
 from esra.core.testing import (
@@ -48,7 +49,6 @@ from esra.core.testing import (
     InMemoryQuotaStore,
     InMemorySearchProvider,
 )
-from esra.core.validation import ValidatedQuery
 from tests.core.factories import (
     TENANT,
     make_capability,

@@ -19,7 +19,8 @@ from esra.core.testing import InMemoryAuditSink
 from esra.starlette.demo.build import build_demo_databases
 from esra.starlette.demo.config import demo_snapshot
 from esra.starlette.embedded import embedded_snapshot
-from esra.starlette.host import build_app, open_configured
+from esra.starlette.host import build_app
+from esra.starlette.parts import open_configured
 from esra.starlette.settings import load_settings
 from esra.starlette.stores import open_tenant_stores, schema_present
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp

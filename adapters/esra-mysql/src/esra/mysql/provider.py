@@ -31,8 +31,8 @@ import pymysql
 from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
-from esra.core.validation import ValidatedQuery
 from esra.mysql._quote import DIALECT
 from esra.mysql.errors import ExecutionState, classify, is_connection_lost
 from esra.mysql.fulltext import MatchAgainstFullText

@@ -34,10 +34,10 @@ from sqlalchemy.dialects import oracle
 from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Mapping
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
 from esra.core.query import ResolvedFilter
 from esra.core.record_predicate import predicate_values
-from esra.core.validation import ValidatedQuery
 from esra.oracle.errors import classify
 from esra.oracle.fulltext import OracleTextFullText
 from esra.sql import (

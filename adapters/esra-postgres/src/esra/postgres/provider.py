@@ -40,8 +40,8 @@ from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
-from esra.core.validation import ValidatedQuery
 from esra.postgres.connection import SCHEMES, connect_kwargs, scrub
 from esra.postgres.errors import classify
 from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText

@@ -12,8 +12,9 @@
    the store's own schema;
 4. registers the store as a synthetic source: a ``Source`` and a ``Mapping`` over the
    ``searchable_segments`` view (record key = document id; record filters on the tenant via
-   ``esra.core.validation.TENANT_CLAIM`` and on the document scope via a caller claim), so a
-   ``PostgresProvider`` searches it through the ordinary pipeline with no special-casing.
+   ``esra.core.pipeline.validation.TENANT_CLAIM`` and on the document scope via a caller
+   claim), so a ``PostgresProvider`` searches it through the ordinary pipeline with no
+   special-casing.
 
 The store moves Initializing → Ready or Failed; every transition is recorded through the
 ``AuditSink`` port with the tenant, and a failure carries a classified reason and a remedy
@@ -37,8 +38,8 @@ from esra.core.codes import AuditEvent, ProviderErrorCode
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator, RecordFilter
 from esra.core.config.source import Source
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.validation import TENANT_CLAIM
 from esra.core.ports import AuditSink, Clock, HostAllowlist, SecretStore
-from esra.core.validation import TENANT_CLAIM
 from esra.postgres.connection import SCHEMES, connect_kwargs
 from esra.postgres.errors import classify
 from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG

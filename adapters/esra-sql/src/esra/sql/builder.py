@@ -26,6 +26,7 @@ from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql.expression import ColumnElement, Select
 
 from esra.core.config.mapping import Mapping, Operator
+from esra.core.pipeline.values import ValidatedQuery, ensure_validated
 from esra.core.ports import RenderedStatement
 from esra.core.query import ResolvedFilter, ResultRow, RowValue, Strategy
 from esra.core.record_predicate import (
@@ -38,7 +39,6 @@ from esra.core.record_predicate import (
     predicate_columns,
     predicate_values,
 )
-from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.sql.cache import CompiledStatement, CompiledStatementCache
 from esra.sql.fulltext import FullTextDialect, SearchTerms, TextTarget
 

@@ -34,9 +34,9 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import FieldType, Mapping, Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery, ensure_validated
 from esra.core.ports import ProviderCapabilities, RenderedStatement, TextIndexKind
 from esra.core.query import ResultRow, Strategy
-from esra.core.validation import ValidatedQuery, ensure_validated
 from esra.sql.builder import BuiltStatement, StatementBuilder
 
 __all__ = [

@@ -11,7 +11,7 @@ Two record filters are always part of the mapping, and are therefore always boun
 executed query, failing closed like any other record filter:
 
 - ``tenant_id = <the invocation's tenant>`` through the reserved claim
-  ``esra.core.validation.TENANT_CLAIM``, which the core takes from the invocation context,
+  ``esra.core.pipeline.validation.TENANT_CLAIM``, which the core takes from the invocation context,
   never from the caller;
 - ``scope IN (<the caller's scope claim>)``: the security scope the uploading administrator
   gave the document. A caller without the claim never has the store searched at all
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator, RecordFilter
 from esra.core.config.source import Source
-from esra.core.validation import TENANT_CLAIM
+from esra.core.pipeline.validation import TENANT_CLAIM
 from esra.sqlite.docstore_schema import SEARCHABLE_VIEW, SEGMENTS_FTS
 
 __all__ = ["DEFAULT_SCOPE_CLAIM", "STORE_PROVIDER_KIND", "store_source"]

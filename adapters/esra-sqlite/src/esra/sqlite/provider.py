@@ -26,8 +26,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import TextIndexKind
-from esra.core.validation import ValidatedQuery
 from esra.sql import (
     HEALTH_TIMEOUT_S,
     BuiltStatement,

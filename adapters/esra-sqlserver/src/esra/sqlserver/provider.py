@@ -31,8 +31,8 @@ from sqlalchemy.dialects import mssql
 from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Mapping
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
-from esra.core.validation import ValidatedQuery
 from esra.sql import (
     HEALTH_TIMEOUT_S,
     BuiltStatement,

@@ -45,7 +45,6 @@ from starlette.routing import BaseRoute, Mount, Route
 from esra.core.admin.explaining import ExplainService
 from esra.core.admin.lookups import HostLookups, IssuerLookup, ModelProfile
 from esra.core.admin.publication import ConfigPublisher
-from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
 from esra.core.audit_tracing import TraceLinkedAuditSink
@@ -63,6 +62,7 @@ from esra.core.ports import (
     LanguageModel,
     QuotaStore,
     SearchProvider,
+    WritableSecretStore,
 )
 from esra.core.quota import InProcessQuotaStore
 from esra.core.retriever import Retriever

@@ -101,7 +101,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _host_location(args: argparse.Namespace) -> None:
     """Point ``args`` at where the host writes when no location is given."""
     if args.config is None:
-        from esra.starlette.cli import default_data_dir  # noqa: PLC0415
+        from esra.starlette.data_dir import default_data_dir  # noqa: PLC0415
         from esra.starlette.durable_state import STATE_DATABASE_FILE  # noqa: PLC0415
 
         args.sqlite = (args.data_dir or default_data_dir()) / STATE_DATABASE_FILE

@@ -58,7 +58,7 @@ import attrs
 
 from esra.core.admin.lookups import ModelProfile
 from esra.core.admin.publication import ConfigPublisher
-from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
+from esra.core.admin.secrets import InMemorySecretVault
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
 from esra.core.clock import SystemClock
@@ -81,6 +81,7 @@ from esra.core.ports import (
     LanguageModel,
     QuotaStore,
     SecretStore,
+    WritableSecretStore,
 )
 from esra.core.provider_registry import ProviderRegistry, ProviderRequest
 from esra.core.secrets.references import ReferencePolicy

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from esra.core.docstore.extras import MissingExtraError, require_document_extra
 from esra.core.exceptions import ConfigurationError
+from esra.starlette.data_dir import default_data_dir
 
 if TYPE_CHECKING:
     from esra.core.docstore.model import StoreSettings
@@ -35,20 +35,11 @@ if TYPE_CHECKING:
     from esra.starlette.settings import HostSettings
     from esra.starlette.warming import StoreWarmer
 
-__all__ = ["build_parser", "default_data_dir", "host_server", "main"]
+__all__ = ["build_parser", "host_server", "main"]
 
 _T = TypeVar("_T")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
-
-
-def default_data_dir() -> Path:
-    """Where the embedded default keeps its development key and document store.
-
-    ``$ESRA_HOME`` when set, else ``~/.esra``. Read when a command runs, never at import.
-    """
-    configured = os.environ.get("ESRA_HOME")
-    return Path(configured) if configured else Path.home() / ".esra"
 
 
 def _add_data_dir(command: argparse.ArgumentParser) -> None:
@@ -301,12 +292,8 @@ def host_server(args: argparse.Namespace) -> HostServer:
     """
     from esra.starlette.anonymous import LOOPBACK_HOSTS, DevAnonymousCaller  # noqa: PLC0415
     from esra.starlette.devtoken import load_or_create_dev_issuer  # noqa: PLC0415
-    from esra.starlette.embedded import (  # noqa: PLC0415
-        EMBEDDED_CLIENT_APP,
-        EMBEDDED_TENANT,
-        open_embedded,
-    )
-    from esra.starlette.host import open_configured  # noqa: PLC0415
+    from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT  # noqa: PLC0415
+    from esra.starlette.parts import open_configured, open_embedded  # noqa: PLC0415
     from esra.starlette.serve import HostServer  # noqa: PLC0415
     from esra.starlette.settings import load_settings  # noqa: PLC0415
 

@@ -129,7 +129,7 @@ def _fail(message: str, status: int = EXIT_USAGE) -> int:
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
-    from esra.starlette.cli import default_data_dir  # noqa: PLC0415
+    from esra.starlette.data_dir import default_data_dir  # noqa: PLC0415
 
     data_dir: Path = args.data_dir or default_data_dir()
     return data_dir

@@ -35,13 +35,13 @@ from typing import Any
 
 import attrs
 
-from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
+from esra.core.admin.secrets import InMemorySecretVault
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_batching import AuditBackend, BatchingAuditSink
 from esra.core.audit_query import AuditReader
 from esra.core.exceptions import ConfigurationError, ProviderError
 from esra.core.logging_audit import LoggingAuditSink
-from esra.core.ports import AuditSink, Clock
+from esra.core.ports import AuditSink, Clock, WritableSecretStore
 from esra.core.secrets.keys import KeyEncryptionKeys, KeyringConfigurationError
 from esra.core.secrets.references import ReferencePolicy, ReferenceSecretResolver
 from esra.core.secrets.routing import RoutingSecretStore

@@ -24,16 +24,11 @@ directory's ``databases/``.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import attrs
 
 from esra.core.config import BindingMode, ConfigSnapshot, Mapping, Source, SourceBinding
 from esra.sqlite import store_source
 from esra.starlette.demo.config import CLIENT_APP, SLUG, TENANT, demo_snapshot
-from esra.starlette.host import HostParts
 
 __all__ = [
     "EMBEDDED_CLIENT_APP",
@@ -41,7 +36,6 @@ __all__ = [
     "EMBEDDED_TENANT",
     "STORE_FILE",
     "embedded_snapshot",
-    "open_embedded",
 ]
 
 EMBEDDED_TENANT = TENANT
@@ -85,17 +79,3 @@ def embedded_snapshot() -> ConfigSnapshot:
         ),
         exposures=tuple(attrs.evolve(e, fetch_enabled=True) for e in demo.exposures),
     )
-
-
-@contextlib.asynccontextmanager
-async def open_embedded(data_dir: Path) -> AsyncIterator[HostParts]:
-    """Build the embedded default's parts (through ``esra.starlette.bootstrap``); remove the
-    demo databases again on exit.
-
-    ``data_dir`` holds what outlives a run: the development key, the document store and
-    the state database (configuration, secrets, audit) with its keyring.
-    """
-    from esra.starlette.bootstrap import bootstrap  # noqa: PLC0415 - bootstrap imports this
-
-    async with bootstrap(data_dir=data_dir) as runtime:
-        yield runtime.parts()

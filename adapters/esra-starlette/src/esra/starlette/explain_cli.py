@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from esra.core.exceptions import ConfigurationError, EsraError
+from esra.starlette.data_dir import default_data_dir
 
 if TYPE_CHECKING:
     from esra.core.context import ClaimValue
@@ -92,7 +93,7 @@ def _claims(pairs: Sequence[str]) -> dict[str, ClaimValue]:
 async def _parts(args: argparse.Namespace) -> AsyncIterator[tuple[HostParts, str, str]]:
     """The host's parts, the tenant and the client application to explain with."""
     if args.config is not None:
-        from esra.starlette.host import open_configured  # noqa: PLC0415
+        from esra.starlette.parts import open_configured  # noqa: PLC0415
         from esra.starlette.settings import load_settings  # noqa: PLC0415
 
         if args.tenant is None or args.client_app is None:
@@ -101,12 +102,8 @@ async def _parts(args: argparse.Namespace) -> AsyncIterator[tuple[HostParts, str
         async with open_configured(load_settings(args.config)) as parts:
             yield parts, args.tenant, args.client_app
         return
-    from esra.starlette.cli import default_data_dir  # noqa: PLC0415
-    from esra.starlette.embedded import (  # noqa: PLC0415
-        EMBEDDED_CLIENT_APP,
-        EMBEDDED_TENANT,
-        open_embedded,
-    )
+    from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT  # noqa: PLC0415
+    from esra.starlette.parts import open_embedded  # noqa: PLC0415
 
     async with open_embedded(args.data_dir or default_data_dir()) as parts:
         yield parts, args.tenant or EMBEDDED_TENANT, args.client_app or EMBEDDED_CLIENT_APP

@@ -8,17 +8,15 @@ default. ``build_app`` hands either to :func:`create_app`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
 import attrs
 from starlette.applications import Starlette
 
 from esra.core.admin.lookups import ModelProfile
 from esra.core.admin.publication import ConfigPublisher
-from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
 from esra.core.config import Source
@@ -34,6 +32,7 @@ from esra.core.ports import (
     LanguageModel,
     QuotaStore,
     SearchProvider,
+    WritableSecretStore,
 )
 from esra.core.static_config import StaticConfigRepository
 from esra.llm import AnthropicMessagesModel, LocalModel, OpenAIChatModel
@@ -52,7 +51,6 @@ __all__ = [
     "HostParts",
     "build_app",
     "default_resource_url",
-    "open_configured",
     "open_model",
     "store_sources",
 ]
@@ -219,16 +217,3 @@ def open_model(settings: ModelSettings) -> LanguageModel:
     # Unreachable through parse_settings, which requires each kind's keys.
     msg = f"model: incomplete settings for kind {settings.kind!r}"
     raise SettingsError(msg)
-
-
-@contextlib.asynccontextmanager
-async def open_configured(settings: HostSettings) -> AsyncIterator[HostParts]:
-    """The configured host's parts, composed by ``esra.starlette.bootstrap``; closed on exit.
-
-    Without ``[fetch] keys_file`` the document-reference keys are generated afresh, so
-    references do not survive a restart.
-    """
-    from esra.starlette.bootstrap import bootstrap  # noqa: PLC0415 - bootstrap imports this
-
-    async with bootstrap(settings) as runtime:
-        yield runtime.parts()

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from esra.core.fetch.service import DocumentFetcher
     from esra.core.fetch.tokens import Keyring
     from esra.core.pipeline.execution import Executor
+    from esra.core.pipeline.values import ValidatedQuery
     from esra.core.ports import (
         AuditSink,
         BreakerBroadcast,
@@ -91,7 +92,6 @@ if TYPE_CHECKING:
     )
     from esra.core.retriever import Retriever
     from esra.core.static_config import StaticConfigRepository
-    from esra.core.validation import ValidatedQuery
 
 # Each public name, and the module that defines it.
 _PUBLIC: dict[str, str] = {
@@ -170,7 +170,7 @@ _PUBLIC: dict[str, str] = {
     "RetrievalRequest": "esra.core.request",
     "Retriever": "esra.core.retriever",
     "StaticConfigRepository": "esra.core.static_config",
-    "ValidatedQuery": "esra.core.validation",
+    "ValidatedQuery": "esra.core.pipeline.values",
 }
 
 __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives

@@ -11,8 +11,8 @@ import attrs
 from esra.core.codes import AuditEvent
 
 if TYPE_CHECKING:
+    from esra.core.clock import Clock
     from esra.core.context import InvocationContext
-    from esra.core.ports import Clock
 
 __all__ = ["AuditDimension", "AuditRecord"]
 

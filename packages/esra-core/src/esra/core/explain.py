@@ -35,10 +35,11 @@ import attrs
 from esra.core.audit import AuditDimension, AuditRecord
 from esra.core.pipeline.execution import ExecutionOutcome
 from esra.core.pipeline.rerank import RankedCandidate
+from esra.core.pipeline.validation import ValidationOutcome
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import AuditSink, Clock, RenderedStatement, SearchProvider, StatementRenderer
 from esra.core.query import PlannedQuery
 from esra.core.response import RetrievalResponse
-from esra.core.validation import ValidatedQuery, ValidationOutcome
 
 __all__ = [
     "Decision",

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
-from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import attrs
 
-from esra.core.config.mapping import Operator
+from esra.core.audit import AuditRecord
+from esra.core.clock import Clock
 from esra.core.config.snapshot import ConfigSnapshot
 from esra.core.config.source import SourceHealth
-from esra.core.query import ResultRow, Strategy
-
-if TYPE_CHECKING:
-    from esra.core.audit import AuditRecord
-    from esra.core.prompts import Prompt
-    from esra.core.validation import ValidatedQuery
+from esra.core.pipeline.values import ProviderCapabilities, TextIndexKind, ValidatedQuery
+from esra.core.prompts.model import Prompt
+from esra.core.query import ResultRow
 
 __all__ = [
     "AuditSink",
@@ -35,28 +31,8 @@ __all__ = [
     "SecretStore",
     "StatementRenderer",
     "TextIndexKind",
+    "WritableSecretStore",
 ]
-
-
-class TextIndexKind(StrEnum):
-    """The full-text machinery a provider searches with, stated so nothing has to guess."""
-
-    SQLITE_FTS5 = "sqlite_fts5"
-    POSTGRES_TSVECTOR = "postgres_tsvector"
-    MYSQL_FULLTEXT = "mysql_fulltext"
-    SQLSERVER_FULLTEXT = "sqlserver_fulltext"
-    ORACLE_TEXT = "oracle_text"
-    IN_MEMORY = "in_memory"
-
-
-@attrs.frozen
-class ProviderCapabilities:
-    """What a provider supports: the validator rejects anything else before execution."""
-
-    strategies: frozenset[Strategy]
-    operators: frozenset[Operator]
-    text_index: TextIndexKind
-    max_rows: int = 200
 
 
 @runtime_checkable
@@ -77,7 +53,7 @@ class SearchProvider(Protocol):
     """**Protocol:** executes validator-issued queries against one source, read-only.
 
     Implementations must refuse anything that is not a ``ValidatedQuery`` issued by the
-    validator (``esra.core.validation.ensure_validated``), carry every value as a bind
+    validator (``esra.core.pipeline.values.ensure_validated``), carry every value as a bind
     parameter, cap rows in the statement, order by score descending then key ascending, and
     raise only ``ProviderError`` with one of the sixteen codes.
     """
@@ -126,6 +102,14 @@ class SecretStore(Protocol):
 
     async def resolve(self, tenant_id: str, reference: str) -> str:
         """Return the secret, or raise ``ProviderError(SECRET_UNRESOLVED)``."""
+        ...
+
+
+class WritableSecretStore(SecretStore, Protocol):
+    """**Protocol:** a ``SecretStore`` that can also create and rotate secrets."""
+
+    async def put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Create, or replace (rotate), the secret ``reference`` of ``tenant_id``."""
         ...
 
 
@@ -212,16 +196,4 @@ class ConfigRepository(Protocol):
 
     async def snapshot(self, tenant_id: str) -> ConfigSnapshot | None:
         """Return the tenant's current configuration snapshot, if it has one."""
-        ...
-
-
-class Clock(Protocol):
-    """**Protocol:** the current time, injected so expiry, freshness and breakers are testable."""
-
-    def now(self) -> datetime:
-        """Return the current aware UTC datetime."""
-        ...
-
-    def monotonic(self) -> float:
-        """Return a monotonic reading in seconds for durations and deadlines."""
         ...

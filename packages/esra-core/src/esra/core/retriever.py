@@ -46,6 +46,7 @@ from esra.core.pipeline.respond import respond
 from esra.core.pipeline.result_cache import ResultCache
 from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.pipeline.selection import select_sources
+from esra.core.pipeline.validation import ValidationOutcome, validate
 from esra.core.pipeline_metrics import (
     count_plan_rejection,
     count_result_cache_hit,
@@ -67,7 +68,6 @@ from esra.core.request import RetrievalRequest
 from esra.core.response import ResponseWarning, RetrievalResponse
 from esra.core.telemetry import stage_span
 from esra.core.traced_model import TracedLanguageModel
-from esra.core.validation import ValidationOutcome, validate
 
 __all__ = ["MAX_REQUEST_CHARS", "RESPONSE_RESERVE_SHARE", "Retriever"]
 

@@ -21,10 +21,10 @@ from starlette.routing import BaseRoute, Route
 from esra.core.admin.explaining import ExplainService
 from esra.core.admin.lookups import HostLookups
 from esra.core.admin.publication import ConfigPublisher
-from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
+from esra.core.admin.secrets import InMemorySecretVault
 from esra.core.admin.store import WorkspaceStore
 from esra.core.audit_query import AuditReader
-from esra.core.ports import AuditSink, Clock, ConfigRepository
+from esra.core.ports import AuditSink, Clock, ConfigRepository, WritableSecretStore
 from esra.starlette.admin.audit_api import AuditApi
 from esra.starlette.admin.config_api import ConfigApi
 from esra.starlette.admin.errors import AdminError, AdminErrorCode, handle_http, handle_unexpected

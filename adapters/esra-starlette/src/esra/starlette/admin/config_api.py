@@ -45,7 +45,6 @@ from esra.core.admin.memory_store import InMemoryWorkspaceStore
 from esra.core.admin.publication import ConfigPublisher
 from esra.core.admin.recording import record_admin_action
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
-from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import ConfigConflictError, WorkspaceStore, adopt
 from esra.core.admin.workspace import AdminWorkspace
 from esra.core.audit import AuditDimension
@@ -57,7 +56,7 @@ from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
 from esra.core.config.source import Source
 from esra.core.exceptions import ConfigurationError
-from esra.core.ports import AuditSink, Clock, ConfigRepository
+from esra.core.ports import AuditSink, Clock, ConfigRepository, WritableSecretStore
 from esra.starlette.admin.bodies import read_json_object
 from esra.starlette.admin.errors import AdminError, AdminErrorCode
 from esra.starlette.admin.operator import RoleClaims, acting_tenant_of, administrator_of

@@ -9,10 +9,11 @@ from esra.core.admin.chain import (
 from esra.core.admin.memory_store import InMemoryWorkspaceStore
 from esra.core.admin.publication import ConfigPublisher, publishable_snapshot
 from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role, implied_roles
-from esra.core.admin.secrets import InMemorySecretVault, WritableSecretStore
+from esra.core.admin.secrets import InMemorySecretVault
 from esra.core.admin.store import ConfigChange, ConfigConflictError, WorkspaceStore, adopt
 from esra.core.admin.workspace import AdminWorkspace, adopted_workspace
 from esra.core.config.access_policy import AccessPolicy
+from esra.core.ports import WritableSecretStore
 
 __all__ = [
     "AccessPolicy",

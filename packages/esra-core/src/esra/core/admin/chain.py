@@ -21,7 +21,6 @@ from esra.core.admin.publication import (
 )
 from esra.core.admin.recording import record_admin_action
 from esra.core.admin.roles import Administrator, NotPermittedError, Role
-from esra.core.admin.secrets import WritableSecretStore
 from esra.core.admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
 from esra.core.admin.workspace import AdminWorkspace
 from esra.core.audit import AuditDimension
@@ -32,7 +31,7 @@ from esra.core.config.exposure import Exposure
 from esra.core.config.mapping import Mapping
 from esra.core.config.source import Source
 from esra.core.exceptions import ConfigurationError
-from esra.core.ports import AuditSink, Clock
+from esra.core.ports import AuditSink, Clock, WritableSecretStore
 
 __all__ = [
     "AccessPolicyService",

@@ -5,21 +5,13 @@ Configuration only ever holds the reference; the value lives here, keyed by tena
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
-from esra.core.ports import SecretStore
+from esra.core.ports import WritableSecretStore
 
+# WritableSecretStore is a port (esra.core.ports); it stays importable from here, where the
+# admin services first defined it.
 __all__ = ["InMemorySecretVault", "WritableSecretStore"]
-
-
-class WritableSecretStore(SecretStore, Protocol):
-    """**Protocol:** a ``SecretStore`` that can also create and rotate secrets."""
-
-    async def put(self, tenant_id: str, reference: str, value: str) -> None:
-        """Create, or replace (rotate), the secret ``reference`` of ``tenant_id``."""
-        ...
 
 
 class InMemorySecretVault:

@@ -73,7 +73,7 @@ MAX_IN_LITERALS = 50
 MAX_NESTING = 32
 # The reserved claims a template may name; every other ``esra.*`` name is refused, so a caller
 # can never supply a value for something an author believed ESRA sets. Kept in step with
-# ``esra.core.validation.TENANT_CLAIM`` (a test asserts it).
+# ``esra.core.pipeline.validation.TENANT_CLAIM`` (a test asserts it).
 RESERVED_CLAIMS = frozenset({"esra.tenant_id"})
 _RESERVED_PREFIX = "esra."
 _CLAIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.\-][A-Za-z0-9_]+)*")

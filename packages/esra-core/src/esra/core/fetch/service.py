@@ -48,10 +48,11 @@ from esra.core.masking import masked_values
 from esra.core.pipeline.execution import Executor
 from esra.core.pipeline.respond import allowlisted_row_values
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource, admitted_exposure, resolve_scope
+from esra.core.pipeline.validation import MAX_LOOKUP_PARTS, validate_lookup
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.pipeline_metrics import count_fetch_quota_refusal
 from esra.core.ports import AuditSink, Clock, ConfigRepository, QuotaStore, SearchProvider
 from esra.core.query import ResultRow
-from esra.core.validation import MAX_LOOKUP_PARTS, ValidatedQuery, validate_lookup
 
 __all__ = [
     "DEFAULT_FETCH_CHARS",

@@ -34,7 +34,6 @@ from datetime import date
 
 import attrs
 
-from esra.core import _validation_rules as rules
 from esra.core.audit import AuditRecord
 from esra.core.clock import SystemClock
 from esra.core.codes import WarningCode
@@ -47,12 +46,13 @@ from esra.core.exceptions import (
     InvalidRequestError,
     NoSourcesAvailableError,
 )
+from esra.core.pipeline import _validation_rules as rules
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource, resolve_scope
+from esra.core.pipeline.validation import context_claims
 from esra.core.ports import ProviderCapabilities
 from esra.core.query import PlannedFilter, PlannedQuery
 from esra.core.record_predicate import MissingClaimError
 from esra.core.response import ResponseWarning
-from esra.core.validation import context_claims
 
 __all__ = [
     "MAX_CALLER_FILTERS",

@@ -29,11 +29,11 @@ from esra.core.pipeline.resilience import (
     bounded_semaphore,
     retry_transient,
 )
+from esra.core.pipeline.values import ValidatedQuery, ensure_validated
 from esra.core.pipeline_metrics import count_breaker_transition
 from esra.core.ports import BreakerBroadcast, Clock, SearchProvider
 from esra.core.query import ResultRow
 from esra.core.response import ResponseWarning
-from esra.core.validation import ValidatedQuery, ensure_validated
 
 __all__ = ["ExecutionOutcome", "Executor", "QueryResult", "SourceFailure"]
 

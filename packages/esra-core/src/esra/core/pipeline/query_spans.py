@@ -20,8 +20,8 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.telemetry import TENANT_ID, error_type, meter, tracer
-from esra.core.validation import ValidatedQuery
 
 __all__ = ["db_system", "failed", "query_span", "timed_attempt"]
 

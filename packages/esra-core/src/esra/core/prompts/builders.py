@@ -15,7 +15,7 @@ import attrs
 from esra.core.config.capability import CapabilityLimits
 from esra.core.config.mapping import Mapping
 from esra.core.config.source import Source
-from esra.core.ports import ProviderCapabilities
+from esra.core.pipeline.values import ProviderCapabilities
 from esra.core.prompts.contracts import (
     ANSWER_CONTRACT,
     PLAN_CONTRACT,

@@ -17,7 +17,7 @@ from esra.core.secrets.references import reference_scheme
 if TYPE_CHECKING:
     # Only the Protocol's shape is needed; importing esra.core.admin would pull in the
     # whole admin chain wherever a host merely wants secret storage.
-    from esra.core.admin.secrets import WritableSecretStore
+    from esra.core.ports import WritableSecretStore
 
 __all__ = ["ExternalReferenceWriteError", "RoutingSecretStore"]
 

@@ -10,7 +10,7 @@ for DDL) into its engine and returns a provider over it::
             seed_my_engine(dataset.mapping, dataset.columns, dataset.rows)
             return MyProvider(...)
 
-Every query is issued by the real validator (``esra.core.validation.validate``), so the
+Every query is issued by the real validator (``esra.core.pipeline.validation.validate``), so the
 suite also proves the provider and validator agree. Expectations use plain single words and
 literal phrases whose matching is the same under token-based full-text engines and the
 substring-based in-memory fake. Requires ``pytest`` and ``pytest-asyncio``.
@@ -42,9 +42,10 @@ from esra.core.context import CallerIdentity, ClaimValue, InvocationContext
 from esra.core.exceptions import ProviderError, UnvalidatedQueryError
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
+from esra.core.pipeline.validation import validate, validate_lookup
+from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import SearchProvider
 from esra.core.query import PlannedFilter, PlannedQuery, ResultRow
-from esra.core.validation import ValidatedQuery, validate, validate_lookup
 
 __all__ = [
     "CONTRACT_COLUMNS",

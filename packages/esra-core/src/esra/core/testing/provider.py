@@ -11,6 +11,7 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.config.mapping import Operator
 from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
+from esra.core.pipeline.values import ValidatedQuery, ensure_validated
 from esra.core.ports import ProviderCapabilities, TextIndexKind
 from esra.core.query import ResolvedFilter, ResultRow, Scalar, Strategy
 from esra.core.record_predicate import (
@@ -21,7 +22,6 @@ from esra.core.record_predicate import (
     PredicateOr,
     RecordPredicate,
 )
-from esra.core.validation import ValidatedQuery, ensure_validated
 
 __all__ = ["InMemorySearchProvider"]
 

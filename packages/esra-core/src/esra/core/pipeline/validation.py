@@ -1,11 +1,10 @@
-"""The validator and the sealed ``ValidatedQuery`` it alone can construct.
+"""Stage 4: the validator, which alone issues ``ValidatedQuery`` objects.
 
-A provider executes nothing but a ``ValidatedQuery`` that this module issued: the constructor
-demands a module-private seal, and every issued instance is remembered by identity, so a
-forged, copied, unpickled or ``evolve``-d object is refused by ``ensure_validated``.
+A provider executes nothing but a ``ValidatedQuery`` the validator issued (the sealed type and
+its ``ensure_validated`` check live in ``esra.core.pipeline.values``, which the ports import).
 
 ``validate`` is stage 4 of the pipeline: deterministic, pure and synchronous. It applies every
-rule of spec 000 §4 and 003 (the rules themselves live in ``esra.core._validation_rules``),
+rule of spec 000 §4 and 003 (the rules themselves live in ``esra.core.pipeline._validation_rules``),
 binds record filters to the caller's claims (failing closed), enforces the query caps, and
 issues one ``ValidatedQuery`` per surviving plan. It never raises for a bad plan: a plan is
 either issued or rejected with a reason code.
@@ -13,23 +12,21 @@ either issued or rejected with a reason code.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping as MappingABC
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 
-from esra.core import _validation_rules as rules
 from esra.core.codes import RejectionReason, WarningCode
 from esra.core.config.mapping import Mapping
 from esra.core.context import ClaimValue, InvocationContext
-from esra.core.exceptions import UnvalidatedQueryError
+from esra.core.pipeline import _validation_rules as rules
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.pipeline.selection import Selection
-from esra.core.ports import ProviderCapabilities
+from esra.core.pipeline.values import ProviderCapabilities, ValidatedQuery, _issue
 from esra.core.query import PlannedQuery, ProjectedField, ResolvedFilter, Strategy
-from esra.core.record_predicate import MissingClaimError, RecordPredicate, predicate_shape
+from esra.core.record_predicate import MissingClaimError, RecordPredicate
 from esra.core.response import ResponseWarning
 
 __all__ = [
@@ -37,129 +34,11 @@ __all__ = [
     "MAX_RECORD_KEY_CHARS",
     "TENANT_CLAIM",
     "Rejection",
-    "ValidatedQuery",
     "ValidationOutcome",
     "context_claims",
-    "ensure_validated",
     "validate",
     "validate_lookup",
 ]
-
-_SEAL = object()
-_ISSUED: weakref.WeakSet[ValidatedQuery] = weakref.WeakSet()
-
-
-class ValidatedQuery:
-    """A query that passed every validation rule, resolved to physical identifiers.
-
-    Attributes:
-        query_id: unique within the invocation (``{source_id}#{n}``).
-        source_id: the selected source it runs against.
-        mapping: the mapping, whose physical names come from configuration only.
-        strategy: one the provider stated it supports.
-        required_terms / optional_terms / excluded_terms / phrases: literal search content,
-            always sent as bind parameters.
-        filters: structured filters, resolved to columns, values as bind parameters.
-        record_filters: record-level predicates with the caller's claim values.
-        record_predicate: the mapping's record-filter template bound to the caller's claims
-            (physical columns, typed values sent as bind parameters); ``None`` without one.
-            Providers AND it with ``record_filters``.
-        lookup_key: for a document fetch, the one record key to read (a bind parameter);
-            ``None`` for a search. A lookup carries no search content.
-        projection: the returnable, unrestricted fields to read (title and content included).
-        freshness: the freshness field, when the mapping has one.
-        row_limit: the row cap the provider puts in the statement.
-    """
-
-    __slots__ = (
-        "__weakref__",
-        "excluded_terms",
-        "filters",
-        "freshness",
-        "lookup_key",
-        "mapping",
-        "optional_terms",
-        "phrases",
-        "projection",
-        "query_id",
-        "record_filters",
-        "record_predicate",
-        "required_terms",
-        "row_limit",
-        "source_id",
-        "strategy",
-    )
-
-    query_id: str
-    source_id: str
-    mapping: Mapping
-    strategy: Strategy
-    required_terms: tuple[str, ...]
-    optional_terms: tuple[str, ...]
-    excluded_terms: tuple[str, ...]
-    phrases: tuple[str, ...]
-    filters: tuple[ResolvedFilter, ...]
-    record_filters: tuple[ResolvedFilter, ...]
-    record_predicate: RecordPredicate | None
-    lookup_key: str | None
-    projection: tuple[ProjectedField, ...]
-    freshness: ProjectedField | None
-    row_limit: int
-
-    def __init__(self, seal: object, **values: Any) -> None:
-        if seal is not _SEAL:
-            msg = "ValidatedQuery can only be constructed by the validator"
-            raise UnvalidatedQueryError(msg)
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-        _ISSUED.add(self)
-
-    def __setattr__(self, name: str, value: object) -> NoReturn:
-        msg = "ValidatedQuery is immutable"
-        raise AttributeError(msg)
-
-    def __reduce__(self) -> NoReturn:
-        msg = "ValidatedQuery cannot be copied or pickled"
-        raise TypeError(msg)
-
-    def __repr__(self) -> str:
-        # Terms stay out of the repr: it may reach a log line.
-        return f"ValidatedQuery({self.query_id!r}, strategy={self.strategy.value!r})"
-
-    @property
-    def shape(self) -> tuple[object, ...]:
-        """What determines the command text (never the values): for statement caching."""
-        return (
-            self.mapping,
-            self.strategy,
-            len(self.required_terms),
-            len(self.optional_terms),
-            len(self.excluded_terms),
-            len(self.phrases),
-            tuple((f.column, f.operator, len(f.values)) for f in self.filters),
-            tuple((f.column, f.operator, len(f.values)) for f in self.record_filters),
-            predicate_shape(self.record_predicate) if self.record_predicate else None,
-            tuple(p.column for p in self.projection),
-            self.freshness.column if self.freshness else None,
-            self.lookup_key is not None,
-        )
-
-
-def ensure_validated(query: object) -> ValidatedQuery:
-    """Return ``query`` if the validator issued it; raise ``UnvalidatedQueryError`` otherwise."""
-    if not isinstance(query, ValidatedQuery) or query not in _ISSUED:
-        msg = "providers execute only validator-issued queries"
-        raise UnvalidatedQueryError(msg)
-    return query
-
-
-def _issue(**values: Any) -> ValidatedQuery:
-    """The one place a ``ValidatedQuery`` is made; called only by the rules below."""
-    # Most mappings have no record-filter template and most queries are searches, not
-    # fetch lookups; those absences are explicit Nones.
-    values.setdefault("record_predicate", None)
-    values.setdefault("lookup_key", None)
-    return ValidatedQuery(_SEAL, **values)
 
 
 @attrs.frozen

@@ -3,7 +3,7 @@
 Each rule either returns the checked, resolved value or raises ``Violation`` with the
 ``RejectionReason`` the spec names. Every rule assumes its input is hostile: planned queries
 come from a model, so types are re-checked here even where the annotations promise them.
-Only ``esra.core.validation`` turns what these rules return into a ``ValidatedQuery``.
+Only ``esra.core.pipeline.validation`` turns what these rules return into a ``ValidatedQuery``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from esra.core.config.capability import CapabilityLimits
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator
 from esra.core.config.record_filter_template import template_of
 from esra.core.context import ClaimValue
-from esra.core.ports import ProviderCapabilities
+from esra.core.pipeline.values import ProviderCapabilities
 from esra.core.query import PlannedFilter, ProjectedField, ResolvedFilter, Scalar, Strategy
 from esra.core.record_predicate import RecordPredicate, bind_template
 
