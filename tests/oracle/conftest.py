@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
-from esra.oracle import OracleTextFullText, OracleTextProvider, oracle_dialect
+from esra.oracle import OracleTextFullText, OracleTextProvider
+from esra.oracle.provider import oracle_dialect
 from esra.sql import CompiledStatementCache, StatementBuilder
 from tests._injection import issue
 

@@ -9,7 +9,7 @@ import pytest
 from oracledb import errors as oracle_errors
 
 from esra.core.codes import ProviderErrorCode
-from esra.oracle import (
+from esra.oracle.errors import (
     DPY_ERROR_CODES,
     DRG_ERROR_CODES,
     ORA_ERROR_CODES,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.oracle import oracle_text_expression, oracle_text_term
+from esra.oracle.fulltext import oracle_text_expression, oracle_text_term
 from esra.sql import SearchTerms
 from tests.oracle.conftest import issue, uncached_builder
 

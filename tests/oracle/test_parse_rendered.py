@@ -14,8 +14,7 @@ import pytest
 import sqlglot
 from sqlglot import ErrorLevel, exp
 
-from esra.oracle import READ_ONLY_SQL, bind_params
-from esra.oracle.provider import HEALTH_PROBE_SQL, TEXT_INDEX_HEALTH_SQL
+from esra.oracle.provider import HEALTH_PROBE_SQL, READ_ONLY_SQL, TEXT_INDEX_HEALTH_SQL, bind_params
 from tests._statement_shapes import SHAPES
 from tests.oracle.conftest import issue, uncached_builder
 

@@ -11,7 +11,8 @@ from esra.core.config.mapping import FieldType, Operator
 from esra.core.ports import TextIndexKind
 from esra.core.query import ResolvedFilter
 from esra.core.record_predicate import PredicateAnd, PredicateComparison
-from esra.oracle import OracleTextProvider, bind_params, current_schema_sql
+from esra.oracle import OracleTextProvider
+from esra.oracle.provider import bind_params, current_schema_sql
 from tests._sync_provider import SyncProviderChecks
 from tests.oracle.conftest import TENANT, issue, provider, uncached_builder
 

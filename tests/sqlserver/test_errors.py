@@ -7,7 +7,7 @@ import pytest
 from pymssql import _mssql
 
 from esra.core.codes import ProviderErrorCode
-from esra.sqlserver import (
+from esra.sqlserver.errors import (
     DBLIB_ERROR_CODES,
     SQLSERVER_ERROR_CODES,
     ExecutionState,

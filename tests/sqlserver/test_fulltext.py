@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esra.sql import SearchTerms
-from esra.sqlserver import SqlServerFullText, containstable_phrase, freetext_string
+from esra.sqlserver import SqlServerFullText
+from esra.sqlserver.fulltext import containstable_phrase, freetext_string
 from tests.sqlserver.conftest import issue, uncached_builder
 
 

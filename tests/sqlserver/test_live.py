@@ -32,7 +32,8 @@ from esra.core.testing.contract import (
     SearchProviderContract,
 )
 from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
-from esra.sqlserver import MAX_NVARCHAR_UNITS, SqlServerProvider, fulltext_index_statements
+from esra.sqlserver import SqlServerProvider, fulltext_index_statements
+from esra.sqlserver.rpc import MAX_NVARCHAR_UNITS
 from tests._databases import require_dsn
 from tests._external import load_sqli_payloads
 

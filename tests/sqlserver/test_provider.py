@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from esra.core.ports import TextIndexKind
-from esra.sqlserver import Isolation, SqlServerProvider, session_sql
+from esra.sqlserver import Isolation, SqlServerProvider
+from esra.sqlserver.session import session_sql
 from tests._sync_provider import SyncProviderChecks
 from tests.sqlserver.conftest import TENANT, provider
 

@@ -21,18 +21,10 @@ from esra.core.exceptions import ProviderError
 from esra.core.pipeline.values import ValidatedQuery
 from esra.core.query import ResolvedFilter
 from esra.core.testing.contract import CONTRACT_MAPPING
-from esra.sqlserver import (
-    MAX_NVARCHAR_UNITS,
-    ROLLBACK_SQL,
-    Isolation,
-    RpcLimitError,
-    SqlServerProvider,
-    bindable,
-    rpc_statement,
-    rpc_text,
-    run_fenced,
-    session_sql,
-)
+from esra.sqlserver import Isolation, SqlServerProvider
+from esra.sqlserver.provider import bindable, run_fenced
+from esra.sqlserver.rpc import MAX_NVARCHAR_UNITS, RpcLimitError, rpc_statement, rpc_text
+from esra.sqlserver.session import ROLLBACK_SQL, session_sql
 from tests._injection import payload_query
 from tests.sqlserver._fake_mssql import Bind, FakeConnection, FakeMssql, FakeProcedure
 from tests.sqlserver.conftest import issue, provider, uncached_builder
