@@ -10,10 +10,13 @@ an embedder.
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
 import esra.core
+import esra.starlette
 from esra.core import (
     AccessPolicy,
     AuditEvent,
@@ -122,13 +125,36 @@ async def test_an_embedder_using_only_public_names_searches() -> None:
     assert audit.events(AuditEvent.RETRIEVE)
 
 
-def test_every_public_name_resolves_to_its_defining_module() -> None:
-    listed = set(esra.core.__all__) - {"__version__"}
-    assert listed == set(esra.core._PUBLIC)
+@pytest.mark.parametrize("package", ["esra.core", "esra.starlette"])
+def test_every_public_name_resolves_to_its_defining_module(package: str) -> None:
+    facade = importlib.import_module(package)
+    listed = set(facade.__all__) - {"__version__"}
+    assert listed == set(facade._PUBLIC)
+    assert set(dir(facade)) >= listed
     for name in sorted(listed):
-        value = getattr(esra.core, name)
-        module = importlib.import_module(esra.core._PUBLIC[name])
+        value = getattr(facade, name)
+        module = importlib.import_module(facade._PUBLIC[name])
         assert getattr(module, name) is value, name
+
+
+ADAPTERS = ["sql", "sqlite", "postgres", "mysql", "sqlserver", "oracle", "redis", "llm"]
+
+
+@pytest.mark.parametrize("package", [f"esra.{name}" for name in ADAPTERS])
+def test_every_adapter_exports_what_it_lists(package: str) -> None:
+    facade = importlib.import_module(package)
+    missing = [name for name in facade.__all__ if not hasattr(facade, name)]
+    assert missing == []
+
+
+def test_importing_the_host_package_imports_neither_the_mcp_sdk_nor_starlette() -> None:
+    # The esra commands import esra.starlette first; its surface must not cost them the app.
+    probe = "import sys, esra.starlette; print(sorted({'mcp', 'starlette'} & set(sys.modules)))"
+    shown = subprocess.run(  # noqa: S603 - this interpreter, a literal program
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert shown.strip() == "[]"
+    assert esra.starlette.create_app.__module__ == "esra.starlette.app"
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

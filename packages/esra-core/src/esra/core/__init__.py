@@ -13,8 +13,9 @@ command that needs one corner of it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from esra.core.lazy_surface import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
         SecretStore,
         StatementRenderer,
         TextIndexKind,
+        WritableSecretStore,
     )
     from esra.core.query import PlannedFilter, ResultRow, Strategy
     from esra.core.request import RetrievalRequest
@@ -159,6 +161,7 @@ _PUBLIC: dict[str, str] = {
             "SecretStore",
             "StatementRenderer",
             "TextIndexKind",
+            "WritableSecretStore",
         ],
         "esra.core.ports",
     ),
@@ -241,22 +244,10 @@ __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
     "Retriever",
     "StaticConfigRepository",
     "ValidatedQuery",
+    "WritableSecretStore",
 ]
 
 
-# Hidden from type checkers: a module ``__getattr__`` would let any name type-check, and
-# the typing test must fail on a name that is not in the surface.
+# Hidden from type checkers (see ``lazy_attributes``).
 if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        """Import a public name from its module the first time it is asked for."""
-        module = _PUBLIC.get(name)
-        if module is None:
-            msg = f"module 'esra.core' has no attribute {name!r}"
-            raise AttributeError(msg)
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(__all__)
+    __getattr__, __dir__ = lazy_attributes(__name__, _PUBLIC, globals())
