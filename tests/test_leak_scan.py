@@ -17,7 +17,8 @@ import pytest
 from esra.core.audit import AuditRecord
 from esra.core.codes import AuditEvent
 from esra.core.pipeline.scope import resolve_scope
-from esra.core.testing import FakeClock, InMemoryAuditSink
+from esra.core.testing import FakeClock
+from esra.core.testing.invocations import audited
 from tests import _leak_scan
 from tests.core.factories import make_context, make_snapshot, make_source
 
@@ -208,13 +209,8 @@ async def test_only_records_esra_builds_are_captured() -> None:
     before = len(collector.captures)
     AuditRecord.of(make_context(), FakeClock(), AuditEvent.RETRIEVE, reason="SELECT * FROM x")
     assert len(collector.captures) == before
-    await resolve_scope(
-        make_context(),
-        make_snapshot([make_source("s-1")]),
-        health={},
-        audit=InMemoryAuditSink(),
-        clock=FakeClock(),
-    )
+    async with audited(make_context()) as invocation:
+        await resolve_scope(invocation, make_snapshot([make_source("s-1")]), health={})
     assert [c.kind for c in collector.captures[before:]] == ["audit"]
     assert collector.captures[-1].nodeid.endswith("test_only_records_esra_builds_are_captured")
 

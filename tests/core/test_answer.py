@@ -44,6 +44,7 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
+from esra.core.testing.invocations import audited_in_scope
 from esra.llm import LocalModel
 from tests.core._ranking_fixtures import candidate, mapping, ranked
 from tests.core.factories import (
@@ -121,16 +122,8 @@ async def _compose(
     before = attrs.evolve(_response(scope, items), warnings=tuple(warnings))
     if warnings:
         before = attrs.evolve(before, status=ResponseStatus.DEGRADED)
-    after = await compose_answer(
-        make_context(),
-        REQUEST,
-        before,
-        items,
-        scope=scope,
-        model=model,
-        audit=audit,
-        clock=FakeClock(),
-    )
+    async with audited_in_scope(make_context(), scope, audit=audit) as invocation:
+        after = await compose_answer(invocation, REQUEST, before, items, model=model)
     return after, model, audit, before
 
 

@@ -44,6 +44,7 @@ from esra.core.testing import (
     InMemoryQuotaStore,
     InMemorySearchProvider,
 )
+from esra.core.testing.invocations import audited
 from tests.core.factories import (
     TENANT,
     make_capability,
@@ -209,7 +210,8 @@ async def test_an_exposure_whose_capability_loses_every_binding_fails_as_it_does
     for snapshot in (tenant, derived):
         audit = InMemoryAuditSink()
         with pytest.raises(NoSourcesAvailableError):
-            await resolve_scope(ctx, snapshot, health={}, audit=audit, clock=FakeClock())
+            async with audited(ctx, audit=audit) as invocation:
+                await resolve_scope(invocation, snapshot, health={})
         records.append(audit.records)
     assert records[0] == records[1]
     [record] = records[1]
@@ -226,7 +228,8 @@ async def test_a_refused_exposure_is_refused_with_the_same_error_and_record() ->
     for snapshot in (tenant, client_snapshot(tenant, APP_A)):
         audit = InMemoryAuditSink()
         with pytest.raises(ExposureNotFoundError):
-            await resolve_scope(ctx, snapshot, health={}, audit=audit, clock=FakeClock())
+            async with audited(ctx, audit=audit) as invocation:
+                await resolve_scope(invocation, snapshot, health={})
         records.append(audit.records)
     assert records[0] == records[1]
     assert [(r.outcome, r.reason) for r in records[1]] == [
@@ -297,9 +300,10 @@ async def test_scope_resolves_and_audits_the_runtime_snapshot_as_the_tenants(
     for snapshot in (tenant, client_snapshot(tenant, caller)):
         audit = InMemoryAuditSink()
         try:
-            scope: EffectiveScope | EsraError = await resolve_scope(
-                ctx, snapshot, health={}, audit=audit, clock=FakeClock()
-            )
+            async with audited(ctx, audit=audit) as invocation:
+                scope: EffectiveScope | EsraError = await resolve_scope(
+                    invocation, snapshot, health={}
+                )
         except EsraError as exc:
             scope = exc
         outcomes.append((_summary(scope), audit.records))

@@ -41,6 +41,7 @@ from esra.core.testing import (
     InMemoryQuotaStore,
     InMemorySearchProvider,
 )
+from esra.core.testing.invocations import audited
 from tests.core.factories import (
     TENANT,
     make_capability,
@@ -88,9 +89,8 @@ def _snapshot(
 
 
 async def _scope(snapshot: ConfigSnapshot) -> EffectiveScope:
-    return await resolve_scope(
-        make_context(), snapshot, health={}, audit=InMemoryAuditSink(), clock=FakeClock()
-    )
+    async with audited(make_context()) as invocation:
+        return await resolve_scope(invocation, snapshot, health={})
 
 
 def _retriever(
@@ -311,7 +311,8 @@ async def test_a_served_exposure_leaving_no_results_mode_fails_closed_at_resolut
     audit = InMemoryAuditSink()
 
     with pytest.raises(ConfigurationError) as failed:
-        await resolve_scope(make_context(), snapshot, health={}, audit=audit, clock=FakeClock())
+        async with audited(make_context(), audit=audit) as invocation:
+            await resolve_scope(invocation, snapshot, health={})
     assert failed.value.code is ErrorCode.ESRA_CONFIGURATION_INVALID
     # The caller gets the fixed public message, never which level took the mode away.
     assert str(failed.value) == ConfigurationError.public_message
@@ -327,7 +328,8 @@ async def test_a_served_exposure_leaving_no_results_mode_fails_closed_at_resolut
 async def test_resolution_audits_the_narrowed_scope_like_any_other() -> None:
     audit = InMemoryAuditSink()
     snapshot = _snapshot(exposure={"response_modes": RESULTS})
-    await resolve_scope(make_context(), snapshot, health={}, audit=audit, clock=FakeClock())
+    async with audited(make_context(), audit=audit) as invocation:
+        await resolve_scope(invocation, snapshot, health={})
     [record] = audit.events(AuditEvent.SOURCES_RESOLVE)
     assert record.outcome == "ok"
 

@@ -27,6 +27,7 @@ from esra.core.ports import LanguageModel, ProviderCapabilities, TextIndexKind
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import PlannedQuery, Strategy
 from esra.core.testing import FakeLanguageModel
+from esra.core.testing.invocations import audited_in_scope
 from tests.core.factories import (
     make_context,
     make_field,
@@ -66,14 +67,10 @@ async def _plan(
     caps = (
         capabilities if capabilities is not None else {s.source.id: ALL_CAPS for s in scope.sources}
     )
-    return await plan_searches(
-        make_context(),
-        Selection(sources=scope.sources),
-        request,
-        scope=scope,
-        model=model,
-        capabilities=caps,
-    )
+    async with audited_in_scope(make_context(), scope) as invocation:
+        return await plan_searches(
+            invocation, Selection(sources=scope.sources), request, model=model, capabilities=caps
+        )
 
 
 def _source_name(prompt: Prompt) -> str:
@@ -113,14 +110,10 @@ async def test_one_model_call_per_selected_source_in_selection_order() -> None:
 async def test_no_selected_sources_means_no_model_call() -> None:
     """An empty selection plans nothing and calls no model."""
     model = FakeLanguageModel()
-    outcome = await plan_searches(
-        make_context(),
-        Selection(sources=()),
-        REQUEST,
-        scope=_world(_scoped("s-1")),
-        model=model,
-        capabilities={},
-    )
+    async with audited_in_scope(make_context(), _world(_scoped("s-1"))) as invocation:
+        outcome = await plan_searches(
+            invocation, Selection(sources=()), REQUEST, model=model, capabilities={}
+        )
     assert outcome == PlanningOutcome(queries=(), warnings=())
     assert model.prompts == []
 

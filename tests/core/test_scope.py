@@ -26,6 +26,7 @@ from esra.core.context import InvocationContext
 from esra.core.exceptions import ExposureNotFoundError, NoSourcesAvailableError
 from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.testing import FakeClock, InMemoryAuditSink
+from esra.core.testing.invocations import audited
 from tests.core.factories import (
     CLIENT_APP,
     make_capability,
@@ -47,13 +48,8 @@ async def _resolve(
     health: dict[str, SourceHealth] | None = None,
     audit: InMemoryAuditSink | None = None,
 ) -> EffectiveScope:
-    return await resolve_scope(
-        ctx or make_context(),
-        snapshot,
-        health=health or {},
-        audit=audit or InMemoryAuditSink(),
-        clock=FakeClock(),
-    )
+    async with audited(ctx or make_context(), audit=audit) as invocation:
+        return await resolve_scope(invocation, snapshot, health=health or {})
 
 
 def _ids(scope: EffectiveScope) -> list[str]:

@@ -21,6 +21,7 @@ from esra.core.testing import (
     InMemoryCache,
     Responder,
 )
+from esra.core.testing.invocations import audited_in_scope
 from tests.core.factories import (
     make_context,
     make_exposure,
@@ -74,15 +75,8 @@ async def _select(
     audit: InMemoryAuditSink | None = None,
     tenant_id: str = "tenant-a",
 ) -> Selection:
-    return await select_sources(
-        make_context(tenant_id=tenant_id),
-        scope,
-        request,
-        model=model,
-        cache=cache,
-        audit=audit or InMemoryAuditSink(),
-        clock=FakeClock(),
-    )
+    async with audited_in_scope(make_context(tenant_id=tenant_id), scope, audit=audit) as run:
+        return await select_sources(run, request, model=model, cache=cache)
 
 
 def _ids(selection: Selection) -> list[str]:
@@ -322,15 +316,9 @@ async def test_no_prompt_derivatives_disables_cache_reads_and_writes() -> None:
     cache = SpyCache()
     model = _answer("s-opt2")
     audit = InMemoryAuditSink()
-    selection = await select_sources(
-        make_context(),
-        _scope(retention=RetentionClass.NO_PROMPT_DERIVATIVES),
-        REQUEST,
-        model=model,
-        cache=cache,
-        audit=audit,
-        clock=FakeClock(),
-    )
+    scope = _scope(retention=RetentionClass.NO_PROMPT_DERIVATIVES)
+    async with audited_in_scope(make_context(), scope, audit=audit) as invocation:
+        selection = await select_sources(invocation, REQUEST, model=model, cache=cache)
     assert cache.calls == []
     assert len(model.prompts) == 1
     assert _ids(selection) == ["s-man", "s-opt2", "s-pol"]
@@ -352,15 +340,8 @@ class BrokenCache:
 async def test_an_unreachable_cache_does_not_fail_selection() -> None:
     """Cache errors are treated as a miss and the model's choice is used."""
     model = _answer("s-opt1")
-    selection = await select_sources(
-        make_context(),
-        _scope(),
-        REQUEST,
-        model=model,
-        cache=BrokenCache(),
-        audit=InMemoryAuditSink(),
-        clock=FakeClock(),
-    )
+    async with audited_in_scope(make_context(), _scope()) as invocation:
+        selection = await select_sources(invocation, REQUEST, model=model, cache=BrokenCache())
     assert _ids(selection) == ["s-man", "s-opt1", "s-pol"]
     assert selection.warnings == ()
 

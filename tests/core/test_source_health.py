@@ -26,6 +26,7 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
+from esra.core.testing.invocations import audited
 from tests.core.factories import make_capability, make_context, make_snapshot, make_source
 
 ROWS = {
@@ -191,17 +192,16 @@ async def test_scope_resolution_carries_the_warning_for_forced_sources_only() ->
         [make_source("s-1"), make_source("s-2"), make_source("s-3", name="Hidden optional")],
         capability=make_capability(bindings),
     )
-    scope = await resolve_scope(
-        make_context(),
-        snapshot,
-        health={
-            "s-1": SourceHealth.UNAVAILABLE,
-            "s-2": SourceHealth.HEALTHY,
-            "s-3": SourceHealth.UNAVAILABLE,
-        },
-        audit=InMemoryAuditSink(),
-        clock=FakeClock(),
-    )
+    async with audited(make_context()) as invocation:
+        scope = await resolve_scope(
+            invocation,
+            snapshot,
+            health={
+                "s-1": SourceHealth.UNAVAILABLE,
+                "s-2": SourceHealth.HEALTHY,
+                "s-3": SourceHealth.UNAVAILABLE,
+            },
+        )
     assert [s.source.id for s in scope.sources] == ["s-2"]
     assert [w.message for w in scope.warnings] == [
         "Source 'Source s-1' is unavailable and was not searched."

@@ -40,6 +40,7 @@ from esra.core.testing import (
     InMemorySecretStore,
     StaticHostAllowlist,
 )
+from esra.core.testing.invocations import audited
 from esra.sql.connection import resolve_connection
 from tests.core.factories import (
     EXPOSURE_ID,
@@ -205,7 +206,8 @@ async def test_scope_resolution_refuses_a_snapshot_of_another_tenant() -> None:
     """Handed B's identical snapshot, A's context finds no exposure and the denial is A's."""
     audit = InMemoryAuditSink()
     with pytest.raises(ExposureNotFoundError):
-        await resolve_scope(_ctx(A), _snapshot(B), health={}, audit=audit, clock=FakeClock())
+        async with audited(_ctx(A), audit=audit) as invocation:
+            await resolve_scope(invocation, _snapshot(B), health={})
     (record,) = audit.records
     assert record.tenant_id == A
     assert record.outcome == "denied"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TypedDict
 
 import attrs
@@ -40,11 +40,12 @@ from esra.core.pipeline.caller_filters import (
 )
 from esra.core.pipeline.execution import Executor
 from esra.core.pipeline.health import HEALTH_PROBE_TIMEOUT_S, HEALTH_TTL_S, SourceHealthMonitor
+from esra.core.pipeline.invocation import Invocation
 from esra.core.pipeline.planning import plan_searches
 from esra.core.pipeline.rerank import rerank
 from esra.core.pipeline.respond import respond
 from esra.core.pipeline.result_cache import ResultCache
-from esra.core.pipeline.scope import EffectiveScope, resolve_scope
+from esra.core.pipeline.scope import EffectiveScope, ScopedInvocation, resolve_scope
 from esra.core.pipeline.selection import select_sources
 from esra.core.pipeline.validation import ValidationOutcome, validate
 from esra.core.pipeline_metrics import (
@@ -254,15 +255,11 @@ class Retriever:
         # Spec 003's runtime snapshot, keyed to the tenant and the client application: nothing
         # reserved to another application reaches the stages (scope still checks it all).
         snapshot = self._client_snapshots.of(tenant_snapshot, ctx.client_app_id)
+        invocation = Invocation.start(ctx, clock=self._clock, audit=self._audit)
         # Probed inside resolution, after the four levels: only sources this caller may use.
-        with _stage("scope", ctx) as span:
+        async with _stage("scope", invocation) as span:
             scope = await resolve_scope(
-                ctx,
-                snapshot,
-                health={},
-                audit=self._audit,
-                clock=self._clock,
-                probe=self._health.health_of,
+                invocation, snapshot, health={}, probe=self._health.health_of
             )
             span.set_attribute("esra.sources.in_scope", len(scope.sources))
         if asked.top_k is not None and asked.top_k < scope.exposure.top_k:
@@ -282,7 +279,10 @@ class Retriever:
         try:
             async with asyncio.timeout(scope.limits.invocation_timeout_s) as deadline:
                 response = await self._run_stages(
-                    ctx, scope, request, filters, deadline=deadline.when()
+                    ScopedInvocation.of(invocation, scope),
+                    request,
+                    filters,
+                    deadline=deadline.when(),
                 )
         except TimeoutError:
             warning = ResponseWarning(
@@ -363,25 +363,19 @@ class Retriever:
 
     async def _run_stages(
         self,
-        ctx: InvocationContext,
-        scope: EffectiveScope,
+        invocation: ScopedInvocation,
         request: str,
         filters: tuple[PlannedFilter, ...],
         *,
         deadline: float | None,
     ) -> RetrievalResponse:
         """Run every stage; ``deadline`` is the event-loop time the invocation must end by."""
+        ctx, scope = invocation.ctx, invocation.scope
         source_names = {s.source.id: s.source.name for s in scope.sources}
         explain = current_recorder()
-        with _stage("selection", ctx) as span:
+        async with _stage("selection", invocation) as span:
             selection = await select_sources(
-                ctx,
-                scope,
-                request,
-                model=self._model,
-                cache=self._cache,
-                audit=self._audit,
-                clock=self._clock,
+                invocation, request, model=self._model, cache=self._cache
             )
             span.set_attribute("esra.sources.selected", [s.source.id for s in selection.sources])
         capabilities = {
@@ -389,19 +383,14 @@ class Retriever:
             for s in selection.sources
             if s.source.id in self._providers
         }
-        with _stage("planning", ctx) as span:
+        async with _stage("planning", invocation) as span:
             planning = await plan_searches(
-                ctx,
-                selection,
-                request,
-                scope=scope,
-                model=self._model,
-                capabilities=capabilities,
+                invocation, selection, request, model=self._model, capabilities=capabilities
             )
             span.set_attribute("esra.queries.planned", len(planning.queries))
         if explain is not None:
             explain.saw_plans(planning.queries)
-        with _stage("validation", ctx) as span:
+        async with _stage("validation", invocation) as span:
             narrowed = apply_caller_filters(
                 planning.queries,
                 filters,
@@ -432,7 +421,7 @@ class Retriever:
             await self._audit_validation(ctx, scope, validation)
         if explain is not None:
             explain.saw_validation(validation)
-        with _stage("execution", ctx) as span:
+        async with _stage("execution", invocation) as span:
             execution = await self._executor.execute(
                 validation.queries,
                 providers=self._providers,
@@ -452,7 +441,7 @@ class Retriever:
                 reason=failure.code.value,
                 source_id=failure.source_id,
             )
-        with _stage("aggregation", ctx) as span:
+        async with _stage("aggregation", invocation) as span:
             candidates = aggregate(
                 execution.results,
                 priority={s.source.id: s.source.priority_weight for s in scope.sources},
@@ -461,7 +450,7 @@ class Retriever:
             span.set_attribute("esra.candidates", len(candidates))
         if explain is not None:
             explain.saw_candidates(len(candidates))
-        with _stage("rerank", ctx) as span:
+        async with _stage("rerank", invocation) as span:
             reranked = await rerank(
                 request,
                 candidates,
@@ -491,7 +480,7 @@ class Retriever:
             *execution.warnings,
             *reranked.warnings,
         )
-        with _stage("respond", ctx) as span:
+        async with _stage("respond", invocation) as span:
             response = respond(
                 reranked.ranked,
                 scope=scope,
@@ -502,16 +491,9 @@ class Retriever:
             )
             span.set_attribute("esra.results.returned", len(response.results))
         # Layer 6: after the size cap, so the answer model sees only what the caller gets.
-        with _stage("answer", ctx):
+        async with _stage("answer", invocation):
             response = await compose_answer(
-                ctx,
-                request,
-                response,
-                reranked.ranked,
-                scope=scope,
-                model=self._model,
-                audit=self._audit,
-                clock=self._clock,
+                invocation, request, response, reranked.ranked, model=self._model
             )
         if explain is not None:
             explain.saw_ranking(reranked.ranked, response)
@@ -597,13 +579,17 @@ class Retriever:
         )
 
 
-@contextlib.contextmanager
-def _stage(name: str, ctx: InvocationContext) -> Iterator[Span]:
-    """One stage's span, and its time when the invocation is being explained."""
+@contextlib.asynccontextmanager
+async def _stage(name: str, invocation: Invocation) -> AsyncIterator[Span]:
+    """One stage's span, and its time when the invocation is being explained; what the stage
+    noted on the audit trail is written when it ends, returned or raised."""
     recorder = current_recorder()
     timed = recorder.stage(name) if recorder is not None else contextlib.nullcontext()
-    with stage_span(name, ctx) as span, timed:
-        yield span
+    with stage_span(name, invocation.ctx) as span, timed:
+        try:
+            yield span
+        finally:
+            await invocation.audit.write()
 
 
 def _checked(request: RetrievalRequest | str, filters: Sequence[PlannedFilter]) -> RetrievalRequest:

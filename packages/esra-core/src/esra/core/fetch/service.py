@@ -46,6 +46,7 @@ from esra.core.fetch.tokens import open as open_ref
 from esra.core.fragments import content_text
 from esra.core.masking import masked_values
 from esra.core.pipeline.execution import Executor
+from esra.core.pipeline.invocation import Invocation
 from esra.core.pipeline.respond import allowlisted_row_values
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource, admitted_exposure, resolve_scope
 from esra.core.pipeline.validation import MAX_LOOKUP_PARTS, validate_lookup
@@ -235,16 +236,16 @@ class DocumentFetcher:
         longer use is "not found" whatever its health; only a source still in scope is then
         reported unavailable when it is down.
         """
+        invocation = Invocation.start(ctx, clock=self._clock, audit=self._audit)
         try:
             scope = await resolve_scope(
-                ctx,
-                snapshot,
-                health={locator.source_id: SourceHealth.HEALTHY},
-                audit=self._audit,
-                clock=self._clock,
+                invocation, snapshot, health={locator.source_id: SourceHealth.HEALTHY}
             )
         except NoSourcesAvailableError:
             raise DocumentNotFoundError from None
+        finally:
+            # Scope resolution's decisions are audited before the fetch's own record.
+            await invocation.audit.write()
         scoped = scope.by_id(locator.source_id)
         if scoped is None:
             raise DocumentNotFoundError

@@ -22,15 +22,16 @@ from collections.abc import Collection, Sequence
 
 import attrs
 
-from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.audit import AuditDimension
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config.capability import ResponseMode
 from esra.core.context import InvocationContext
 from esra.core.exceptions import ModelOutputError
+from esra.core.pipeline.invocation import AuditTrail
 from esra.core.pipeline.rerank import RESULT_ID_PREFIX, RankedCandidate
 from esra.core.pipeline.respond import sanitize_text, sanitize_warnings
-from esra.core.pipeline.scope import EffectiveScope
-from esra.core.ports import AuditSink, Clock, LanguageModel
+from esra.core.pipeline.scope import EffectiveScope, ScopedInvocation
+from esra.core.ports import LanguageModel
 from esra.core.prompts import (
     AnswerDraft,
     AnswerItem,
@@ -160,15 +161,12 @@ def _withheld(response: RetrievalResponse, message: str) -> RetrievalResponse:
 
 
 async def compose_answer(
-    ctx: InvocationContext,
+    invocation: ScopedInvocation,
     request: str,
     response: RetrievalResponse,
     ranked: Sequence[RankedCandidate],
     *,
-    scope: EffectiveScope,
     model: LanguageModel,
-    audit: AuditSink,
-    clock: Clock,
 ) -> RetrievalResponse:
     """Return ``response`` with a cited answer, or without one and why.
 
@@ -180,13 +178,14 @@ async def compose_answer(
     otherwise withheld with ``ESRA_ANSWER_WITHHELD`` (status ``degraded``). ``ranked`` is what
     ``respond()`` chose from: it says which source each result came from.
     """
+    ctx, scope = invocation.ctx, invocation.scope
     if ResponseMode.ANSWER not in scope.response_modes:
         return response
     offered = answerable_results(response, ranked, scope)
-    record = _Recorder(ctx, audit, clock, offered=len(offered))
+    record = _Recorder(ctx, invocation.audit, offered=len(offered))
     if not offered:
         cause = "no_answer_permitted_results" if response.results else "no_results"
-        await record.compose("skipped", cause=cause)
+        record.compose("skipped", cause=cause)
         return response
     datamark = datamark_for(scope.capability.datamark_untrusted)
     prompt = build_answer_prompt(
@@ -214,7 +213,7 @@ async def compose_answer(
             ctx.correlation_id,
         )
         outside = isinstance(exc, ModelOutputError)
-        await record.compose(
+        record.compose(
             "withheld", cause="reply_outside_contract" if outside else "model_unavailable"
         )
         return _withheld(response, _UNAVAILABLE)
@@ -224,16 +223,16 @@ async def compose_answer(
     cited = validate_citations(visible, [item.result_id for item in offered])
     text = sanitize_text(cited.text, MAX_ANSWER_TEXT_CHARS)
     if cited.rejected:
-        await record.unknown_results(cited.rejected)
+        record.unknown_results(cited.rejected)
     if not cited.citations or not text:
-        await record.compose(
+        record.compose(
             "withheld",
             cause="no_valid_citation" if text else "empty_answer",
             cited=len(cited.citations),
             rejected=cited.rejected,
         )
         return _withheld(response, _UNCITED)
-    await record.compose(
+    record.compose(
         "ok", cited=len(cited.citations), rejected=cited.rejected, answer_chars=len(text)
     )
     return attrs.evolve(response, answer=Answer(text=text, citations=cited.citations))
@@ -241,14 +240,14 @@ async def compose_answer(
 
 @attrs.frozen
 class _Recorder:
-    """Audits the answer stage: outcomes and counts only, never answer text or claim values."""
+    """Notes the answer stage's decisions: outcomes and counts only, never answer text or
+    claim values."""
 
     ctx: InvocationContext
-    audit: AuditSink
-    clock: Clock
+    audit: AuditTrail
     offered: int
 
-    async def compose(
+    def compose(
         self,
         outcome: str,
         *,
@@ -267,30 +266,22 @@ class _Recorder:
         }
         if cause is not None:
             dimensions["cause"] = cause
-        await self.audit.record(
-            AuditRecord.of(
-                self.ctx,
-                self.clock,
-                AuditEvent.ANSWER_COMPOSE,
-                outcome=outcome,
-                reason=WarningCode.ESRA_ANSWER_WITHHELD.value if outcome == "withheld" else None,
-                dimensions=dimensions,
-            )
+        self.audit.note(
+            AuditEvent.ANSWER_COMPOSE,
+            outcome=outcome,
+            reason=WarningCode.ESRA_ANSWER_WITHHELD.value if outcome == "withheld" else None,
+            dimensions=dimensions,
         )
 
-    async def unknown_results(self, count: int) -> None:
+    def unknown_results(self, count: int) -> None:
         # The rejected ids are model text and are never recorded, only counted.
-        await self.audit.record(
-            AuditRecord.of(
-                self.ctx,
-                self.clock,
-                AuditEvent.LLM_UNKNOWN_RESULT_REJECTED,
-                outcome="rejected",
-                dimensions={
-                    "exposure": self.ctx.exposure_slug,
-                    "client_app": self.ctx.client_app_id,
-                    "stage": "answer",
-                    "count": count,
-                },
-            )
+        self.audit.note(
+            AuditEvent.LLM_UNKNOWN_RESULT_REJECTED,
+            outcome="rejected",
+            dimensions={
+                "exposure": self.ctx.exposure_slug,
+                "client_app": self.ctx.client_app_id,
+                "stage": "answer",
+                "count": count,
+            },
         )

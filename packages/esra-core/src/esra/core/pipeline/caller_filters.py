@@ -47,6 +47,7 @@ from esra.core.exceptions import (
     NoSourcesAvailableError,
 )
 from esra.core.pipeline import _validation_rules as rules
+from esra.core.pipeline.invocation import Invocation
 from esra.core.pipeline.scope import EffectiveScope, ScopedSource, resolve_scope
 from esra.core.pipeline.validation import context_claims
 from esra.core.ports import ProviderCapabilities
@@ -151,10 +152,10 @@ async def listed_filter_fields(
     a live probe, so the list does not change with every outage. Listing tools is not an
     invocation: that resolution is not audited.
     """
+    # The trail is never written: what resolution notes is dropped with it.
+    unaudited = Invocation.start(ctx, clock=SystemClock(), audit=_Unaudited())
     try:
-        scope = await resolve_scope(
-            ctx, snapshot, health={}, audit=_Unaudited(), clock=SystemClock()
-        )
+        scope = await resolve_scope(unaudited, snapshot, health={})
     except (ConfigurationError, ExposureNotFoundError, NoSourcesAvailableError):
         # A tool its levels leave nothing to serve lists no filters; calling it fails closed.
         return ()

@@ -19,7 +19,7 @@ import attrs
 
 from esra.core.codes import WarningCode
 from esra.core.context import InvocationContext
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
+from esra.core.pipeline.scope import EffectiveScope, ScopedInvocation, ScopedSource
 from esra.core.pipeline.selection import Selection
 from esra.core.ports import LanguageModel, ProviderCapabilities
 from esra.core.prompts import build_planning_prompt, datamark_for, parse_plan
@@ -69,11 +69,10 @@ class PlanningOutcome:
 
 
 async def plan_searches(
-    ctx: InvocationContext,
+    invocation: ScopedInvocation,
     selection: Selection,
     request: str,
     *,
-    scope: EffectiveScope,
     model: LanguageModel,
     capabilities: MappingABC[str, ProviderCapabilities],
 ) -> PlanningOutcome:
@@ -84,6 +83,7 @@ async def plan_searches(
     ``ESRA_PLANNING_FALLBACK`` warning naming it; the other sources keep their model plans.
     Queries come out in selection order, then in the order the model (or template) gave them.
     """
+    ctx, scope = invocation.ctx, invocation.scope
     plans = await asyncio.gather(
         *(
             _plan_source(ctx, scoped, request, scope=scope, model=model, capabilities=capabilities)

@@ -7,7 +7,7 @@ from collections.abc import Mapping as MappingABC
 
 import attrs
 
-from esra.core.audit import AuditDimension, AuditRecord
+from esra.core.audit import AuditDimension
 from esra.core.codes import AuditEvent, ErrorCode, WarningCode
 from esra.core.config.capability import BindingMode, Capability, CapabilityLimits, ResponseMode
 from esra.core.config.ceilings import effective_response_modes, narrowed_limits
@@ -21,10 +21,17 @@ from esra.core.exceptions import (
     ExposureNotFoundError,
     NoSourcesAvailableError,
 )
-from esra.core.ports import AuditSink, Clock
+from esra.core.pipeline.invocation import Invocation
 from esra.core.response import ResponseWarning
 
-__all__ = ["EffectiveScope", "HealthProbe", "ScopedSource", "admitted_exposure", "resolve_scope"]
+__all__ = [
+    "EffectiveScope",
+    "HealthProbe",
+    "ScopedInvocation",
+    "ScopedSource",
+    "admitted_exposure",
+    "resolve_scope",
+]
 
 # Asked for the live health of the sources that passed all four levels, and of no other.
 HealthProbe = Callable[[Iterable[str]], Awaitable[MappingABC[str, SourceHealth]]]
@@ -74,16 +81,27 @@ class EffectiveScope:
         return next((s for s in self.sources if s.source.id == source_id), None)
 
 
+@attrs.frozen
+class ScopedInvocation(Invocation):
+    """An invocation whose scope is resolved: what every stage after the first works in."""
+
+    scope: EffectiveScope
+
+    @classmethod
+    def of(cls, invocation: Invocation, scope: EffectiveScope) -> ScopedInvocation:
+        """``invocation`` within ``scope``."""
+        return cls(ctx=invocation.ctx, clock=invocation.clock, audit=invocation.audit, scope=scope)
+
+
 async def resolve_scope(
-    ctx: InvocationContext,
+    invocation: Invocation,
     snapshot: ConfigSnapshot,
     *,
     health: MappingABC[str, SourceHealth],
-    audit: AuditSink,
-    clock: Clock,
     probe: HealthProbe | None = None,
 ) -> EffectiveScope:
-    """Intersect the four scope levels, apply health, compute the limits, audit the result.
+    """Intersect the four scope levels, apply health, compute the limits, note the result on
+    the invocation's audit trail.
 
     The levels are (1) source policy: lifecycle ``ACTIVE`` and the client application admitted;
     (2) the capability's bindings; (3) the exposure's source subset; (4) the platform's runtime
@@ -119,17 +137,14 @@ async def resolve_scope(
             should one be served anyway).
         NoSourcesAvailableError: nothing remains after the intersection and health.
     """
+    ctx = invocation.ctx
     exposure = admitted_exposure(ctx, snapshot)
     capability = snapshot.capability(exposure.capability_id) if exposure else None
     if exposure is None or capability is None:
-        await audit.record(
-            AuditRecord.of(
-                ctx,
-                clock,
-                AuditEvent.SOURCES_RESOLVE,
-                outcome="denied",
-                reason=ErrorCode.ESRA_EXPOSURE_NOT_FOUND.value,
-            )
+        invocation.audit.note(
+            AuditEvent.SOURCES_RESOLVE,
+            outcome="denied",
+            reason=ErrorCode.ESRA_EXPOSURE_NOT_FOUND.value,
         )
         raise ExposureNotFoundError
     # admitted_exposure has just found the policy; it fails closed without one.
@@ -141,15 +156,11 @@ async def resolve_scope(
             (exposure.response_modes, access_policy.response_modes if access_policy else None),
         )
     except ConfigurationError:
-        await audit.record(
-            AuditRecord.of(
-                ctx,
-                clock,
-                AuditEvent.SOURCES_RESOLVE,
-                outcome="failed",
-                reason=ErrorCode.ESRA_CONFIGURATION_INVALID.value,
-                dimensions={"exposure_id": exposure.id, "capability_id": capability.id},
-            )
+        invocation.audit.note(
+            AuditEvent.SOURCES_RESOLVE,
+            outcome="failed",
+            reason=ErrorCode.ESRA_CONFIGURATION_INVALID.value,
+            dimensions={"exposure_id": exposure.id, "capability_id": capability.id},
         )
         # The fixed public message: which level took the mode away is the operator's to
         # learn from the configuration, not the caller's.
@@ -201,24 +212,16 @@ async def resolve_scope(
         "effective_source_ids": tuple(s.source.id for s in effective),
     }
     if not effective:
-        await audit.record(
-            AuditRecord.of(
-                ctx,
-                clock,
-                AuditEvent.SOURCES_RESOLVE,
-                outcome="failed",
-                reason=ErrorCode.ESRA_NO_SOURCES_AVAILABLE.value,
-                dimensions=dimensions,
-            )
-        )
-        raise NoSourcesAvailableError
-    await audit.record(
-        AuditRecord.of(
-            ctx,
-            clock,
+        invocation.audit.note(
             AuditEvent.SOURCES_RESOLVE,
+            outcome="failed",
+            reason=ErrorCode.ESRA_NO_SOURCES_AVAILABLE.value,
             dimensions=dimensions,
         )
+        raise NoSourcesAvailableError
+    invocation.audit.note(
+        AuditEvent.SOURCES_RESOLVE,
+        dimensions=dimensions,
     )
     return EffectiveScope(
         exposure=exposure,

@@ -7,14 +7,13 @@ import logging
 
 import attrs
 
-from esra.core.audit import AuditRecord
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config.capability import BindingMode
 from esra.core.config.exposure import RetentionClass
 from esra.core.context import InvocationContext
 from esra.core.pipeline.cache_keys import SELECTION_TTL_S, selection_cache_key
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
-from esra.core.ports import AuditSink, Cache, Clock, LanguageModel
+from esra.core.pipeline.scope import EffectiveScope, ScopedInvocation, ScopedSource
+from esra.core.ports import Cache, LanguageModel
 from esra.core.prompts import build_selection_prompt, datamark_for, parse_selection
 from esra.core.response import ResponseWarning
 
@@ -46,14 +45,11 @@ class _Choice:
 
 
 async def select_sources(
-    ctx: InvocationContext,
-    scope: EffectiveScope,
+    invocation: ScopedInvocation,
     request: str,
     *,
     model: LanguageModel,
     cache: Cache | None,
-    audit: AuditSink,
-    clock: Clock,
 ) -> Selection:
     """Choose the sources to search: every forced source, plus the optional ones the model picks.
 
@@ -64,10 +60,9 @@ async def select_sources(
     answer degrades to the forced sources with ``ESRA_SELECTION_FALLBACK``. A valid choice is
     cached for the tenant unless the exposure's retention class forbids prompt derivatives.
     """
+    scope = invocation.scope
     if scope.optional():
-        choice = await _choose(
-            ctx, scope, request, model=model, cache=cache, audit=audit, clock=clock
-        )
+        choice = await _choose(invocation, request, model=model, cache=cache)
     else:
         choice = _Choice(chosen=frozenset(), cache_state="unused")
     selected = tuple(
@@ -80,36 +75,30 @@ async def select_sources(
         if choice.fallback
         else ()
     )
-    await audit.record(
-        AuditRecord.of(
-            ctx,
-            clock,
-            AuditEvent.SOURCES_SELECT,
-            outcome="fallback" if choice.fallback else "ok",
-            reason=WarningCode.ESRA_SELECTION_FALLBACK.value if choice.fallback else None,
-            dimensions={
-                "forced_count": len(scope.forced()),
-                "candidate_count": len(scope.optional()),
-                "chosen_count": len(choice.chosen),
-                "unknown_rejected_count": choice.unknown,
-                "cache": choice.cache_state,
-                "selected_source_ids": tuple(s.source.id for s in selected),
-            },
-        )
+    invocation.audit.note(
+        AuditEvent.SOURCES_SELECT,
+        outcome="fallback" if choice.fallback else "ok",
+        reason=WarningCode.ESRA_SELECTION_FALLBACK.value if choice.fallback else None,
+        dimensions={
+            "forced_count": len(scope.forced()),
+            "candidate_count": len(scope.optional()),
+            "chosen_count": len(choice.chosen),
+            "unknown_rejected_count": choice.unknown,
+            "cache": choice.cache_state,
+            "selected_source_ids": tuple(s.source.id for s in selected),
+        },
     )
     return Selection(sources=selected, warnings=warnings)
 
 
 async def _choose(
-    ctx: InvocationContext,
-    scope: EffectiveScope,
+    invocation: ScopedInvocation,
     request: str,
     *,
     model: LanguageModel,
     cache: Cache | None,
-    audit: AuditSink,
-    clock: Clock,
 ) -> _Choice:
+    ctx, scope = invocation.ctx, invocation.scope
     optional = scope.optional()
     candidates = frozenset(s.source.id for s in optional)
     key: str | None = None
@@ -143,14 +132,10 @@ async def _choose(
         unknown += 1
         # The rejected id is never recorded, not even hashed: it may name a source the caller
         # may not use, and such a source's existence must not reach the audit trail.
-        await audit.record(
-            AuditRecord.of(
-                ctx,
-                clock,
-                AuditEvent.LLM_UNKNOWN_SOURCE_REJECTED,
-                outcome="rejected",
-                dimensions={"answer_position": position},
-            )
+        invocation.audit.note(
+            AuditEvent.LLM_UNKNOWN_SOURCE_REJECTED,
+            outcome="rejected",
+            dimensions={"answer_position": position},
         )
     chosen = candidates & set(answer)
     if cache is not None and key is not None:
