@@ -24,7 +24,7 @@ remedy. The source's mapping comes from the tenant's configuration, as for any s
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 import psycopg
@@ -35,6 +35,7 @@ from esra.core.config.mapping import Mapping
 from esra.core.config.source import Source
 from esra.core.docstore.lifecycle import StoreInitialisationError
 from esra.core.docstore.store_registry import OpenedStore, StoreRequest
+from esra.core.docstore.store_source import DEFAULT_SCOPE_CLAIM, StoreMetadata, store_source
 from esra.core.exceptions import ProviderError
 from esra.core.logging_audit import LoggingAuditSink
 from esra.core.provider_registry import (
@@ -49,7 +50,6 @@ from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG
 from esra.postgres.pool import Pool
 from esra.postgres.provider import PostgresProvider
 from esra.postgres.store_init import (
-    DEFAULT_SCOPE_CLAIM,
     StoreState,
     initialise_store,
     store_mapping,
@@ -76,10 +76,6 @@ STORE_OPTIONS = frozenset(
     {"schema", "text_search_config", "pool_size", "max_rows", "connect_timeout_s"}
 )
 _log = logging.getLogger("esra.postgres")
-_DESCRIPTION = (
-    "Documents uploaded to the organisation's internal document store: policies, handbooks, "
-    "guides, reports and other files in text, Markdown, CSV, PDF or Word format."
-)
 _UNEXPECTED_REMEDY = "Initialisation failed; see the server log and retry."
 
 
@@ -90,9 +86,7 @@ def postgres_store_source(
     source_id: str = "document_store",
     schema: str = DEFAULT_STORE_SCHEMA,
     scope_claim: str = DEFAULT_SCOPE_CLAIM,
-    name: str = "Internal documents",
-    description: str = _DESCRIPTION,
-    domain_tags: tuple[str, ...] = ("documents", "policies", "handbook"),
+    **metadata: Unpack[StoreMetadata],
 ) -> tuple[Source, Mapping]:
     """The tenant's PostgreSQL store as a source of its configuration, and its mapping.
 
@@ -101,19 +95,20 @@ def postgres_store_source(
             ``${secret:...}`` reference, never a literal.
         schema: the store's schema: the same as the source's ``schema`` option.
         scope_claim: the caller claim holding the document scopes a caller may read.
-        name / description / domain_tags: the business metadata sources are selected by.
+        metadata: the business metadata sources are selected by (the core's
+            ``StoreMetadata``: ``name``, ``description``, ``domain_tags``, ...).
+
+    Raises:
+        ValueError: if ``scope_claim`` is empty or reserved (``esra.``).
     """
-    source = Source(
-        id=source_id,
-        tenant_id=tenant_id,
-        name=name,
-        description=description,
+    mapping = store_mapping(tenant_id, source_id=source_id, schema=schema, scope_claim=scope_claim)
+    source = store_source(
+        tenant_id,
+        source_id=source_id,
         provider_kind=POSTGRES_STORE_KIND,
         connection_ref=connection,
-        domain_tags=domain_tags,
-        freshness="updated when documents are uploaded, re-indexed or deleted",
+        **metadata,
     )
-    mapping = store_mapping(tenant_id, source_id=source_id, schema=schema, scope_claim=scope_claim)
     return source, mapping
 
 

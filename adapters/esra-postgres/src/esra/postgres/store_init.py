@@ -10,8 +10,9 @@
    superuser — the store principal is the one ESRA principal with DDL, so it is scoped tightly;
 3. applies the store schema idempotently (``apply_store_schema``), recording its version in
    the store's own schema;
-4. registers the store as a synthetic source: a ``Source`` and a ``Mapping`` over the
-   ``searchable_segments`` view (record key = document id; record filters on the tenant via
+4. registers the store as a synthetic source: the core's store ``Source`` and ``Mapping``
+   (``esra.core.docstore.store_source``) over the ``searchable_segments`` view (record key =
+   document id; record filters on the tenant via
    ``esra.core.pipeline.validation.TENANT_CLAIM`` and on the document scope via a caller
    claim), so a ``PostgresProvider`` searches it through the ordinary pipeline with no
    special-casing.
@@ -28,24 +29,24 @@ import logging
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import Any, Unpack
 
 import attrs
 import psycopg
 
 from esra.core.audit import AuditRecord
 from esra.core.codes import AuditEvent, ProviderErrorCode
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator, RecordFilter
+from esra.core.config.mapping import Mapping, Operator
 from esra.core.config.source import Source
+from esra.core.docstore import store_source as shared
+from esra.core.docstore.store_source import DEFAULT_SCOPE_CLAIM, StoreMetadata, check_scope_claim
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.validation import TENANT_CLAIM
 from esra.core.ports import AuditSink, Clock, HostAllowlist, SecretStore
 from esra.postgres.connection import SCHEMES, connect_kwargs
 from esra.postgres.errors import classify
 from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG
 from esra.postgres.store_schema import (
     DEFAULT_STORE_SCHEMA,
-    SEARCHABLE_VIEW,
     StoreSchemaConflictError,
     apply_store_schema,
     store_schema_statements,
@@ -67,7 +68,6 @@ __all__ = [
 
 _log = logging.getLogger("esra.postgres")
 
-DEFAULT_SCOPE_CLAIM = "document_scopes"
 # esra.core.codes.AuditEvent has no store event yet; this value is what the store records
 # under, typed as an AuditEvent until the closed set gains it (see the module's report).
 STORE_AUDIT_EVENT = AuditEvent.STORE_INITIALISE
@@ -146,18 +146,19 @@ def store_source(
     connection: str,
     *,
     source_id: str = "document_store",
-    name: str = "Document store",
-    description: str = "Documents uploaded to ESRA's internal document store.",
+    **metadata: Unpack[StoreMetadata],
 ) -> Source:
-    """The synthetic source the store is searched as (``provider_kind`` ``postgres``)."""
-    return Source(
-        id=source_id,
-        tenant_id=tenant_id,
-        name=name,
-        description=description,
+    """The synthetic source the store is searched as (``provider_kind`` ``postgres``).
+
+    ``metadata`` is the core's ``StoreMetadata`` (``name``, ``description``, ...), with the
+    core's defaults.
+    """
+    return shared.store_source(
+        tenant_id,
+        source_id=source_id,
         provider_kind="postgres",
         connection_ref=connection,
-        usage_guidance="Questions answered by the organisation's uploaded documents.",
+        **metadata,
     )
 
 
@@ -168,61 +169,29 @@ def store_mapping(
     schema: str = DEFAULT_STORE_SCHEMA,
     scope_claim: str = DEFAULT_SCOPE_CLAIM,
 ) -> Mapping:
-    """The mapping over ``searchable_segments``: one record per document, searched by segment.
+    """The core's store mapping over ``<schema>.searchable_segments``, on the ``tsv`` column.
 
     Record key is the document id, so a document's segments roll up to one result and its
-    best-scoring segment supplies the fragment. Tenant and scope are restricted fields (never
-    shown to a model or returned) bound from claims: the tenant from ``TENANT_CLAIM`` (the
-    invocation's own tenant), the scope from the caller's ``scope_claim`` (a string or a
-    tuple of strings); a caller without it never has the store searched.
+    best-scoring segment supplies the fragment; tenant and scope are bound from claims by
+    the mapping's record filters (``esra.core.docstore.store_source``).
+
+    Raises:
+        ValueError: if ``scope_claim`` is empty or reserved (``esra.``).
     """
-    restricted = {"is_restricted": True, "allowed_operators": frozenset({Operator.EQ})}
-    return Mapping(
-        id=f"{source_id}_segments",
-        tenant_id=tenant_id,
+    return shared.store_mapping(
+        tenant_id,
         source_id=source_id,
-        business_name="Documents",
-        description="Uploaded documents, searched page by page or section by section.",
-        relation=SEARCHABLE_VIEW,
-        schema=schema,
+        mapping_id=f"{source_id}_segments",
         text_index="tsv",
-        record_key="document_id",
-        title_field="title",
-        content_fields=("content",),
-        fields=(
-            FieldSpec(
-                "title", "title", is_searchable=True, is_returnable=True, description="file name"
-            ),
-            FieldSpec(
-                "content",
-                "body",
-                is_searchable=True,
-                is_returnable=True,
-                description="the text of the page or section",
-            ),
-            FieldSpec("section", "label", is_returnable=True, description="page or heading"),
-            FieldSpec("document", "document_id", is_returnable=True, description="document id"),
-            FieldSpec(
-                "format",
-                "format",
-                is_filterable=True,
-                is_returnable=True,
-                allowed_operators=frozenset({Operator.EQ, Operator.IN}),
-                description="txt, md, csv, pdf or docx",
-            ),
-            FieldSpec(
-                "updated", "updated_at", type=FieldType.DATE, description="last (re-)indexed"
-            ),
-            FieldSpec("tenant", "tenant_id", **restricted),  # type: ignore[arg-type]
-            FieldSpec("scope", "scope", **restricted),  # type: ignore[arg-type]
-        ),
-        record_filters=(
-            RecordFilter(field="tenant", claim=TENANT_CLAIM),
-            RecordFilter(field="scope", claim=scope_claim),
-        ),
-        freshness_field="updated",
-        # One row per segment: a fetch joins them in document order, with an exact total.
-        part_order_column="ordinal",
+        schema=schema,
+        scope_claim=scope_claim,
+        # The view keeps the segment's ``label``; the tsvector weights the title in (A).
+        section_column="label",
+        title_in_text_index=True,
+        # What PostgreSQL store results and plans have always had (see the core's docstring).
+        document_field="document",
+        format_operators=frozenset({Operator.EQ, Operator.IN}),
+        updated_returnable=False,
     )
 
 
@@ -309,9 +278,11 @@ async def initialise_store(
     Never raises for a refusal or a database failure: those come back as Failed, audited.
 
     Raises:
-        ValueError: if ``schema`` is not a plain lowercase identifier.
+        ValueError: if ``schema`` is not a plain lowercase identifier, or ``scope_claim`` is
+            empty or reserved (``esra.``).
     """
     store_schema_statements(schema, text_search_config)  # rejects a bad schema name early
+    check_scope_claim(scope_claim)  # and a reserved scope claim, before any DDL
     correlation = correlation_id or f"store-init-{uuid.uuid4().hex}"
     base = {"tenant_id": tenant_id, "correlation_id": correlation, "schema": schema}
 

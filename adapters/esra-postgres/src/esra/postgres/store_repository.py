@@ -29,7 +29,6 @@ owner) explicitly: there is no global filter to forget.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Self
@@ -38,7 +37,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.document_rows import claimed, findings_json, stored_document
 from esra.core.docstore.model import (
     Claim,
     DocumentState,
@@ -58,10 +57,12 @@ from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
 
 __all__ = ["PostgresDocumentRepository"]
 
+# Named as StoredDocument's attributes, which esra.core.docstore.document_rows reads by name.
 _COLUMNS = (
     "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
     "updated_at, revision, segment_count, failure, remedy, findings, bytes_retained, "
-    "deleted_at, released_by, owner_kind, owner_connector, uploaded_by, failure_breach"
+    "deleted_at IS NOT NULL AS deleted, released_by, owner_kind, owner_connector, uploaded_by, "
+    "failure_breach"
 )
 _OWNED = (
     "id = %(id)s AND tenant_id = %(tenant)s AND locked_by = %(worker)s "
@@ -71,51 +72,6 @@ _CLAIMABLE = (
     "deleted_at IS NULL AND attempts < %(max)s AND data IS NOT NULL "
     "AND (state = 'pending' OR (state = 'processing' AND lease_until <= %(now)s))"
 )
-
-
-def _findings_json(findings: Sequence[Finding]) -> str:
-    return json.dumps(
-        [{"rule": f.rule, "start": f.start, "end": f.end, "excerpt": f.excerpt} for f in findings]
-    )
-
-
-def _findings(raw: object) -> tuple[Finding, ...]:
-    if not isinstance(raw, list):
-        return ()
-    return tuple(
-        Finding(
-            rule=str(f["rule"]), start=int(f["start"]), end=int(f["end"]), excerpt=str(f["excerpt"])
-        )
-        for f in raw
-    )
-
-
-def _document(row: Mapping[str, Any]) -> StoredDocument:
-    failure = row["failure"]
-    return StoredDocument(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        title=row["title"],
-        format=DocumentFormat(row["format"]),
-        sha256=row["sha256"],
-        size=int(row["size"]),
-        scope=row["scope"],
-        state=DocumentState(row["state"]),
-        attempts=int(row["attempts"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        revision=int(row["revision"]),
-        segment_count=int(row["segment_count"]),
-        failure=DocumentRefusal(failure) if failure is not None else None,
-        remedy=row["remedy"],
-        findings=_findings(row["findings"]),
-        bytes_retained=bool(row["bytes_retained"]),
-        deleted=row["deleted_at"] is not None,
-        released_by=row["released_by"],
-        owner=DocumentOwner(row["owner_kind"], row["owner_connector"]),
-        uploaded_by=row["uploaded_by"],
-        failure_breach=Breach(row["failure_breach"]) if row["failure_breach"] else None,
-    )
 
 
 class PostgresDocumentRepository:
@@ -237,7 +193,7 @@ class PostgresDocumentRepository:
             params,
         )
         if row is not None:
-            return _document(row)
+            return stored_document(row)
         existing = await self._one(
             self._q(
                 "SELECT title FROM {d} WHERE tenant_id = %(tenant)s AND sha256 = %(sha)s"
@@ -300,16 +256,7 @@ class PostgresDocumentRepository:
             rows = await cur.fetchall()
         rows.sort(key=lambda r: (r["created_at"], r["seq"]))
         return [
-            Claim(
-                document_id=row["id"],
-                tenant_id=tenant_id,
-                worker_id=worker_id,
-                attempt=int(row["attempts"]),
-                title=row["title"],
-                format=DocumentFormat(row["format"]),
-                data=bytes(row["data"]),
-                lease_until=row["lease_until"],
-            )
+            claimed(row, tenant_id=tenant_id, worker_id=worker_id, lease_until=row["lease_until"])
             for row in rows
         ]
 
@@ -338,7 +285,7 @@ class PostgresDocumentRepository:
             "now": now,
             "state": content.state.value,
             "text": scrub(content.text),
-            "findings": _findings_json(content.findings),
+            "findings": findings_json(content.findings),
             "count": len(content.segments),
             "retain": self._retain and content.retain_bytes,
         }
@@ -404,7 +351,7 @@ class PostgresDocumentRepository:
             "failure": refusal.value,
             "breach": breach.value if breach is not None else None,
             "remedy": remedy_for(refusal, breach),
-            "findings": _findings_json(findings),
+            "findings": findings_json(findings),
         }
         row = await self._one(
             self._q(
@@ -444,7 +391,7 @@ class PostgresDocumentRepository:
             self._q("SELECT {cols} FROM {d} WHERE id = %(id)s AND tenant_id = %(tenant)s"),
             {"id": document_id, "tenant": tenant_id},
         )
-        return _document(row) if row else None
+        return stored_document(row) if row else None
 
     async def list(
         self, tenant_id: str, *, states: Collection[DocumentState] | None = None
@@ -460,7 +407,7 @@ class PostgresDocumentRepository:
                 ),
                 {"tenant": tenant_id, "states": wanted},
             )
-            return [_document(row) for row in await cur.fetchall()]
+            return [stored_document(row) for row in await cur.fetchall()]
 
     async def counts(self, tenant_id: str) -> Mapping[DocumentState, int]:
         """Store-wide counts per state (non-deleted), every state present."""
@@ -505,7 +452,7 @@ class PostgresDocumentRepository:
         async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(statement, params)
             rows = await cur.fetchall()
-        return DocumentPage.of([_document(row) for row in rows], query.limit)
+        return DocumentPage.of([stored_document(row) for row in rows], query.limit)
 
     async def load_configuration(self, tenant_id: str) -> StoreConfiguration | None:
         """The tenant's configured store settings, or None if it never configured them."""
@@ -635,7 +582,7 @@ class PostgresDocumentRepository:
             ),
             {"id": document_id, "tenant": tenant_id, "operator": operator, "now": now},
         )
-        return _document(row) if row else None
+        return stored_document(row) if row else None
 
     async def reindex(
         self, tenant_id: str, document_id: str, *, now: datetime
@@ -651,7 +598,7 @@ class PostgresDocumentRepository:
             ),
             {"id": document_id, "tenant": tenant_id, "now": now},
         )
-        return _document(row) if row else None
+        return stored_document(row) if row else None
 
     async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
         """Mark the document deleted; it disappears from search, fetch and the list."""

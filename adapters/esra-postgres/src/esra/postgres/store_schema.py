@@ -39,6 +39,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from esra.core.docstore.store_schema import SEARCHABLE_VIEW, STORE_SCHEMA_VERSION
 from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG
 from esra.postgres.schema_migrations import (
     create_versioned_schema,
@@ -58,8 +59,8 @@ __all__ = [
 ]
 
 DEFAULT_STORE_SCHEMA = "esra_store"
-STORE_SCHEMA_VERSION = 2
-SEARCHABLE_VIEW = "searchable_segments"
+# STORE_SCHEMA_VERSION and SEARCHABLE_VIEW are every engine's (esra.core.docstore.store_schema);
+# they stay importable from here for the callers that always have.
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _STATES = "'pending', 'processing', 'indexed', 'quarantined', 'failed'"

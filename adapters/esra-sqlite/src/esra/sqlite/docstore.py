@@ -23,7 +23,6 @@ with microseconds, which sorts and compares in time order.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import uuid
@@ -33,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.document_rows import (
+    claimed,
+    findings_json,
+    stored_document,
+    timestamp,
+)
 from esra.core.docstore.model import (
     Claim,
     DocumentState,
@@ -56,7 +60,8 @@ __all__ = ["SqliteDocumentRepository"]
 
 _EXHAUSTED = DocumentRefusal.MALFORMED_DOCUMENT
 
-# Metadata columns, in StoredDocument order; the bytes are never read with them.
+# Metadata columns, named as StoredDocument's attributes (esra.core.docstore.document_rows
+# reads them by name); the bytes are never read with them.
 _COLUMNS = (
     "id, tenant_id, title, format, sha256, size, scope, state, attempts, created_at, "
     "updated_at, revision, segment_count, failure, remedy, findings, "
@@ -78,52 +83,6 @@ def _ts(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _dt(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
-def _findings_json(findings: tuple[Finding, ...]) -> str:
-    return json.dumps(
-        [{"rule": f.rule, "start": f.start, "end": f.end, "excerpt": f.excerpt} for f in findings]
-    )
-
-
-def _findings(text: str) -> tuple[Finding, ...]:
-    return tuple(
-        Finding(
-            rule=str(f["rule"]), start=int(f["start"]), end=int(f["end"]), excerpt=str(f["excerpt"])
-        )
-        for f in json.loads(text)
-    )
-
-
-def _document(row: sqlite3.Row) -> StoredDocument:
-    return StoredDocument(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        title=row["title"],
-        format=DocumentFormat(row["format"]),
-        sha256=row["sha256"],
-        size=int(row["size"]),
-        scope=row["scope"],
-        state=DocumentState(row["state"]),
-        attempts=int(row["attempts"]),
-        created_at=_dt(row["created_at"]),
-        updated_at=_dt(row["updated_at"]),
-        revision=int(row["revision"]),
-        segment_count=int(row["segment_count"]),
-        failure=DocumentRefusal(row["failure"]) if row["failure"] else None,
-        remedy=row["remedy"],
-        findings=_findings(row["findings"]),
-        bytes_retained=bool(row["bytes_retained"]),
-        deleted=bool(row["deleted"]),
-        released_by=row["released_by"],
-        owner=DocumentOwner(row["owner_kind"], row["owner_connector"]),
-        uploaded_by=row["uploaded_by"],
-        failure_breach=Breach(row["failure_breach"]) if row["failure_breach"] else None,
-    )
 
 
 class SqliteDocumentRepository:
@@ -172,7 +131,7 @@ class SqliteDocumentRepository:
             f"SELECT {_COLUMNS} FROM store_documents WHERE id = ? AND tenant_id = ?",  # noqa: S608 - constant column list
             (document_id, tenant_id),
         ).fetchone()
-        return _document(row) if row is not None else None
+        return stored_document(row) if row is not None else None
 
     # -- the port --------------------------------------------------------------------------
 
@@ -278,22 +237,13 @@ class SqliteDocumentRepository:
                 "worker_id = :worker, lease_until = :lease, updated_at = :now "
                 f"WHERE seq IN (SELECT seq FROM store_documents WHERE {_CLAIMABLE} "
                 "ORDER BY created_at, seq LIMIT :limit) "
-                "RETURNING seq, id, attempts, title, format, original, created_at",
+                "RETURNING seq, id, attempts, title, format, original AS data, created_at",
                 params,
             ).fetchall()
             # RETURNING follows no order: restore the queue's.
             rows.sort(key=lambda r: (r["created_at"], r["seq"]))
             return [
-                Claim(
-                    document_id=r["id"],
-                    tenant_id=tenant_id,
-                    worker_id=worker_id,
-                    attempt=int(r["attempts"]),
-                    title=r["title"],
-                    format=DocumentFormat(r["format"]),
-                    data=bytes(r["original"]),
-                    lease_until=lease_until,
-                )
+                claimed(r, tenant_id=tenant_id, worker_id=worker_id, lease_until=lease_until)
                 for r in rows
             ]
 
@@ -326,7 +276,7 @@ class SqliteDocumentRepository:
         params = {
             **self._owner(claim),
             "state": content.state.value,
-            "findings": _findings_json(content.findings),
+            "findings": findings_json(content.findings),
             "segments": len(content.segments),
             "retain": 1 if self._retain and content.retain_bytes else 0,
             "now": _ts(now),
@@ -380,7 +330,7 @@ class SqliteDocumentRepository:
             "failure": refusal.value,
             "breach": breach.value if breach is not None else None,
             "remedy": remedy_for(refusal, breach),
-            "findings": _findings_json(findings),
+            "findings": findings_json(findings),
             "now": _ts(now),
         }
 
@@ -436,7 +386,7 @@ class SqliteDocumentRepository:
                 sql += f" AND state IN ({', '.join('?' for _ in wanted)})"
                 params.extend(wanted)
             sql += " ORDER BY created_at DESC, seq DESC"
-            return [_document(r) for r in connection.execute(sql, params).fetchall()]
+            return [stored_document(r) for r in connection.execute(sql, params).fetchall()]
 
         return await self._db.run(query)
 
@@ -470,7 +420,7 @@ class SqliteDocumentRepository:
             ).fetchone()
             oldest = row["oldest"]
             return QueueStats(
-                waiting=int(row["n"]), oldest_queued_at=_dt(oldest) if oldest else None
+                waiting=int(row["n"]), oldest_queued_at=timestamp(oldest) if oldest else None
             )
 
         return await self._db.run(query)
@@ -487,7 +437,7 @@ class SqliteDocumentRepository:
 
         def run(connection: sqlite3.Connection) -> DocumentPage:
             rows = connection.execute(sql, params).fetchall()
-            return DocumentPage.of([_document(r) for r in rows], query.limit)
+            return DocumentPage.of([stored_document(r) for r in rows], query.limit)
 
         return await self._db.run(run)
 

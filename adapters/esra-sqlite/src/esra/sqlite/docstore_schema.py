@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from esra.core.docstore.store_schema import SEARCHABLE_VIEW, STORE_SCHEMA_VERSION
 from esra.sqlite.schema_migrations import apply_migrations, recorded_version
 
 __all__ = [
@@ -42,11 +43,11 @@ __all__ = [
     "store_schema_version",
 ]
 
-STORE_SCHEMA_VERSION = 2
+# STORE_SCHEMA_VERSION and SEARCHABLE_VIEW are every engine's (esra.core.docstore.store_schema);
+# they stay importable from here for the callers that always have.
 DOCUMENTS_TABLE = "store_documents"
 SEGMENTS_TABLE = "store_segments"
 SEGMENTS_FTS = "store_segments_fts"
-SEARCHABLE_VIEW = "searchable_segments"
 
 _VERSION_TABLE = "store_schema"
 

@@ -1,0 +1,88 @@
+"""One reading of a documents row, whether an engine hands back text or native values."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from esra.core.codes import DocumentRefusal
+from esra.core.docstore.document_rows import (
+    findings_from_json,
+    findings_json,
+    stored_document,
+    timestamp,
+)
+from esra.core.docstore.formats import DocumentFormat
+from esra.core.docstore.model import DocumentState
+from esra.core.docstore.ownership import DocumentOwner, OwnerKind
+from esra.core.docstore.refusals import Breach
+from esra.core.docstore.scanner import Finding
+
+AT = datetime(2025, 3, 1, 12, 30, 0, 123456, tzinfo=UTC)
+FINDINGS = (Finding(rule="aws_key", start=3, end=23, excerpt="AKIA…"),)
+
+
+def _row(**overrides: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "id": "d1",
+        "tenant_id": "acme",
+        "title": "handbook.pdf",
+        "format": "pdf",
+        "sha256": "ab" * 32,
+        "size": 1234,
+        "scope": "hr",
+        "state": "failed",
+        "attempts": 2,
+        "created_at": AT,
+        "updated_at": AT,
+        "revision": 1,
+        "segment_count": 0,
+        "failure": DocumentRefusal.MALFORMED_DOCUMENT.value,
+        "remedy": "re-export it",
+        "findings": [],
+        "bytes_retained": True,
+        "deleted": False,
+        "released_by": None,
+        "owner_kind": OwnerKind.CONNECTOR.value,
+        "owner_connector": "sharepoint-hr",
+        "uploaded_by": None,
+        "failure_breach": None,
+    }
+    row.update(overrides)
+    return row
+
+
+def test_sqlite_text_and_postgres_values_read_as_the_same_document() -> None:
+    """ISO text, JSON text and 0/1 (SQLite) read as PostgreSQL's datetime, list and bool."""
+    native = _row(findings=json.loads(findings_json(FINDINGS)))
+    text = _row(
+        created_at=AT.isoformat(timespec="microseconds"),
+        updated_at=AT.isoformat(timespec="microseconds"),
+        findings=findings_json(FINDINGS),
+        bytes_retained=1,
+        deleted=0,
+    )
+    document = stored_document(native)
+    assert stored_document(text) == document
+    assert document.created_at == AT
+    assert document.findings == FINDINGS
+    assert (document.format, document.state) == (DocumentFormat.PDF, DocumentState.FAILED)
+    assert document.failure is DocumentRefusal.MALFORMED_DOCUMENT
+    assert document.owner == DocumentOwner.by_connector("sharepoint-hr")
+    assert (document.bytes_retained, document.deleted) == (True, False)
+
+
+def test_absent_values_read_as_none() -> None:
+    """No failure, breach or findings: None and empty, never an enum of an empty string."""
+    document = stored_document(_row(failure=None, remedy=None, findings=None, state="indexed"))
+    assert (document.failure, document.failure_breach, document.findings) == (None, None, ())
+    breached = stored_document(_row(failure_breach=Breach.ZIP_ENTRY_COUNT.value))
+    assert breached.failure_breach is Breach.ZIP_ENTRY_COUNT
+
+
+def test_findings_round_trip_and_timestamps_pass_through() -> None:
+    """What a repository writes it reads back; a datetime is kept as it is."""
+    assert findings_from_json(findings_json(FINDINGS)) == FINDINGS
+    assert findings_from_json("[]") == ()
+    assert timestamp(AT) is AT
+    assert timestamp(AT.isoformat()) == AT
