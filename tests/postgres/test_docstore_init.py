@@ -47,7 +47,6 @@ from esra.core.testing import (
 )
 from esra.llm import LocalModel
 from esra.postgres import (
-    STORE_AUDIT_EVENT,
     STORE_SCHEMA_VERSION,
     PostgresDocumentRepository,
     PostgresProvider,
@@ -57,6 +56,7 @@ from esra.postgres import (
     StoreState,
     initialise_store,
 )
+from esra.postgres.store_init import STORE_AUDIT_EVENT
 from tests.postgres.conftest import admin, host_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]

@@ -8,8 +8,13 @@ import pytest
 from psycopg import errors as pg_errors
 
 from esra.core.codes import ProviderErrorCode
-from esra.postgres import ExecutionState, classify, classify_connect_failure, classify_sqlstate
-from esra.postgres.errors import server_text
+from esra.postgres.errors import (
+    ExecutionState,
+    classify,
+    classify_connect_failure,
+    classify_sqlstate,
+    server_text,
+)
 
 _P = ProviderErrorCode
 

@@ -14,7 +14,8 @@ from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from esra.core.config.mapping import FieldSpec, FieldType, Mapping
 from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, Strategy
-from esra.postgres import TsvectorFullText, term_bind_names
+from esra.postgres import TsvectorFullText
+from esra.postgres.fulltext import term_bind_names
 from esra.sql import SearchTerms, TermShape, TextTarget
 from tests.postgres.conftest import make_provider, seed_table
 

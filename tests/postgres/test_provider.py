@@ -126,7 +126,7 @@ async def _run_raw(provider: PostgresProvider, statement: str) -> list[Any]:
 
 
 def _state() -> Any:
-    from esra.postgres import ExecutionState
+    from esra.postgres.errors import ExecutionState
 
     return ExecutionState()
 

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from esra.core.codes import ProviderErrorCode
-from esra.sqlite import ExecutionState, classify
+from esra.sqlite.errors import ExecutionState, classify
 
 _P = ProviderErrorCode
 

@@ -16,7 +16,8 @@ from esra.core.exceptions import ProviderError
 from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.query import ProjectedField, Strategy
 from esra.sql import SearchTerms
-from esra.sqlite import SqliteFts5Provider, fts5_match_expression, fts5_string
+from esra.sqlite import SqliteFts5Provider
+from esra.sqlite.fulltext import fts5_match_expression, fts5_string
 from tests.sqlite.conftest import run_query, seed_database
 
 

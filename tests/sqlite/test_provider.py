@@ -25,7 +25,8 @@ from esra.core.testing.contract import (
     CONTRACT_ROWS,
     contract_query,
 )
-from esra.sqlite import SqliteFts5Provider, classify, open_readonly
+from esra.sqlite import SqliteFts5Provider, open_readonly
+from esra.sqlite.errors import classify
 from esra.sqlite.provider import _Execution
 from tests.sqlite.conftest import seed_database, table_counts
 

@@ -1,24 +1,15 @@
 """esra-postgres: the PostgreSQL search provider (psycopg 3, pooled, read-only, tsvector)."""
 
-from esra.postgres.connection import ALLOWED_OPTIONS, SCHEMES, connect_kwargs, scrub
-from esra.postgres.errors import (
-    ExecutionState,
-    classify,
-    classify_connect_failure,
-    classify_sqlstate,
-)
-from esra.postgres.fulltext import (
-    CONFIG_BIND,
-    DEFAULT_TEXT_SEARCH_CONFIG,
-    TsvectorFullText,
-    term_bind_names,
-)
+from esra.postgres.audit import PostgresAuditLog
+from esra.postgres.config_store import PostgresConfigStore
+from esra.postgres.connection import ALLOWED_OPTIONS, SCHEMES
+from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText
 from esra.postgres.index import create_text_index, text_index_columns, text_index_statements
-from esra.postgres.provider import PostgresProvider, search_path_value
+from esra.postgres.provider import PostgresProvider
 from esra.postgres.quota import DEFAULT_QUOTA_TABLE, PostgresQuotaStore
+from esra.postgres.secrets import PostgresSecretTable
 from esra.postgres.store_init import (
     DEFAULT_SCOPE_CLAIM,
-    STORE_AUDIT_EVENT,
     StoreFailure,
     StoreInitialisation,
     StoreInitJob,
@@ -34,7 +25,6 @@ from esra.postgres.store_schema import (
     STORE_SCHEMA_VERSION,
     StoreSchemaConflictError,
     apply_store_schema,
-    store_schema_statements,
     store_schema_version,
 )
 
@@ -42,19 +32,19 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ALLOWED_OPTIONS",
-    "CONFIG_BIND",
     "DEFAULT_QUOTA_TABLE",
     "DEFAULT_SCOPE_CLAIM",
     "DEFAULT_STORE_SCHEMA",
     "DEFAULT_TEXT_SEARCH_CONFIG",
     "SCHEMES",
     "SEARCHABLE_VIEW",
-    "STORE_AUDIT_EVENT",
     "STORE_SCHEMA_VERSION",
-    "ExecutionState",
+    "PostgresAuditLog",
+    "PostgresConfigStore",
     "PostgresDocumentRepository",
     "PostgresProvider",
     "PostgresQuotaStore",
+    "PostgresSecretTable",
     "StoreFailure",
     "StoreInitJob",
     "StoreInitialisation",
@@ -63,19 +53,11 @@ __all__ = [
     "TsvectorFullText",
     "__version__",
     "apply_store_schema",
-    "classify",
-    "classify_connect_failure",
-    "classify_sqlstate",
-    "connect_kwargs",
     "create_text_index",
     "initialise_store",
-    "scrub",
-    "search_path_value",
     "store_mapping",
-    "store_schema_statements",
     "store_schema_version",
     "store_source",
-    "term_bind_names",
     "text_index_columns",
     "text_index_statements",
 ]
