@@ -37,8 +37,10 @@ DISTRIBUTIONS = [
 # sqlglot parses every statement the SQL Server and Oracle providers render (no such server
 # runs here); pinned, because its dialects' leniency changes between releases.
 TEST_DEPENDENCIES = [
-    "pytest>=8",
-    "pytest-asyncio>=0.24",
+    # pytest-asyncio 1.4 is the first that does not leak the event loop it creates for the
+    # loop policy (its sockets' ResourceWarning then fails a later test); it needs pytest 8.4.
+    "pytest>=8.4",
+    "pytest-asyncio>=1.4",
     "hypothesis>=6.100",
     "playwright>=1.49",
     "sqlglot==30.31.0",

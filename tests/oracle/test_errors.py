@@ -22,15 +22,21 @@ _P = ProviderErrorCode
 
 
 def _ora(code: int, text: str = "something") -> oracledb.Error:
-    """The exception oracledb raises for a server error, built by the driver's own class."""
-    error = oracle_errors._Error(f"ORA-{code:05d}: {text}", code=code)
-    exc: oracledb.Error = error.exc_type(error)
-    return exc
+    """The exception oracledb raises for a server error: the driver's own ``_Error`` payload
+    (which adds the DPY cross-reference itself) in ``oracledb.DatabaseError``, the PEP 249
+    base every server error's class derives from. ``_Error(message, code=)`` is the same in
+    every release from 2.0 on; the driver's choice of subclass (``_Error.exc_type``) only
+    exists from 2.1 and does not matter here, as classify reads the payload, not the class."""
+    return oracledb.DatabaseError(oracle_errors._Error(f"ORA-{code:05d}: {text}", code=code))
 
 
-def _dpy(number: int, **args: Any) -> Exception:
-    """The exception oracledb raises for a driver (DPY) error, from its own factory."""
-    return oracle_errors._create_exception(number, **args)
+def _dpy(number: int, **args: Any) -> oracledb.Error:
+    """The exception oracledb raises for a driver (DPY) error, raised by its own
+    ``_raise_err`` (the one entry point that exists with this signature from 2.0 on;
+    ``_create_exception`` is only in newer releases)."""
+    with pytest.raises(oracledb.Error) as raised:
+        oracle_errors._raise_err(number, **args)
+    return raised.value
 
 
 def test_a_refused_connection_is_classified_from_the_real_driver_error() -> None:
