@@ -12,6 +12,7 @@ says which process served it.
 - Two workers serve MCP calls from one port, and both answer.
 - A worker killed with SIGKILL is started again; the service answers meanwhile and after.
 - SIGTERM to the parent stops every worker and exits 0.
+- SIGTERM while the workers are still starting stops them too.
 - Workers dying faster than N per 60 s stop the service, exit 1, saying why.
 - A worker that cannot start makes the parent exit non-zero at once.
 - A parent killed with SIGKILL leaves no worker serving.
@@ -354,6 +355,27 @@ def test_sigterm_to_the_parent_stops_every_worker_and_exits_0(
     text = log.read_text(errors="replace")
     assert "while stopping" not in text, text
     assert "Traceback" not in text
+
+
+def test_sigterm_while_the_workers_start_stops_them(deployment: Deployment, tmp_path: Path) -> None:
+    port = free_port()
+    argv = esra_argv("serve", "--config", str(deployment.settings), "--workers", "2")
+    with (tmp_path / "serve.log").open("ab") as sink:
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [*argv, "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT,
+            env=deployment.env,
+        )  # fmt: skip
+    try:
+        _wait_for(lambda: len(_children(process.pid)) == WORKERS, "no workers were started")
+        workers = _children(process.pid)
+        process.send_signal(signal.SIGTERM)  # they are composing their parts, not listening
+        assert process.wait(timeout=_WAIT_S) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert all(_gone(pid) for pid in workers)
+    assert "ESRA MCP endpoint" not in (tmp_path / "serve.log").read_text(errors="replace")
 
 
 def _replaced(host: ServeHost, known: set[int]) -> Callable[[], bool]:

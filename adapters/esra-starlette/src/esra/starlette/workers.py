@@ -356,10 +356,11 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"esra: serve: {args.config}: {exc}\n")
         return cli.EXIT_USAGE
     cli.configure_serve_logging()
-    # uvicorn re-raises the signal that stopped it once it has shut down; a recorded
-    # signal, not the default action, lets the parts close and the worker exit 0.
+    # A signal before uvicorn listens (while the parts open) asks the server not to start;
+    # the same handler is what uvicorn re-raises the signal to once it has shut down, so
+    # the parts close and the worker exits 0 instead of dying by the default action.
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda number, frame: None)
+        signal.signal(sig, lambda number, frame: server.stop())
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
