@@ -316,7 +316,11 @@ def _signal(process: subprocess.Popen[bytes], sig: int) -> None:
 
 def _exited(status: int) -> str:
     if status < 0:
-        return f"was killed by {signal.Signals(-status).name}"
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:  # a real-time signal has no name
+            name = f"signal {-status}"
+        return f"was killed by {name}"
     return f"exited with status {status}"
 
 
