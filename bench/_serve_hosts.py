@@ -184,11 +184,13 @@ def serve_host(
     *,
     env: dict[str, str] | None = None,
     preamble: Sequence[str] = (),
+    options: Sequence[str] = (),
 ) -> Iterator[ServeHost]:
     """``esra serve --config settings`` on a free port until the block ends.
 
     ``preamble``: Python statements run in the host process before the command line does
-    (a bench's way to change one component of an otherwise unchanged host).
+    (a bench's way to change one component of an otherwise unchanged host). ``options``:
+    more ``esra serve`` options (``--workers 2``).
 
     Raises:
         RuntimeError: the process exited, or did not answer ``/healthz``, within a minute.
@@ -198,6 +200,7 @@ def serve_host(
         ["import sys", *preamble, "from esra.starlette.cli import main", "sys.exit(main())"]
     )
     argv = [sys.executable, "-c", code, "serve", "--port", str(port), "--config", str(settings)]
+    argv += options
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with log.open("ab") as sink:
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and CLI

@@ -48,6 +48,7 @@ import io
 import json
 import multiprocessing
 import os
+import socket
 import sqlite3
 import statistics
 import tempfile
@@ -195,7 +196,7 @@ class _AuditedHost(HostServer):
         # Records the durable sink wrote; None for the logger, which counts nothing.
         self.written: int | None = None
 
-    async def serve(self) -> None:
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         inner = self._open_parts
         async with contextlib.AsyncExitStack() as stack:
             sink: AuditSink
@@ -216,7 +217,7 @@ class _AuditedHost(HostServer):
 
             self._open_parts = with_sink
             try:
-                await super().serve()
+                await super().serve(sockets)
             finally:
                 self._open_parts = inner
                 if batching is not None:

@@ -29,6 +29,11 @@ On a 2-core machine the client process, both hosts, PostgreSQL and Redis share t
 cores: one host already keeps one core busy, so two hosts cannot double throughput there;
 the ratio shows how much of the second core a second process turns into calls. The load
 average at the start and the end is printed.
+
+``--workers`` compares one process against two on one machine instead (issue 19): host A is
+``esra serve --workers 1``, host B ``esra serve --workers 2`` (one port, two worker processes
+behind it), both running throughout; a run loads one of them, and the host CPU counts the
+serving processes (B's workers, not its idle supervisor).
 """
 
 from __future__ import annotations
@@ -108,6 +113,11 @@ def _write_settings(
     material = base64.b64encode(secrets.token_bytes(32)).decode()
     keyring.write_text(json.dumps({"active": "k1", "keys": {"k1": material}}))
     keyring.chmod(0o600)
+    # The document-reference keys in a file, as several hosts (and --workers) need.
+    refs = directory / "refs.json"
+    material = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    refs.write_text(json.dumps({"current": "r1", "keys": {"r1": material}}))
+    refs.chmod(0o600)
     parts = urlsplit(dsn)
     host, port = parts.hostname or "127.0.0.1", parts.port or 5432
     user, database = parts.username or "postgres", parts.path.lstrip("/")
@@ -127,6 +137,9 @@ algorithms = ["RS256"]
 id = "{TENANT}"
 config = "tenant.json"
 databases = "databases"
+
+[fetch]
+keys_file = "refs.json"
 
 [state]
 database = "{state}"
@@ -326,8 +339,26 @@ def _process_cpu_s(pids: Sequence[int]) -> float | None:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _serving_pids(host: ServeHost) -> list[int]:
+    """The processes that serve ``host``'s calls: its workers if it has any, else itself."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == host.process.pid:
+                    children.append(int(entry.name))
+    return children or [host.process.pid]
+
+
 def _measure(
-    hosts: Sequence[ServeHost], token: str, *, clients: int, calls: int, rounds: int
+    hosts: Sequence[ServeHost],
+    token: str,
+    *,
+    clients: int,
+    calls: int,
+    rounds: int,
+    workers: bool = False,
 ) -> list[dict[int, Measured]]:
     recorded = asyncio.run(_warm_up(hosts[0].url, token))
     for host in hosts[1:]:
@@ -339,8 +370,9 @@ def _measure(
             order = (1, 2) if number % 2 == 0 else (2, 1)
             by_count: dict[int, Measured] = {}
             for count in order:
-                urls = [host.url for host in hosts[:count]]
-                pids = [host.process.pid for host in hosts]
+                # Workers: one port per run, that of the process with ``count`` workers.
+                urls = [hosts[count - 1].url] if workers else [host.url for host in hosts[:count]]
+                pids = [pid for host in hosts for pid in _serving_pids(host)]
                 before, cpu_before = _machine_busy(), _process_cpu_s(pids)
                 result = pool.submit(
                     _client_process, urls, token, recorded, clients=clients, calls=calls
@@ -352,8 +384,8 @@ def _measure(
     return results
 
 
-def _print_results(results: Sequence[dict[int, Measured]]) -> list[float]:
-    header = f"{'round':<6} {'hosts':>5} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}"
+def _print_results(results: Sequence[dict[int, Measured]], unit: str = "hosts") -> list[float]:
+    header = f"{'round':<6} {unit:>7} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}"
     print(f"{header} {'machine cores busy':>19} {'host CPU ms/call':>17}")
     ratios: list[float] = []
     for number, by_count in enumerate(results, start=1):
@@ -364,7 +396,7 @@ def _print_results(results: Sequence[dict[int, Measured]]) -> list[float]:
             p50, p99 = _percentile(latencies, 0.5) * 1000, _percentile(latencies, 0.99) * 1000
             busy = "?" if cores is None else f"{cores:.2f}"
             per_call = "?" if cpu is None else f"{cpu / len(latencies) * 1000:.2f}"
-            row = f"{number:<6} {count:>5} {rates[count]:>8.1f} {p50:>8.2f} {p99:>8.2f}"
+            row = f"{number:<6} {count:>7} {rates[count]:>8.1f} {p50:>8.2f} {p99:>8.2f}"
             print(f"{row} {busy:>19} {per_call:>17}")
         ratios.append(rates[2] / rates[1])
     return ratios
@@ -382,6 +414,11 @@ def main() -> int:
         help="the PostgreSQL [state] database (default: $ESRA_TEST_POSTGRES_DSN or local)",
     )
     parser.add_argument("--redis", default=DEFAULT_REDIS, help=f"[redis] url ({DEFAULT_REDIS})")
+    parser.add_argument(
+        "--workers",
+        action="store_true",
+        help="compare `esra serve --workers 1` with `--workers 2` on one port each",
+    )
     args = parser.parse_args()
     if not _reachable(args.dsn, args.redis):
         return 0
@@ -397,9 +434,12 @@ def main() -> int:
     ):
         directory = Path(tmp)
         settings = _write_settings(directory, args.dsn, args.redis, run_id=run_id, issuer=issuer)
+        a_options, b_options = (
+            (("--workers", "1"), ("--workers", "2")) if args.workers else ((), ())
+        )
         with (
-            serve_host("A", settings, directory / "a.log", env=env) as first,
-            serve_host("B", settings, directory / "b.log", env=env) as second,
+            serve_host("A", settings, directory / "a.log", env=env, options=a_options) as first,
+            serve_host("B", settings, directory / "b.log", env=env, options=b_options) as second,
         ):
             try:
                 results = _measure(
@@ -408,28 +448,35 @@ def main() -> int:
                     clients=args.clients,
                     calls=args.calls,
                     rounds=max(1, args.rounds),
+                    workers=args.workers,
                 )
             except Exception:
                 for host in (first, second):
                     print(f"--- esra serve ({host.name}) log:\n{host.log_tail()}", file=sys.stderr)
                 raise
         records, keys = _audit_records(args.dsn, run_id), count_keys()
+    served = (
+        "one `esra serve --config --workers 1` or `--workers 2` (one port)"
+        if args.workers
+        else "round robin over 1 or 2 `esra serve --config` processes"
+    )
     print(
-        f"host_scale: {args.clients} concurrent clients, {args.calls} calls per run, round "
-        f"robin over 1 or 2 `esra serve --config` processes (demo tenant, 3 SQLite sources); "
+        f"host_scale: {args.clients} concurrent clients, {args.calls} calls per run, "
+        f"{served} (demo tenant, 3 SQLite sources); "
         f"shared PostgreSQL [state] with database audit, shared Redis; clients in a third "
         f"process; {os.cpu_count()} CPUs for all of them"
     )
     print(f"load average at start {start_load}, at end {_load_average()}")
-    ratios = _print_results(results)
+    ratios = _print_results(results, "workers" if args.workers else "hosts")
+    compared = "2 workers / 1 worker" if args.workers else "2 hosts / 1 host"
     print(
-        f"2 hosts / 1 host throughput: {statistics.median(ratios):.2f} "
+        f"{compared} throughput: {statistics.median(ratios):.2f} "
         f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
     )
     # Every call made: the measured ones, the warm-ups, and each client's first call to each
     # host of a run (its connection opened before the clock starts).
     made = sum(
-        len(result[0]) + args.clients * count
+        len(result[0]) + args.clients * (1 if args.workers else count)
         for run in results
         for count, (result, _cores, _cpu) in run.items()
     )

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from esra.starlette.settings import HostSettings
     from esra.starlette.warming import StoreWarmer
 
-__all__ = ["build_parser", "host_server", "main"]
+__all__ = ["build_parser", "configure_serve_logging", "host_server", "main", "run_host_server"]
 
 _T = TypeVar("_T")
 EXIT_USAGE = 2
@@ -86,6 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="for the MCP conformance suite only: serve calls without a token as a fixed "
         "development caller (embedded default on a loopback address only)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=1,
+        metavar="N",
+        help="serve from N processes on one listening socket (default 1). Above 1 only with "
+        "--config whose state is all outside the process: [state] database on PostgreSQL, "
+        "[redis] with cache, quota and breakers, and [fetch] keys_file",
     )
     _add_data_dir(serve)
 
@@ -147,6 +156,19 @@ def _positive_seconds(text: str) -> float:
         msg = f"must be a number of seconds above 0 and at most 3600, not {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return seconds
+
+
+def _worker_count(text: str) -> int:
+    from esra.starlette.workers import MAX_WORKERS  # noqa: PLC0415
+
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_WORKERS:
+        msg = f"must be a whole number from 1 to {MAX_WORKERS}, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return count
 
 
 def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -327,35 +349,18 @@ def host_server(args: argparse.Namespace) -> HostServer:
     )
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from esra.starlette.embedded import EMBEDDED_TENANT  # noqa: PLC0415
+def configure_serve_logging() -> None:
+    """The log format of ``esra serve`` (and of each of its workers), credentials redacted."""
     from esra.starlette.log_redaction import redact_root_handlers  # noqa: PLC0415
-    from esra.starlette.settings import SettingsError  # noqa: PLC0415
 
-    try:
-        server = host_server(args)
-    except SettingsError as exc:
-        return _fail(f"serve: {args.config}: {exc}")
-    except ValueError as exc:
-        return _fail(f"serve: {exc}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     redact_root_handlers()
-    sys.stderr.write(f"ESRA MCP endpoint: {server.resource_url}\n")
-    if args.insecure_dev_anonymous:
-        sys.stderr.write(
-            "INSECURE: calls without a token are served as the development caller "
-            "'dev-anonymous' (--insecure-dev-anonymous; for the conformance suite only)\n"
-        )
-    elif args.config is None:
-        sys.stderr.write(
-            "Embedded default. Get a token with:\n"
-            f"  esra dev-token --tenant {EMBEDDED_TENANT} --subject you --claim region=emea "
-            "--claim document_scopes=general\n"
-            "Its document store is initialised by your first `esra ingest PATH` (audited) or "
-            "at /portal/status.\n"
-        )
+
+
+def run_host_server(serve: Callable[[], None]) -> int:
+    """Run ``serve`` (a host server until it stops); its exit status, failures said plainly."""
     try:
-        asyncio.run(server.serve())
+        serve()
     except MissingExtraError as exc:
         # A store is configured but pypdf / python-docx are not installed: the install
         # command, not a traceback.
@@ -372,6 +377,82 @@ def _serve(args: argparse.Namespace) -> int:
         # conventional exit status says so without a traceback in the log.
         return EXIT_INTERRUPTED
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from esra.starlette.embedded import EMBEDDED_TENANT  # noqa: PLC0415
+    from esra.starlette.settings import SettingsError  # noqa: PLC0415
+
+    if args.workers > 1:
+        return _serve_workers(args)
+    try:
+        server = host_server(args)
+    except SettingsError as exc:
+        return _fail(f"serve: {args.config}: {exc}")
+    except ValueError as exc:
+        return _fail(f"serve: {exc}")
+    configure_serve_logging()
+    sys.stderr.write(f"ESRA MCP endpoint: {server.resource_url}\n")
+    if args.insecure_dev_anonymous:
+        sys.stderr.write(
+            "INSECURE: calls without a token are served as the development caller "
+            "'dev-anonymous' (--insecure-dev-anonymous; for the conformance suite only)\n"
+        )
+    elif args.config is None:
+        sys.stderr.write(
+            "Embedded default. Get a token with:\n"
+            f"  esra dev-token --tenant {EMBEDDED_TENANT} --subject you --claim region=emea "
+            "--claim document_scopes=general\n"
+            "Its document store is initialised by your first `esra ingest PATH` (audited) or "
+            "at /portal/status.\n"
+        )
+    return run_host_server(lambda: asyncio.run(server.serve()))
+
+
+def _serve_workers(args: argparse.Namespace) -> int:
+    """``esra serve --workers N`` above 1: refused unless no state a caller can observe is
+    kept per process, then the listening socket and the supervised workers
+    (``esra.starlette.workers``)."""
+    from esra.starlette.host import default_resource_url  # noqa: PLC0415
+    from esra.starlette.settings import SettingsError, load_settings  # noqa: PLC0415
+    from esra.starlette.workers import (  # noqa: PLC0415
+        WorkerSupervisor,
+        bind_listener,
+        per_process_state,
+    )
+
+    refused = f"serve: --workers {args.workers} is refused"
+    if args.insecure_dev_anonymous:
+        return _fail(f"{refused}: --insecure-dev-anonymous serves from one process only")
+    settings = None
+    if args.config is not None:
+        try:
+            settings = load_settings(args.config)
+        except SettingsError as exc:
+            return _fail(f"serve: {args.config}: {exc}")
+    reasons = per_process_state(settings)
+    if reasons:
+        return _fail(
+            f"{refused}: a caller would see state that differs between worker processes; "
+            + "; ".join(reasons)
+            + " (docs/deployment.md, several workers)"
+        )
+    assert settings is not None  # the embedded default always has a reason
+    try:
+        listener = bind_listener(args.host, args.port)
+    except OSError as exc:
+        sys.stderr.write(f"esra: serve: cannot listen on {args.host}:{args.port}: {exc}\n")
+        return 1
+    with listener:
+        return WorkerSupervisor(
+            config=args.config,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            listener=listener,
+            resource_url=settings.server.resource_url or default_resource_url(args.host, args.port),
+            err=sys.stderr,
+        ).run()
 
 
 def _settings(args: argparse.Namespace) -> HostSettings | None:

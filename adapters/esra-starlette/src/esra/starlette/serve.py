@@ -58,16 +58,18 @@ class HostServer:
         self.started = threading.Event()
         self.resource_url = resource_url or default_resource_url(host, port)
 
-    async def serve(self) -> None:
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Open the parts, serve until ``stop()``, then close the parts.
 
         With ``telemetry`` the OpenTelemetry SDK exports while serving, and is flushed and
-        shut down after the parts close.
+        shut down after the parts close. With ``sockets`` uvicorn accepts on those
+        (listening already, as ``esra serve --workers`` hands them to each worker) instead of
+        binding ``host``:``port`` itself.
         """
         with exporting(self._telemetry):
-            await self._serve()
+            await self._serve(sockets)
 
-    async def _serve(self) -> None:
+    async def _serve(self, sockets: list[socket.socket] | None) -> None:
         async with (
             self._open_parts() as parts,
             open_tenant_stores(
@@ -96,7 +98,7 @@ class HostServer:
             if self._stop_requested.is_set():
                 return
             try:
-                await server.serve()
+                await server.serve(sockets=sockets)
             finally:
                 self._server = None
 
