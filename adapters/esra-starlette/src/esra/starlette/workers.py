@@ -22,7 +22,6 @@ its parent is gone: it watches a pipe only the parent holds open.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import selectors
@@ -30,10 +29,8 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import deque
-from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -45,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_WORKERS",
+    "READY",
     "RESTART_WINDOW_S",
     "WorkerSupervisor",
     "bind_listener",
@@ -53,7 +51,8 @@ __all__ = [
 
 MAX_WORKERS = 64  # a typo guard: far above the cores a host process can use
 RESTART_WINDOW_S = 60.0
-_READY = b"R"
+# What a worker writes on its ready pipe once uvicorn accepts (esra.starlette.worker_process).
+READY = b"R"
 _POLL_S = 0.2
 # What a worker's exit status means when the parent asked it to stop: a clean shutdown.
 _STOPPED = frozenset({0, -signal.SIGTERM, -signal.SIGINT})
@@ -239,7 +238,7 @@ class WorkerSupervisor:
         ready_read, ready_write = os.pipe()
         socket_fd = self._listener.fileno()
         argv = [
-            sys.executable, "-m", "esra.starlette.workers",
+            sys.executable, "-m", "esra.starlette.worker_process",
             "--config", str(self._config), "--host", self._host, "--port", str(self._port),
             "--socket-fd", str(socket_fd), "--ready-fd", str(ready_write),
             "--lifeline-fd", str(self._lifeline_read),
@@ -264,7 +263,7 @@ class WorkerSupervisor:
             data = os.read(worker.ready_fd, 1)
             # Either the worker says it accepts, or its end closed without (it exited):
             # the exit status, read next, tells the rest.
-            worker.ready = data == _READY
+            worker.ready = data == READY
             self._close_ready(worker)
             if worker.ready and not starting:
                 self._say(
@@ -322,75 +321,3 @@ def _exited(status: int) -> str:
             name = f"signal {-status}"
         return f"was killed by {name}"
     return f"exited with status {status}"
-
-
-# The worker side: ``python -m esra.starlette.workers``, started by the supervisor only.
-
-
-def _worker_arguments(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="esra serve worker")
-    parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--host", required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--socket-fd", type=int, required=True)
-    parser.add_argument("--ready-fd", type=int, required=True)
-    parser.add_argument("--lifeline-fd", type=int, required=True)
-    return parser.parse_args(argv)
-
-
-def worker_main(argv: Sequence[str] | None = None) -> int:
-    """One worker: serve the settings on the inherited socket until told to stop."""
-    import asyncio  # noqa: PLC0415 - the parent never needs the worker's imports
-
-    from esra.starlette import cli  # noqa: PLC0415
-    from esra.starlette.settings import SettingsError  # noqa: PLC0415
-
-    args = _worker_arguments(sys.argv[1:] if argv is None else argv)
-    listener = socket.socket(fileno=args.socket_fd)
-    serve_args = argparse.Namespace(
-        config=args.config,
-        host=args.host,
-        port=args.port,
-        insecure_dev_anonymous=False,
-        data_dir=None,
-    )
-    try:
-        server = cli.host_server(serve_args)
-    except (SettingsError, ValueError) as exc:  # the parent read the same file: rare
-        sys.stderr.write(f"esra: serve: {args.config}: {exc}\n")
-        return cli.EXIT_USAGE
-    cli.configure_serve_logging()
-    # A signal before uvicorn listens (while the parts open) asks the server not to start;
-    # the same handler is what uvicorn re-raises the signal to once it has shut down, so
-    # the parts close and the worker exits 0 instead of dying by the default action.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda number, frame: server.stop())
-
-    async def serve() -> None:
-        loop = asyncio.get_running_loop()
-        # End of file on the lifeline: the parent is gone, and so is its supervision.
-        loop.add_reader(args.lifeline_fd, server.stop)
-        announcing = asyncio.ensure_future(_announce(server.started, args.ready_fd))
-        try:
-            await server.serve(sockets=[listener])
-        finally:
-            announcing.cancel()
-            loop.remove_reader(args.lifeline_fd)
-
-    return cli.run_host_server(lambda: asyncio.run(serve()))
-
-
-async def _announce(started: threading.Event, ready_fd: int) -> None:
-    """Tell the parent once uvicorn accepts on the socket."""
-    import asyncio  # noqa: PLC0415
-
-    try:
-        while not started.is_set():
-            await asyncio.sleep(0.05)
-        os.write(ready_fd, _READY)
-    finally:
-        os.close(ready_fd)
-
-
-if __name__ == "__main__":  # pragma: no cover - run by WorkerSupervisor in a new process
-    raise SystemExit(worker_main())
