@@ -162,7 +162,8 @@ def ensure_validated(query: object) -> ValidatedQuery:
 
 
 def _issue(**values: Any) -> ValidatedQuery:
-    """The one place a ``ValidatedQuery`` is made; called only by the rules below."""
+    """The one place a ``ValidatedQuery`` is made; called only by the validator
+    (``esra.core.pipeline.validation``) and by tests that bypass it on purpose."""
     # Most mappings have no record-filter template and most queries are searches, not
     # fetch lookups; those absences are explicit Nones.
     values.setdefault("record_predicate", None)
