@@ -19,6 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 
+from esra.core import telemetry
 from esra.core.audit_tracing import TRACE_ID, TraceLinkedAuditSink
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import BindingMode, SourceBinding
@@ -366,7 +367,9 @@ def test_with_no_provider_spans_are_left_as_the_no_op_tracer_leaves_them(
 ) -> None:
     """Without a tracer provider the stage and query spans are not started at all: each block
     sees the very span, and the very current span, the API's no-op tracer would give it."""
-    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    # As in a process where no provider was ever installed (this one may have the tests' SDK).
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(telemetry, "_TRACER", trace.ProxyTracer("esra"))
     remote = trace.NonRecordingSpan(
         trace.SpanContext(
             trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=trace.TraceFlags(1)

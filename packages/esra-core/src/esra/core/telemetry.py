@@ -61,14 +61,17 @@ def meter() -> metrics.Meter:
 def inert_span() -> Span | None:
     """The span starting one would give when that changes nothing, else ``None``.
 
-    With no tracer provider (none installed, none named by the environment) ESRA's tracer is
-    the API's no-op one: its "new" span is the current span when that does not record (the
-    invalid span when there is none), and making it current again changes nothing. Callers
+    With no tracer provider installed, ESRA's tracer delegates to the API's no-op one: its
+    "new" span is the current span when that does not record (the invalid span when there is
+    none), and making it current again changes nothing. Callers
     then use this span as it is, sparing the no-op's nested context managers and context
     switch (several µs a span, a dozen spans a call). Once a provider is installed, or when a
     recording span is current, this is ``None`` and spans are started as always.
     """
-    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    # What ESRA's proxy tracer delegates to right now, by its own rule (no provider yet: the
+    # no-op tracer); asking it spares the environment look-up ``get_tracer_provider`` makes.
+    # A tracer without this attribute (a real one, or a future API's proxy) starts spans.
+    if not isinstance(getattr(_TRACER, "_tracer", None), trace.NoOpTracer):
         return None
     span = trace.get_current_span()
     return span if isinstance(span, trace.NonRecordingSpan) else None
