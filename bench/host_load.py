@@ -18,8 +18,12 @@ self-contained request), so the server does exactly the work an SDK client cause
 client spends no more per call than the bare route's. ``--sdk-client`` loads ESRA through the
 SDK ``Client`` instead (its per-call validation then runs on the same cores as the servers).
 ``--rounds`` alternates bare and ESRA runs and reports each, so drift on a shared machine
-shows. Printed: p50, p99 and calls per second of both, and ESRA's throughput as a share of
-the bare route's (target ≥ 0.6).
+shows. Printed: p50, p99 and calls per second of both, the serving process's CPU per call
+(user + system time from ``/proc/self/stat`` before and after each run, divided by its calls:
+both servers live in this process, idle but for the side being loaded, while the clients run
+in another), and ESRA's throughput as a share of the bare route's (target ≥ 0.6). The CPU
+per call is the steadier figure on a shared machine: other work slows the calls down but
+hardly changes what each costs.
 
 ``--audit`` picks the host's audit sink: ``state`` (the default: the embedded host's own,
 SQLite in its ``state.db`` with ``wait_for_write``, what ``esra serve`` does with no
@@ -88,7 +92,8 @@ PROMPT = "my e-bike battery is not charging"
 Statement = tuple[str, str, dict[str, Any]]
 RECORDED: list[Statement] = []
 _DATABASES: dict[int, str] = {}
-Result = tuple[list[float], float]
+# Latencies, wall seconds and the serving process's CPU seconds (user + system) over the run.
+Result = tuple[list[float], float, float]
 # The SDK client's ``tools/call`` request: its headers (minus the connection's own) and body.
 RecordedCall = tuple[dict[str, str], bytes]
 _HOP_HEADERS = frozenset({"host", "content-length", "connection", "authorization"})
@@ -279,12 +284,22 @@ async def _load(
     return latencies, time.perf_counter() - started
 
 
+def _cpu_seconds() -> float:
+    """This process's user + system CPU time so far, in seconds (``/proc/self/stat``)."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    # After the command name: state is field 3, utime 14 and stime 15 (1-based, man 5 proc).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def _sdk_side(url: str, token: str, clients: int, calls: int) -> Result:
+Load = tuple[list[float], float]
+
+
+async def _sdk_side(url: str, token: str, clients: int, calls: int) -> Load:
     @contextlib.asynccontextmanager
     async def open_client() -> Any:
         async with (
@@ -310,7 +325,7 @@ def _http_side(
     *,
     clients: int,
     calls: int,
-) -> Result:
+) -> Load:
     """The one client both sides share: the same POST each call, its JSON parsed and checked."""
 
     @contextlib.asynccontextmanager
@@ -363,7 +378,7 @@ async def _warm_up(url: str, token: str) -> RecordedCall:
 
 def _client_process(
     side: str, url: str, token: str, call: RecordedCall | None, *, clients: int, calls: int
-) -> Result:
+) -> Load:
     """Run one side's load from a separate process, so clients do not share the servers' GIL."""
     if side == "bare":
         headers = {"content-type": "application/json"}
@@ -425,21 +440,19 @@ def _measure(
             bare.should_exit = True
 
         esra_call = None if sdk_client else recorded_call
+
+        def run(side: str, url: str, call: RecordedCall | None) -> Result:
+            before = _cpu_seconds()
+            latencies, seconds = pool.submit(
+                _client_process, side, url, token, call, clients=clients, calls=calls
+            ).result()
+            return latencies, seconds, _cpu_seconds() - before
+
         results: list[tuple[Result, Result]] = []
         with _in_thread(serve_bare, bare_started, stop_bare):
             for _ in range(rounds):
-                bare_result = pool.submit(
-                    _client_process, "bare", bare_url, "", None, clients=clients, calls=calls
-                ).result()
-                esra_result = pool.submit(
-                    _client_process,
-                    "esra",
-                    esra_url,
-                    token,
-                    esra_call,
-                    clients=clients,
-                    calls=calls,
-                ).result()
+                bare_result = run("bare", bare_url, None)
+                esra_result = run("esra", esra_url, esra_call)
                 results.append((esra_result, bare_result))
     if len(RECORDED) != len(statements):
         msg = "statements were still being recorded while ESRA was measured"
@@ -483,7 +496,7 @@ def _install_tracing() -> _CountingExporter:
 
 
 def _throughput(result: Result) -> float:
-    latencies, seconds = result
+    latencies, seconds, _ = result
     return len(latencies) / seconds
 
 
@@ -540,19 +553,31 @@ def main() -> None:
         + (f" ({written} records written)" if written is not None else "")
         + (f"; tracing on ({spans.count} spans recorded)" if spans is not None else "")
     )
-    print(f"{'side':<30} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>8}")
+    print(f"{'side':<30} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>8} {'CPU ms/call':>12}")
     ratios: list[float] = []
+    cpu: dict[str, list[float]] = {"esra": [], "bare": []}
+    clients = args.clients
     for esra, bare in results:
-        for name, (lat, seconds) in (
-            ("ESRA MCP tool call", esra),
-            ("bare Starlette route, same SQL", bare),
+        for side, name, (lat, seconds, cpu_s) in (
+            ("esra", "ESRA MCP tool call", esra),
+            ("bare", "bare Starlette route, same SQL", bare),
         ):
             p50, p99 = _percentile(lat, 0.5) * 1000, _percentile(lat, 0.99) * 1000
-            print(f"{name:<30} {p50:>8.2f} {p99:>8.2f} {len(lat) / seconds:>8.1f}")
+            # Each client also made one warm-up call, which the CPU figure includes.
+            per_call = cpu_s / (len(lat) + clients) * 1000
+            cpu[side].append(per_call)
+            print(
+                f"{name:<30} {p50:>8.2f} {p99:>8.2f} {len(lat) / seconds:>8.1f} {per_call:>12.2f}"
+            )
         ratios.append(_throughput(esra) / _throughput(bare))
     shown = ", ".join(f"{r:.2f}" for r in ratios)
     median = statistics.median(ratios)
     print(f"ESRA throughput / bare route throughput: {median:.2f} (rounds: {shown}; target >= 0.6)")
+    esra_cpu, bare_cpu = statistics.median(cpu["esra"]), statistics.median(cpu["bare"])
+    print(
+        f"server CPU per call (median of rounds): ESRA {esra_cpu:.2f} ms, bare {bare_cpu:.2f} ms "
+        f"({esra_cpu / bare_cpu:.1f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ model reads exactly like ESRA's own.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 
@@ -118,3 +119,13 @@ def test_stripping_any_text_leaves_no_folded_token(text: str) -> None:
     """Whatever the content, even nested disguised tokens, none survives."""
     stripped = strip_markers(text + "esra-\u0415SRA\u2011DATAdata" + text)
     assert not _FOLDED_TOKEN.search(fold(stripped))
+
+
+@pytest.mark.parametrize("forged", list(LOOKALIKES.values()), ids=list(LOOKALIKES))
+def test_the_value_a_built_item_carries_is_stripped_too(forged: str) -> None:
+    """An in-process model reading the item's value instead of its JSON text reads the same
+    stripped data: the value equals the parsed text and holds no marker token."""
+    item = RerankItem(result_id="r_1", source_name=forged, title=forged, fragments=(forged,))
+    (reference,) = build_rerank_prompt("q", [item], model_profile="p").reference
+    assert reference.value == json.loads(reference.content)
+    assert not _FOLDED_TOKEN.search(fold(json.dumps(reference.value, ensure_ascii=False)))

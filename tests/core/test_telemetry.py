@@ -14,17 +14,22 @@ import json
 from typing import Any
 
 import attrs
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
 
+from esra.core import telemetry
 from esra.core.audit_tracing import TRACE_ID, TraceLinkedAuditSink
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import BindingMode, SourceBinding
 from esra.core.exceptions import EsraError
 from esra.core.model_usage import ModelUsage, report_model_usage
-from esra.core.pipeline.query_spans import db_system
+from esra.core.pipeline.query_spans import db_system, query_span
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.query import PlannedFilter
 from esra.core.retriever import Retriever
-from esra.core.telemetry import CORRELATION_ID, TENANT_ID
+from esra.core.telemetry import CORRELATION_ID, TENANT_ID, inert_span, stage_span
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -33,6 +38,7 @@ from esra.core.testing import (
     InMemorySearchProvider,
 )
 from tests._telemetry import Recorded, recording
+from tests.core._validation_fixtures import issue, keyword
 from tests.core.factories import make_capability, make_context, make_snapshot, make_source
 
 ROWS = {
@@ -354,3 +360,31 @@ async def test_each_source_planned_is_a_span_under_the_planning_stage() -> None:
     text = _everything_recorded(recorded)
     for secret in ("xq-canary-prompt", "4471", "model down"):
         assert secret not in text, secret
+
+
+def test_with_no_provider_spans_are_left_as_the_no_op_tracer_leaves_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a tracer provider the stage and query spans are not started at all: each block
+    sees the very span, and the very current span, the API's no-op tracer would give it."""
+    # As in a process where no provider was ever installed (this one may have the tests' SDK).
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(telemetry, "_TRACER", trace.ProxyTracer("esra"))
+    remote = trace.NonRecordingSpan(
+        trace.SpanContext(
+            trace_id=0x1F, span_id=0x2E, is_remote=True, trace_flags=trace.TraceFlags(1)
+        )
+    )
+    (query,) = issue([keyword()])
+    for parent in (Context(), trace.set_span_in_context(remote)):
+        token = otel_context.attach(parent)
+        try:
+            with trace.NoOpTracer().start_as_current_span("x") as expected:
+                expected_current = trace.get_current_span()
+            for opened in (stage_span("scope", make_context()), query_span(query, "sqlite")):
+                with opened as span:
+                    assert span is expected
+                    assert trace.get_current_span() is expected_current
+        finally:
+            otel_context.detach(token)
+    assert inert_span() is trace.INVALID_SPAN

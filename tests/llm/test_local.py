@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -228,3 +229,23 @@ def test_real_prompt_injection_payloads_get_contract_valid_answers() -> None:
 def test_strategies_in_fixtures_cover_every_strategy() -> None:
     """The all-capabilities fixture really lists every strategy (guards the tests above)."""
     assert ALL_CAPS.strategies == frozenset(Strategy)
+
+
+def _text_only(prompt: Prompt) -> Prompt:
+    """``prompt`` as a remote model would receive it: reference items as JSON text alone."""
+    return attrs.evolve(
+        prompt, reference=tuple(ReferenceItem(i.tag, i.content) for i in prompt.reference)
+    )
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(title=_hostile_text, fragment=_hostile_text, request_text=_hostile_text)
+def test_reading_the_built_value_answers_as_parsing_the_text_does(
+    title: str, fragment: str, request_text: str
+) -> None:
+    """The value a built item carries is read instead of its JSON text, with the same answer."""
+    items = (*RESULTS[:2], RerankItem(RESULTS[2].result_id, "S", title, (fragment,)))
+    prompts = [*_prompts(request_text), build_rerank_prompt(request_text, items, model_profile="p")]
+    for prompt in prompts:
+        assert all(json.loads(i.content) == i.value for i in prompt.reference)
+        assert LocalModel().answer(prompt) == LocalModel().answer(_text_only(prompt))

@@ -14,13 +14,18 @@ def items(prompt: Prompt) -> list[tuple[str, dict[str, Any]]]:
     """Return ``(tag, object)`` for every reference item whose content is a JSON object.
 
     Anything else is skipped: the model answers from what it can read, never from a guess.
+    An item the core built carries the value its content was serialized from (equal to what
+    parsing the content gives), read as it is rather than parsed back; an item of text alone
+    is parsed. Either way the model only reads it.
     """
     found: list[tuple[str, dict[str, Any]]] = []
     for item in prompt.reference:
-        try:
-            value = json.loads(item.content)
-        except (ValueError, RecursionError):
-            continue
+        value = item.value
+        if value is None:
+            try:
+                value = json.loads(item.content)
+            except (ValueError, RecursionError):
+                continue
         if isinstance(value, dict):
             found.append((item.tag, value))
     return found

@@ -24,6 +24,7 @@ never read as instructions.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import Counter
@@ -47,50 +48,63 @@ _WINDOW_WORDS = 128
 _WINDOW_STRIDE = 96
 
 
-class _Roots:
-    """Porter roots of light stems, memoised for one answer only.
+# Distinct result-text words whose roots are remembered across answers (least recently used
+# go first): far more than the vocabulary of the results a host reranks in a while, and at
+# most a few MB of short strings.
+_ROOT_CACHE_WORDS = 65_536
+
+
+@functools.lru_cache(maxsize=_ROOT_CACHE_WORDS)
+def _result_root(word: str) -> str:
+    """The Porter root of ``word``'s light stem, remembered for the words of result texts.
+
+    Rooting is most of a rerank's work, and the same words recur in result after result and
+    answer after answer, so they are rooted once per process rather than once per answer. Only
+    single casefolded words of result texts go in (titles and fragments, already masked and
+    bounded, the text the embedding cache keeps too), never the caller's request, whose stems
+    are rooted per answer in ``_request_concepts``; the mapping is a pure function of the word,
+    so what is cached can never change a score.
+    """
+    return root(stem(word))
+
+
+def _bag(text: str, *, weight: int = 1) -> Counter[str]:
+    roots = map(_result_root, [w for w in tokens(text) if w not in STOPWORDS])
+    bag = Counter(roots)
+    if weight != 1:
+        for key in bag:
+            bag[key] *= weight
+    return bag
+
+
+def _request_concepts(concepts: tuple[Concept, ...]) -> tuple[Concept, ...]:
+    """The request's concepts on Porter roots: each root with its stems' best weight.
 
     The rerank matches on Porter roots of the shared light stems: "similarity" meets
-    "similar", "conditions" meets "conditional". The same words recur across the results, so
-    each is rooted once; the memo lives as long as the answer, so no request or result text
-    outlives it.
+    "similar", "conditions" meets "conditional". A concept's keys are light stems already;
+    they are rooted here, for this answer only, so nothing of the request outlives it.
     """
-
-    def __init__(self) -> None:
-        self._memo: dict[str, str] = {}
-
-    def root(self, light: str) -> str:
-        found = self._memo.get(light)
-        if found is None:
-            found = self._memo[light] = root(light)
-        return found
-
-    def bag(self, text: str) -> Counter[str]:
-        return Counter(self.root(stem(w)) for w in tokens(text) if w not in STOPWORDS)
-
-    def concept(self, concept: Concept) -> Concept:
-        # A concept's keys are light stems already.
+    rooted_concepts = []
+    for concept in concepts:
         best: dict[str, float] = {}
         for key, weight in concept:
-            rooted = self.root(key)
+            rooted = root(key)
             best[rooted] = max(best.get(rooted, 0.0), weight)
-        return tuple(best.items())
+        rooted_concepts.append(tuple(best.items()))
+    return tuple(rooted_concepts)
 
 
 def score_results(prompt: Prompt) -> list[tuple[str, float]]:
     """Return ``(result id, BM25 score / best score)`` per distinct readable result, in order."""
-    roots = _Roots()
-    concepts = tuple(roots.concept(c) for c in analyse(prompt.request).concepts)
+    concepts = _request_concepts(analyse(prompt.request).concepts)
     documents: dict[str, Counter[str]] = {}
     sources: dict[str, str] = {}
     for _, obj in items(prompt):
         result_id = string(obj, "id")
         if result_id and result_id not in documents:
             sources[result_id] = string(obj, "source")
-            document = Counter(
-                {key: _TITLE_WEIGHT * n for key, n in roots.bag(string(obj, "title")).items()}
-            )
-            document.update(roots.bag(" ".join(strings(obj, "fragments"))))
+            document = _bag(string(obj, "title"), weight=_TITLE_WEIGHT)
+            document.update(_bag(" ".join(strings(obj, "fragments"))))
             documents[result_id] = document
     count = len(documents)
     df: Counter[str] = Counter()

@@ -28,6 +28,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from esra.core.prompts import Prompt
@@ -58,14 +60,25 @@ def _stems_of(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in tokens(text) if w not in STOPWORDS)
 
 
-def _field_weights(source: dict[str, Any]) -> dict[str, float]:
+def _field_weights(source: dict[str, Any]) -> Mapping[str, float]:
+    texts = tuple(
+        " ".join(strings(source, key)) or string(source, key)
+        if key in {"domain_tags", "example_prompts"}
+        else string(source, key)
+        for key, _ in _FIELD_WEIGHTS
+    )
+    return _weights_of(texts)
+
+
+@functools.lru_cache(maxsize=256)
+def _weights_of(texts: tuple[str, ...]) -> Mapping[str, float]:
+    # A source's metadata fields (configuration, as for ``_stems_of``), in ``_FIELD_WEIGHTS``
+    # order: each stem's best field weight, the same for every selection prompt it is in.
     weights: dict[str, float] = {}
-    for key, weight in _FIELD_WEIGHTS:
-        texts = strings(source, key) if key in {"domain_tags", "example_prompts"} else []
-        text = " ".join(texts) or string(source, key)
+    for text, (_, weight) in zip(texts, _FIELD_WEIGHTS, strict=True):
         for key_stem in _stems_of(text):
             weights[key_stem] = max(weights.get(key_stem, 0.0), weight)
-    return weights
+    return MappingProxyType(weights)
 
 
 def score_sources(prompt: Prompt) -> list[tuple[str, float]]:

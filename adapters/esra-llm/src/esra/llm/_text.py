@@ -342,7 +342,12 @@ def sanitize(term: str) -> str:
 
     Repeats until stable, so removing one sequence can never assemble another (``-/*-``).
     """
-    current = "".join(c for c in term if not unicodedata.category(c).startswith("C"))
+    if term.isprintable():
+        # No printable character is in a C category (control, format, surrogate, private
+        # use, unassigned): the common case needs no per-character look-up.
+        current = term
+    else:
+        current = "".join(c for c in term if not unicodedata.category(c).startswith("C"))
     previous = None
     while previous != current:
         previous = current

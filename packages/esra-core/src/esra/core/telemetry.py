@@ -31,6 +31,7 @@ __all__ = [
     "current_span_tenant",
     "current_trace_id",
     "error_type",
+    "inert_span",
     "invocation_attributes",
     "meter",
     "stage_span",
@@ -55,6 +56,25 @@ def tracer() -> trace.Tracer:
 def meter() -> metrics.Meter:
     """ESRA's meter (the global provider's, whenever that is installed)."""
     return _METER
+
+
+def inert_span() -> Span | None:
+    """The span starting one would give when that changes nothing, else ``None``.
+
+    With no tracer provider installed, ESRA's tracer delegates to the API's no-op one: its
+    "new" span is the current span when that does not record (the invalid span when there is
+    none), and making it current again changes nothing. Callers
+    then use this span as it is, sparing the no-op's nested context managers and context
+    switch (several µs a span, a dozen spans a call). Once a provider is installed, or when a
+    recording span is current, this is ``None`` and spans are started as always.
+    """
+    # What ESRA's proxy tracer delegates to right now, by its own rule (no provider yet: the
+    # no-op tracer); asking it spares the environment look-up ``get_tracer_provider`` makes.
+    # A tracer without this attribute (a real one, or a future API's proxy) starts spans.
+    if not isinstance(getattr(_TRACER, "_tracer", None), trace.NoOpTracer):
+        return None
+    span = trace.get_current_span()
+    return span if isinstance(span, trace.NonRecordingSpan) else None
 
 
 def error_type(exc: BaseException) -> str:
@@ -86,6 +106,11 @@ def stage_span(
     A failure sets ``error.type`` (see :func:`error_type`) and the error status; the
     exception itself is not recorded, since its message may quote what a span must not.
     """
+    inert = inert_span()
+    if inert is not None:
+        # Nothing records: what a failure would set on the span is not set anywhere either.
+        yield inert
+        return
     with tracer().start_as_current_span(
         name or f"esra.{stage}",
         kind=kind,

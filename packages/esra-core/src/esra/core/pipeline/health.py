@@ -87,8 +87,28 @@ class SourceHealthMonitor:
         """Return the health of each of ``source_ids``; never raises for a provider's fault."""
         self._forget_replaced()
         ids = tuple(dict.fromkeys(source_ids))
-        states = await asyncio.gather(*(self._health(source_id) for source_id in ids))
-        return dict(zip(ids, states, strict=True))
+        known = {source_id: self._fresh(source_id) for source_id in ids}
+        # Almost every call finds every answer fresh: only the rest are awaited, each in a
+        # task of its own, so a call costs no task per source when nothing is to be probed.
+        pending = [source_id for source_id, state in known.items() if state is None]
+        if pending:
+            states = await asyncio.gather(*(self._health(source_id) for source_id in pending))
+            known.update(zip(pending, states, strict=True))
+        return {source_id: state for source_id, state in known.items() if state is not None}
+
+    def _fresh(self, source_id: str) -> SourceHealth | None:
+        """The answer ``_health`` would give at once, without a probe; ``None`` if it probes."""
+        provider = self._providers.get(source_id)
+        if provider is None:
+            return SourceHealth.UNAVAILABLE
+        known = self._known.get(source_id)
+        if (
+            known is not None
+            and known.provider is provider
+            and known.fresh_until > self._clock.monotonic()
+        ):
+            return known.state
+        return None
 
     def _forget_replaced(self) -> None:
         """Drop every answer whose provider is no longer its source's (replaced, retired).
@@ -104,16 +124,10 @@ class SourceHealthMonitor:
             del self._known[source_id]
 
     async def _health(self, source_id: str) -> SourceHealth:
-        provider = self._providers.get(source_id)
-        if provider is None:
-            return SourceHealth.UNAVAILABLE
-        known = self._known.get(source_id)
-        if (
-            known is not None
-            and known.provider is provider
-            and known.fresh_until > self._clock.monotonic()
-        ):
-            return known.state
+        fresh = self._fresh(source_id)
+        if fresh is not None:
+            return fresh
+        provider = self._providers[source_id]
         loop = asyncio.get_running_loop()
         in_flight = self._probes.get(source_id)
         # A probe left behind by another event loop (a test's, say) can never finish here,

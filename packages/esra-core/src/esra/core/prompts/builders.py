@@ -22,7 +22,7 @@ from esra.core.prompts.contracts import (
     RERANK_CONTRACT,
     SELECTION_CONTRACT,
 )
-from esra.core.prompts.markers import strip_markers, wrap_untrusted
+from esra.core.prompts.markers import strip_markers, wrap_untrusted_value
 from esra.core.prompts.model import Prompt, PromptTask, ReferenceItem, validate_datamark
 
 __all__ = [
@@ -121,7 +121,7 @@ def build_selection_prompt(
     """
     items = []
     for source in candidates:
-        tag, content = wrap_untrusted(
+        tag, content, value = wrap_untrusted_value(
             source.id,
             {
                 "id": source.id,
@@ -135,7 +135,7 @@ def build_selection_prompt(
                 "freshness": source.freshness,
             },
         )
-        items.append(ReferenceItem(tag=tag, content=content))
+        items.append(ReferenceItem(tag=tag, content=content, value=value))
     return Prompt(
         task=PromptTask.SELECT_SOURCES,
         model_profile=model_profile,
@@ -165,7 +165,7 @@ def build_planning_prompt(
     ``datamark`` turns on datamarking of the reference data (see ``Prompt``).
     """
     items: list[ReferenceItem] = []
-    tag, content = wrap_untrusted(
+    tag, content, value = wrap_untrusted_value(
         "source",
         {
             "name": source.name,
@@ -177,9 +177,9 @@ def build_planning_prompt(
             "max_terms_per_query": max_terms_per_query,
         },
     )
-    items.append(ReferenceItem(tag=tag, content=content))
+    items.append(ReferenceItem(tag=tag, content=content, value=value))
     for mapping in mappings:
-        tag, content = wrap_untrusted(
+        tag, content, value = wrap_untrusted_value(
             mapping.id,
             {
                 "mapping": mapping.id,
@@ -202,7 +202,7 @@ def build_planning_prompt(
                 ],
             },
         )
-        items.append(ReferenceItem(tag=tag, content=content))
+        items.append(ReferenceItem(tag=tag, content=content, value=value))
     return Prompt(
         task=PromptTask.PLAN_SEARCHES,
         model_profile=model_profile,
@@ -227,7 +227,7 @@ def build_rerank_prompt(
     """
     items = []
     for candidate in candidates:
-        tag, content = wrap_untrusted(
+        tag, content, value = wrap_untrusted_value(
             candidate.result_id,
             {
                 "id": candidate.result_id,
@@ -236,7 +236,7 @@ def build_rerank_prompt(
                 "fragments": list(candidate.fragments),
             },
         )
-        items.append(ReferenceItem(tag=tag, content=content))
+        items.append(ReferenceItem(tag=tag, content=content, value=value))
     return Prompt(
         task=PromptTask.RERANK,
         model_profile=model_profile,
@@ -262,7 +262,7 @@ def build_answer_prompt(
     """
     items = []
     for result in results:
-        tag, content = wrap_untrusted(
+        tag, content, value = wrap_untrusted_value(
             result.result_id,
             {
                 "id": result.result_id,
@@ -272,7 +272,7 @@ def build_answer_prompt(
                 "fields": dict(result.fields),
             },
         )
-        items.append(ReferenceItem(tag=tag, content=content))
+        items.append(ReferenceItem(tag=tag, content=content, value=value))
     return Prompt(
         task=PromptTask.ANSWER,
         model_profile=model_profile,

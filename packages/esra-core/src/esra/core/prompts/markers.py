@@ -8,7 +8,14 @@ from typing import Any
 
 from esra.core.text_normalisation import INVISIBLE, FoldedText
 
-__all__ = ["MARKER_TOKEN", "begin_marker", "end_marker", "strip_markers", "wrap_untrusted"]
+__all__ = [
+    "MARKER_TOKEN",
+    "begin_marker",
+    "end_marker",
+    "strip_markers",
+    "wrap_untrusted",
+    "wrap_untrusted_value",
+]
 
 MARKER_TOKEN = "ESRA-DATA"
 # The token as it can be disguised, matched in folded text (see esra.core.text_normalisation):
@@ -84,5 +91,18 @@ def wrap_untrusted(tag: str, payload: Any) -> tuple[str, str]:
 
     Returns the tag (also stripped, so a tag can never close another item) and the JSON text.
     """
+    safe_tag, content, _ = wrap_untrusted_value(tag, payload)
+    return safe_tag, content
+
+
+def wrap_untrusted_value(tag: str, payload: Any) -> tuple[str, str, Any]:
+    """``wrap_untrusted``, also returning the stripped value the JSON text was made from.
+
+    The value equals what ``json.loads`` of the text gives (dicts, lists and scalars, every
+    string stripped of markers; tuples become lists, keys strings), for a reader in the same
+    process that would otherwise parse the text straight back. It is the text's source, not
+    a copy: whoever holds it must not change it.
+    """
     safe_tag = re.sub(r"[^A-Za-z0-9_.:-]", "", strip_markers(tag))
-    return safe_tag, json.dumps(_strip_all(payload), ensure_ascii=False, sort_keys=True)
+    value = _strip_all(payload)
+    return safe_tag, json.dumps(value, ensure_ascii=False, sort_keys=True), value

@@ -45,10 +45,17 @@ class SectionKind(StrEnum):
 
 @attrs.frozen
 class ReferenceItem:
-    """One untrusted item of reference data: its tag and its JSON content (markers stripped)."""
+    """One untrusted item of reference data: its tag and its JSON content (markers stripped).
+
+    ``value``, when the core built the item, is the stripped value ``content`` was serialized
+    from (equal to ``json.loads(content)``): an in-process model can read it instead of
+    parsing the text back. It is read-only by contract, takes no part in equality, and is
+    ``None`` for items built from text alone (a reader then parses ``content``).
+    """
 
     tag: str
     content: str
+    value: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 _WHITESPACE = re.compile(r"\s+")
