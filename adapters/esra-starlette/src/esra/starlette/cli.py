@@ -411,14 +411,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _serve_workers(args: argparse.Namespace) -> int:
     """``esra serve --workers N`` above 1: refused unless no state a caller can observe is
-    kept per process, then the listening socket and the supervised workers
+    kept per process, then the port reserved and the supervised workers
     (``esra.starlette.workers``)."""
     from esra.starlette.host import default_resource_url  # noqa: PLC0415
     from esra.starlette.settings import SettingsError, load_settings  # noqa: PLC0415
     from esra.starlette.workers import (  # noqa: PLC0415
         WorkerSupervisor,
-        bind_listener,
         per_process_state,
+        reserve_port,
     )
 
     refused = f"serve: --workers {args.workers} is refused"
@@ -439,17 +439,18 @@ def _serve_workers(args: argparse.Namespace) -> int:
         )
     assert settings is not None  # the embedded default always has a reason
     try:
-        listener = bind_listener(args.host, args.port)
+        reserved = reserve_port(args.host, args.port)
     except OSError as exc:
         sys.stderr.write(f"esra: serve: cannot listen on {args.host}:{args.port}: {exc}\n")
         return 1
-    with listener:
+    with reserved:
         return WorkerSupervisor(
             config=args.config,
             host=args.host,
-            port=args.port,
+            # The port bound, should --port 0 have asked the kernel for one.
+            port=reserved.getsockname()[1],
             workers=args.workers,
-            listener=listener,
+            reserved=reserved,
             resource_url=settings.server.resource_url or default_resource_url(args.host, args.port),
             err=sys.stderr,
         ).run()

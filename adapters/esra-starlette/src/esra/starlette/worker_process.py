@@ -1,9 +1,10 @@
 """One worker of ``esra serve --workers N``: ``python -m esra.starlette.worker_process``.
 
-Started by ``esra.starlette.workers.WorkerSupervisor`` only, with the listening socket, a
-ready pipe and a lifeline pipe inherited as file descriptors. It composes the host from the
-same settings through the ``esra serve`` path (``esra.starlette.cli.host_server``), serves
-on the inherited socket until told to stop, and stops by itself when the lifeline reaches end
+Started by ``esra.starlette.workers.WorkerSupervisor`` only, with a ready pipe and a
+lifeline pipe inherited as file descriptors. It composes the host from the same settings
+through the ``esra serve`` path (``esra.starlette.cli.host_server``), serves on a socket of
+its own in the port's SO_REUSEPORT group (``esra.starlette.workers.worker_listener``) until
+told to stop, and stops by itself when the lifeline reaches end
 of file (the parent is gone). It lives apart from the supervisor because it needs the
 command line's composition, and the command line needs the supervisor.
 """
@@ -13,13 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from esra.starlette.workers import READY
+from esra.starlette.workers import READY, worker_listener
 
 __all__ = ["worker_main"]
 
@@ -29,21 +29,21 @@ def _worker_arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--socket-fd", type=int, required=True)
     parser.add_argument("--ready-fd", type=int, required=True)
     parser.add_argument("--lifeline-fd", type=int, required=True)
     return parser.parse_args(argv)
 
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
-    """One worker: serve the settings on the inherited socket until told to stop."""
+    """One worker: serve the settings on its own socket in the port's SO_REUSEPORT group
+    until told to stop."""
     import asyncio  # noqa: PLC0415 - the parent never needs the worker's imports
 
     from esra.starlette import cli  # noqa: PLC0415
     from esra.starlette.settings import SettingsError  # noqa: PLC0415
 
     args = _worker_arguments(sys.argv[1:] if argv is None else argv)
-    listener = socket.socket(fileno=args.socket_fd)
+    listener = worker_listener(args.host, args.port)
     serve_args = argparse.Namespace(
         config=args.config,
         host=args.host,

@@ -1,10 +1,11 @@
-"""``esra serve --config esra.toml --workers N``: one listening socket, N host processes.
+"""``esra serve --config esra.toml --workers N``: one port, N host processes.
 
 One host process serves on one event loop, whose thread holds the GIL most of the time, so
-a second core sits idle. With ``--workers N`` the parent binds the listening socket once (the
-port is owned before any worker starts) and starts N worker processes of this interpreter,
-each handed that socket: each composes its own host parts through the normal bootstrap and
-accepts from the same socket, so the kernel spreads connections over them.
+a second core sits idle. With ``--workers N`` the parent binds the port once (so it is owned
+before any worker starts; :func:`reserve_port`) and starts N worker processes of this
+interpreter: each composes its own host parts through the normal bootstrap and listens on a
+socket of its own in the port's SO_REUSEPORT group, so the kernel spreads new connections
+evenly over them.
 
 Nothing per process may be observable by a caller, so N > 1 is refused (:func:`per_process_state`)
 unless everything a caller could tell apart lives outside the process: the configuration
@@ -45,8 +46,9 @@ __all__ = [
     "READY",
     "RESTART_WINDOW_S",
     "WorkerSupervisor",
-    "bind_listener",
     "per_process_state",
+    "reserve_port",
+    "worker_listener",
 ]
 
 MAX_WORKERS = 64  # a typo guard: far above the cores a host process can use
@@ -95,18 +97,43 @@ def per_process_state(settings: HostSettings | None) -> tuple[str, ...]:
     return tuple(reasons)
 
 
-def bind_listener(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
-    """The listening TCP socket every worker accepts from, bound as uvicorn binds its own.
+def _port_sharing_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` in the port's SO_REUSEPORT group."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    shared = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        shared.bind((host, port))
+    except OSError:
+        shared.close()
+        raise
+    return shared
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """The parent's hold on ``host``:``port``: bound before any worker starts, never listening.
+
+    Each worker listens on a socket of its own in the port's SO_REUSEPORT group
+    (:func:`worker_listener`), and the kernel spreads new connections evenly over the
+    listening ones. One socket shared by every worker would not: the worker whose event loop
+    wakes first accepts every pending connection, and kept-alive clients then all load one
+    process. This socket never listens, so no connection is ever queued on it.
 
     Raises:
         OSError: the address cannot be bound (in use, not local, not permitted).
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
+    return _port_sharing_socket(host, port)
+
+
+def worker_listener(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
+    """A worker's listening socket on the port its parent reserved (see :func:`reserve_port`).
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    listener = _port_sharing_socket(host, port)
     try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        # Listening now: a connection made before a worker is ready waits in the backlog.
         listener.listen(backlog)
     except OSError:
         listener.close()
@@ -129,9 +156,9 @@ class WorkerSupervisor:
 
     Args:
         config: the settings file every worker serves.
-        host, port: the address of ``listener`` (each worker's resource URL defaults to it).
+        host, port: the address ``reserved`` holds (each worker's resource URL defaults to it).
         workers: how many worker processes.
-        listener: the bound, listening socket.
+        reserved: the parent's bound, never-listening socket on the port (``reserve_port``).
         resource_url: the endpoint's URL, for the start-up line.
         err: where the supervisor writes its lines.
     """
@@ -143,7 +170,7 @@ class WorkerSupervisor:
         host: str,
         port: int,
         workers: int,
-        listener: socket.socket,
+        reserved: socket.socket,
         resource_url: str,
         err: TextIO,
     ) -> None:
@@ -151,7 +178,7 @@ class WorkerSupervisor:
         self._host = host
         self._port = port
         self._count = workers
-        self._listener = listener
+        self._reserved = reserved
         self._resource_url = resource_url
         self._err = err
         self._workers: dict[int, _Worker] = {}
@@ -236,17 +263,15 @@ class WorkerSupervisor:
 
     def _start(self, number: int) -> None:
         ready_read, ready_write = os.pipe()
-        socket_fd = self._listener.fileno()
         argv = [
             sys.executable, "-m", "esra.starlette.worker_process",
             "--config", str(self._config), "--host", self._host, "--port", str(self._port),
-            "--socket-fd", str(socket_fd), "--ready-fd", str(ready_write),
-            "--lifeline-fd", str(self._lifeline_read),
+            "--ready-fd", str(ready_write), "--lifeline-fd", str(self._lifeline_read),
         ]  # fmt: skip
         try:
             process = subprocess.Popen(  # noqa: S603 - this interpreter, our own module
                 argv,
-                pass_fds=(socket_fd, ready_write, self._lifeline_read),
+                pass_fds=(ready_write, self._lifeline_read),
                 # Its own process group: a Ctrl-C at the terminal reaches the parent only,
                 # which forwards one signal (a second SIGINT would force uvicorn's exit).
                 process_group=0,
