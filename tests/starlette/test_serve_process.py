@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +118,15 @@ def test_deep_json_keeps_the_connection_and_leaves_no_traceback(tmp_path: Path) 
     assert "Traceback" not in served.output
     assert "RecursionError" not in served.output
     assert "ESRA_INTERNAL" not in served.output
+
+
+def test_sigterm_closes_the_parts_and_exits_0(tmp_path: Path) -> None:
+    """A process manager stops a host with SIGTERM. uvicorn re-raises the signal once it has
+    shut down; under the default action the process then died (-15) inside the server,
+    before its parts — audit sink, pools, telemetry export — were closed. It must end as a
+    finished ``esra serve``: parts closed, exit status 0."""
+    log = tmp_path / "serve.log"
+    with serve_process(log, "--data-dir", str(tmp_path / "esra")) as host:
+        host.process.send_signal(signal.SIGTERM)
+        assert host.process.wait(timeout=60) == 0, log.read_text(errors="replace")
+    assert "Traceback" not in log.read_text(errors="replace")

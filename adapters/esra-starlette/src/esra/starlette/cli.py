@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -406,7 +407,16 @@ def _serve(args: argparse.Namespace) -> int:
             "Its document store is initialised by your first `esra ingest PATH` (audited) or "
             "at /portal/status.\n"
         )
-    return run_host_server(lambda: asyncio.run(server.serve()))
+    # uvicorn re-raises the signal it shut down on. Under SIGTERM's default action that
+    # killed the process inside the server, before its parts (audit sink, pools, telemetry
+    # export) were closed; this handler is what uvicorn restores and re-raises to, so the
+    # stop already under way finishes, the parts close, and the exit status is 0. (Ctrl-C
+    # keeps Python's own handler: KeyboardInterrupt unwinds through the parts, exit 130.)
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: server.stop())
+    try:
+        return run_host_server(lambda: asyncio.run(server.serve()))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _serve_workers(args: argparse.Namespace) -> int:
