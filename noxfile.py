@@ -45,9 +45,9 @@ TEST_DEPENDENCIES = [
     "playwright>=1.49",
     "sqlglot==30.31.0",
     # The in-memory span exporter and metric reader the telemetry tests read back.
-    "opentelemetry-sdk>=1.30",
+    "opentelemetry-sdk>=1.40",
     # esra serve's [telemetry] export, driven against a fake collector in the tests.
-    "opentelemetry-exporter-otlp-proto-http>=1.30",
+    "opentelemetry-exporter-otlp-proto-http>=1.40",
 ]
 
 
@@ -120,7 +120,7 @@ def bench(session: nox.Session) -> None:
         "PyStemmer",
         "puremagic",
         # bench/host_load.py --tracing installs the SDK in the serving process.
-        "opentelemetry-sdk>=1.30",
+        "opentelemetry-sdk>=1.40",
         "torch==2.13.0",
         "-e",
         "adapters/esra-llm[embeddings]",
