@@ -54,6 +54,8 @@ class AuditTrail:
 
     async def write(self) -> None:
         """Write every noted record to the sink, in the order noted."""
+        if not self._pending:
+            return  # most stages note nothing; the retriever asks after every one
         pending, self._pending = self._pending, []
         for record in pending:
             await self._sink.record(record)
