@@ -584,3 +584,31 @@ async def test_no_statement_is_ever_prepared_on_the_server(pg_dsn: str, seeded: 
     finally:
         await provider.close()
     assert row == (0,)
+
+
+def _plan_aliases(plan: dict[str, Any]) -> Iterator[str]:
+    """Every relation alias a JSON plan scans, subplans included, once per scan node."""
+    if "Alias" in plan:
+        yield str(plan["Alias"])
+    for child in plan.get("Plans", ()):
+        yield from _plan_aliases(child)
+
+
+def test_the_collection_statistics_are_counted_once_per_statement(
+    pg_dsn: str, seeded: str
+) -> None:
+    """The idf statistics are one derived row; PostgreSQL pulled it up into the outer query,
+    so every reference to ``n`` became a scalar subquery of its own and the whole relation
+    was counted once per scored term (30 ms instead of 11 ms on 100,000 rows for three)."""
+    provider = make_provider(pg_dsn, seeded)
+    terms = ("widget", "solar", "panel")
+    built = provider.builder.build(_acme(Strategy.KEYWORD, optional_terms=terms))
+    with admin(pg_dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(seeded)))
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + built.sql, built.params).fetchone()
+    assert row is not None
+    aliases = list(_plan_aliases(row[0][0]["Plan"]))
+    counts = [alias for alias in aliases if alias.startswith("esra_n")]
+    assert counts == ["esra_n"], aliases
+    for index in range(len(terms)):
+        assert [a for a in aliases if a.startswith(f"esra_df_to{index}")] == [f"esra_df_to{index}"]

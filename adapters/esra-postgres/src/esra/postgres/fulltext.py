@@ -17,8 +17,8 @@ name is bound too. The operators combining those queries come from this module a
   occurring often outranked a rare one occurring once; every other engine ESRA serves (FTS5's
   ``bm25()``, InnoDB's relevance, SQL Server's and Oracle's ranks) already weighs terms by
   rarity. ``N`` and each ``df`` are counted in the same statement over the whole relation (an
-  uncorrelated one-row derived table PostgreSQL evaluates once, each ``df`` an indexed
-  ``@@`` count). Like those engines' statistics they are global, not per caller: they only
+  uncorrelated one-row derived table, fenced with ``OFFSET 0`` so that PostgreSQL evaluates
+  it once instead of once per reference; each ``df`` an indexed ``@@`` count). Like those engines' statistics they are global, not per caller: they only
   order the rows a caller may see, and are never returned.
 
 Why ``phraseto_tsquery`` for terms as well as phrases: a term is matched as the sequence of
@@ -166,7 +166,12 @@ def _statistics(target: TextTarget, names: Sequence[str]) -> Any:
         return sa.cast(counted.scalar_subquery(), sa.Float).label(label)
 
     columns = [count(_DOCUMENTS, None), *(count(f"df_{name}", name) for name in names)]
-    return sa.select(*columns).subquery(_STATISTICS_ALIAS)
+    # OFFSET 0 keeps the planner from pulling the derived table up into the outer query:
+    # pulled up, every reference to ``n`` or a ``df`` became a scalar subquery of its own, so
+    # the relation was counted once per scored term (three times for three terms, 9 ms each
+    # on 100,000 rows). Fenced, each count runs exactly once per statement.
+    fenced = sa.select(*columns).offset(sa.literal_column("0"))
+    return fenced.subquery(_STATISTICS_ALIAS)
 
 
 def _weighted_rank(
