@@ -24,9 +24,10 @@ _Q = "phraseto_tsquery(CAST(%(qcfg)s AS REGCONFIG), %({})s)"
 
 
 def _idf_rank(*names: str) -> str:
-    """The expected score: each term's BM25 idf times its own ts_rank, summed."""
+    """The expected score: each term's BM25 idf times its own ts_rank, summed; the collection
+    is never smaller than a term's matches (a kept row count may lag behind them)."""
     return " + ".join(
-        f"ln(1.0 + ((esra_stats.n - esra_stats.df_{n}) + 0.5) / "
+        f"ln(1.0 + ((greatest(esra_stats.n, esra_stats.df_{n}) - esra_stats.df_{n}) + 0.5) / "
         f"CAST((esra_stats.df_{n} + 0.5) AS FLOAT)) * "
         f"ts_rank(CAST('{{1,1,1,1}}' AS float4[]), b.\"Doc Fts\", {_Q.format(n)}, 1)"
         for n in names
