@@ -177,13 +177,17 @@ class _PostgresEngine:
         schema = query.mapping.schema or self._search_path
         params = {name: scrub(value) for name, value in built.params.items()}
         try:
-            await conn.execute(_BEGIN)
-            await conn.execute(
-                _SETTINGS, {"ms": str(remaining_ms), "path": search_path_value(schema)}
-            )
-            cursor = await conn.execute(built.sql, params)
+            # One pipeline, one round trip: the transaction, its limits, the statement and the
+            # commit are sent together; a failure of any aborts the rest, as a failed
+            # statement aborts its transaction anyway.
+            async with conn.pipeline():
+                await conn.execute(_BEGIN)
+                await conn.execute(
+                    _SETTINGS, {"ms": str(remaining_ms), "path": search_path_value(schema)}
+                )
+                cursor = await conn.execute(built.sql, params)
+                await conn.execute(b"COMMIT")
             rows = await cursor.fetchall()
-            await conn.execute(b"COMMIT")
         except asyncio.CancelledError:
             state.cancelled = True
             await self._abandon(conn)
