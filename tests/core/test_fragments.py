@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.core.fragments import ELLIPSIS, content_text, make_fragment
+from esra.core.fragments import ELLIPSIS, _first_match, content_text, make_fragment
 from tests.core._ranking_fixtures import mapping
 
 LONG = " ".join(f"word{n}" for n in range(200))
@@ -92,3 +94,27 @@ def test_fragment_is_bounded_and_keeps_a_short_enough_term(
     assert len(fragment) <= max(0, max_chars)
     if len(term) <= max_chars - 2:
         assert term in fragment
+
+
+def _first_match_by_regex(text: str, terms: list[str]) -> tuple[int, int]:
+    """The first matching term as the case-insensitive regex finds it, earliest and longest."""
+    found = [
+        (m.start(), m.end() - m.start())
+        for term in terms
+        if (needle := " ".join(term.split()))
+        and (m := re.search(re.escape(needle), text, flags=re.IGNORECASE))
+    ]
+    return min(found, key=lambda c: (c[0], -c[1]), default=(0, 0))
+
+
+# Letters whose case pairs leave ASCII (the Kelvin sign, the long s, dotted capital I) mixed in
+# with ASCII, so both the fast ASCII path and the regex path are exercised.
+_FRAGMENT_TEXT = st.text(alphabet="aAkKsSiI \u212a\u017f\u0130xyz", max_size=60)
+
+
+@settings(max_examples=400)
+@given(text=_FRAGMENT_TEXT, terms=st.lists(_FRAGMENT_TEXT, max_size=4))
+def test_the_first_match_is_where_a_case_insensitive_regex_finds_it(
+    text: str, terms: list[str]
+) -> None:
+    assert _first_match(text, terms) == _first_match_by_regex(text, terms)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from esra.llm._text import (
+    MAX_TERM_CHARS,
     content_words,
     marked_terms,
     quoted_phrases,
     root,
     sanitize,
     stem,
+    tokens,
     uppercase_tokens,
 )
 from esra.llm._vocabulary import acronym_of, synonyms_of
@@ -104,3 +108,10 @@ def test_sanitize_never_leaves_unsafe_sequences(text: str) -> None:
 def test_root_is_the_porter_stem(word: str, expected: str) -> None:
     """``root`` follows the original Porter algorithm (short words are kept)."""
     assert root(word) == expected
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80) | st.text(max_size=80))
+def test_tokens_are_each_word_casefolded_whatever_the_alphabet(text: str) -> None:
+    """The ASCII shortcut gives exactly the words the general path gives."""
+    expected = [w.casefold()[:MAX_TERM_CHARS] for w in re.findall(r"[^\W_]+", text)]
+    assert tokens(text) == expected

@@ -61,6 +61,10 @@ _DOUBLE_KEEP = frozenset("lsz")
 
 def tokens(text: str) -> list[str]:
     """Return the casefolded words of ``text`` in order (letters and digits only)."""
+    if text.isascii():
+        # ASCII casefolds as it lowers, letter for letter, so the words are found in the
+        # lowered text at once instead of casefolding each word.
+        return [w[:MAX_TERM_CHARS] for w in _WORD.findall(text.lower())]
     return [w.casefold()[:MAX_TERM_CHARS] for w in _WORD.findall(text)]
 
 
