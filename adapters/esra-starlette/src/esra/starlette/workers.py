@@ -100,7 +100,10 @@ def per_process_state(settings: HostSettings | None) -> tuple[str, ...]:
 def _port_sharing_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host``:``port`` in the port's SO_REUSEPORT group."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    shared = socket.socket(family, socket.SOCK_STREAM)
+    # The protocol named, not left 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only
+    # on sockets whose proto is IPPROTO_TCP, and accepted sockets inherit it. Left 0, a
+    # response written in two parts waited for the client's delayed ACK, ~40 ms per call.
+    shared = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
