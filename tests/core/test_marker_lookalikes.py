@@ -12,10 +12,11 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esra.core.prompts import RerankItem, build_rerank_prompt, end_marker, strip_markers
+from esra.core.prompts.markers import _strip_folded
 from esra.core.text_normalisation import fold
 
 # What a marker token looks like after folding, however it was disguised.
@@ -129,3 +130,14 @@ def test_the_value_a_built_item_carries_is_stripped_too(forged: str) -> None:
     (reference,) = build_rerank_prompt("q", [item], model_profile="p").reference
     assert reference.value == json.loads(reference.content)
     assert not _FOLDED_TOKEN.search(fold(json.dumps(reference.value, ensure_ascii=False)))
+
+
+_PIECES = st.sampled_from([*"ESRAesra-_DATAdata <>x.", "END", "esra", "DATA", "\u2026", "\n"])
+
+
+@settings(max_examples=600)
+@given(st.lists(_PIECES, max_size=16).map("".join))
+def test_text_with_esras_own_ellipsis_is_stripped_as_the_folded_text_is(text: str) -> None:
+    """Fragments carry the ellipsis ESRA cuts them with; the shortcut taken for such text
+    removes exactly what the look-up in the folded text removes."""
+    assert strip_markers(text) == _strip_folded(text)

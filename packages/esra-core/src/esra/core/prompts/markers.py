@@ -18,6 +18,7 @@ __all__ = [
 ]
 
 MARKER_TOKEN = "ESRA-DATA"
+_ELLIPSIS = "\u2026"
 # The token as it can be disguised, matched in folded text (see esra.core.text_normalisation):
 # any dash or underscore between the words, or none, with or without the END prefix; and with
 # spaces too when it directly follows "<<", where it can only be read as a boundary. Spaced
@@ -50,9 +51,11 @@ def strip_markers(text: str) -> str:
     another (``esra-esra-datadata`` → ``esra-data`` → ``""``): afterwards no part of the
     result folds to the token.
     """
-    if text.isascii():
+    if text.isascii() or text.replace(_ELLIPSIS, "").isascii():
         # The common case stays cheap: ASCII holds no invisible or look-alike character, and
-        # without "esra" in it no token can be there at all.
+        # without "esra" in it no token can be there at all. The ellipsis ESRA puts around a
+        # fragment is no obstacle: it folds to dots, which the token never holds, so the
+        # token matches around it in the text exactly as in the folded text.
         if "esra" not in text.lower():
             return text
         previous = None
@@ -61,6 +64,11 @@ def strip_markers(text: str) -> str:
             previous = current
             current = _TOKEN.sub("", current)
         return current
+    return _strip_folded(text)
+
+
+def _strip_folded(text: str) -> str:
+    """``strip_markers`` for any text: the token looked for in the folded text."""
     current = INVISIBLE.sub("", text)
     while True:
         folded = FoldedText(current)
