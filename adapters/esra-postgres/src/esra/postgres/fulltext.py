@@ -193,6 +193,8 @@ def _planner_row_count(relation: Any) -> ColumnElement[Any]:
     and ANALYZE (and so autovacuum) keep ``reltuples``; it is exact for a table ANALYZE reads
     whole (under 30,000 rows at the default statistics target). It is -1 for a table never
     vacuumed or analysed and has no meaning for a view: NULL then, and the caller counts.
+    It counts every row, also those a row-level security policy hides from the role, as the
+    other engines' statistics do; the ``df`` counts are the role's own.
     """
     quoted = ".".join(
         '"' + str(part).replace('"', '""') + '"'
