@@ -141,3 +141,15 @@ def test_docx_headings_start_segments() -> None:
     bodies = [s.body(extraction.text) for s in segment_extraction(extraction)]
     assert bodies[1].startswith("Travel")
     assert zipfile.is_zipfile(io.BytesIO(buffer.getvalue()))
+
+
+def test_the_sandbox_warms_up_on_a_strictly_valid_pdf_with_text() -> None:
+    """The server's warm-up document must take pypdf's text path (fonts, content streams), or
+    every child would still set that up again; strict parsing proves its structure exact."""
+    from pypdf import PdfReader
+
+    from esra.core.docstore._pdf_forkserver import WARM_UP_PDF
+
+    # Read here with pypdf itself: the sandbox body turns logging off in the process it runs in.
+    reader = PdfReader(io.BytesIO(WARM_UP_PDF), strict=True)
+    assert [page.extract_text() for page in reader.pages] == ["warm up"]
