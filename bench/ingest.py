@@ -19,7 +19,7 @@ can read and that is not a byte-identical duplicate. Printed, measured in one ru
    a child process of its own, with its wall time and peak RSS (``os.wait4``): a 21.5 MB
    Markdown file of headings, a 24 MiB text of repeated injection phrases, a 24 MB CSV of
    six million rows and a 24 MB text of blank lines. They need no PostgreSQL and run first;
-   ``--worst-cases`` runs only them.
+   ``--worst-cases`` runs only them, ``--no-worst-cases`` everything else.
 
 The DSN comes from ``ESRA_TEST_POSTGRES_DSN`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``); each run uses the schema
@@ -273,7 +273,8 @@ def worst_cases() -> None:
 
 def main() -> None:
     """Worst cases first; then raw pypdf, end to end with one and two workers."""
-    worst_cases()
+    if "--no-worst-cases" not in sys.argv[1:]:
+        worst_cases()
     if "--worst-cases" in sys.argv[1:]:
         return
     dsn = os.environ.get("ESRA_TEST_POSTGRES_DSN", "").strip() or DEFAULT_DSN
