@@ -202,7 +202,7 @@ def _planner_row_count(relation: Any) -> ColumnElement[Any]:
         if part is not None
     )
     # A string literal of configuration (quotes doubled), so the binds stay the terms only.
-    literal = sa.literal_column("'" + quoted.replace("'", "''") + "'")
+    literal: ColumnElement[str] = sa.literal_column("'" + quoted.replace("'", "''") + "'")
     pg_class = sa.table("pg_class", sa.column("oid"), sa.column("reltuples"), schema="pg_catalog")
     positive = sa.func.nullif(sa.func.greatest(pg_class.c.reltuples, _ZERO), _ZERO)
     estimate = sa.select(sa.cast(positive, sa.Float)).where(
