@@ -777,9 +777,12 @@ def main() -> int:
         # The statements come from a host of their own, stopped before anything is measured,
         # so the measured host runs exactly as deployed (with its workers, if any).
         with serve_host(
-            "ESRA recording", esra_settings, tmp / "esra-recording.log", env=env,
+            "ESRA recording",
+            esra_settings,
+            tmp / "esra-recording.log",
+            env=env,
             preamble=[RECORDER],
-        ) as recorder:  # fmt: skip
+        ) as recorder:
             statements = _recorded_statements(recorder, token, question, recorded)
         statement = _inlined(args.dsn, statements)
         workers = ("--workers", str(args.esra_workers)) if args.esra_workers > 1 else ()
