@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from esra.core.prompts import RerankItem
+from esra.llm._rerank import _TITLE_WEIGHT, _document, _roots
 from tests.llm._fixtures import RESULTS, rerank
 
 
@@ -91,3 +97,19 @@ def test_across_sources_the_words_decide() -> None:
     scores = rerank("disc brakes squeal", (first, second))
     assert scores["r_2"] == 1.0
     assert 0.0 < scores["r_1"] < 1.0
+
+
+@given(
+    title=st.text(alphabet="abc xyz Ab-é", max_size=40),
+    fragments=st.text(alphabet="abc xyz Ab-é", max_size=80),
+)
+def test_a_documents_bag_counts_title_roots_twice_and_fragment_roots_once(
+    title: str, fragments: str
+) -> None:
+    """Counted in one pass, the bag is the title's roots at their weight plus the fragments'."""
+    expected: Counter[str] = Counter()
+    for root_ in _roots(title):
+        expected[root_] += _TITLE_WEIGHT
+    for root_ in _roots(fragments):
+        expected[root_] += 1
+    assert _document(title, fragments) == expected

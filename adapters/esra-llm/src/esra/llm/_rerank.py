@@ -25,6 +25,7 @@ never read as instructions.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from collections import Counter
@@ -68,13 +69,16 @@ def _result_root(word: str) -> str:
     return root(stem(word))
 
 
-def _bag(text: str, *, weight: int = 1) -> Counter[str]:
-    roots = map(_result_root, [w for w in tokens(text) if w not in STOPWORDS])
-    bag = Counter(roots)
-    if weight != 1:
-        for key in bag:
-            bag[key] *= weight
-    return bag
+def _roots(text: str) -> list[str]:
+    """The roots of ``text``'s words that are not stopwords, in order."""
+    return list(map(_result_root, [w for w in tokens(text) if w not in STOPWORDS]))
+
+
+def _document(title: str, fragments: str) -> Counter[str]:
+    """A result's bag of roots: each title root counted ``_TITLE_WEIGHT`` times, each
+    fragment root once, counted in one pass."""
+    title_roots = _roots(title)
+    return Counter(itertools.chain(*([title_roots] * _TITLE_WEIGHT), _roots(fragments)))
 
 
 def _request_concepts(concepts: tuple[Concept, ...]) -> tuple[Concept, ...]:
@@ -103,9 +107,8 @@ def score_results(prompt: Prompt) -> list[tuple[str, float]]:
         result_id = string(obj, "id")
         if result_id and result_id not in documents:
             sources[result_id] = string(obj, "source")
-            document = _bag(string(obj, "title"), weight=_TITLE_WEIGHT)
-            document.update(_bag(" ".join(strings(obj, "fragments"))))
-            documents[result_id] = document
+            fragments = " ".join(strings(obj, "fragments"))
+            documents[result_id] = _document(string(obj, "title"), fragments)
     count = len(documents)
     df: Counter[str] = Counter()
     for document in documents.values():
