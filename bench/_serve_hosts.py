@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -223,3 +223,19 @@ def serve_host(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.contextmanager
+def redis_keys(redis_url: str, prefix: str) -> Iterator[Callable[[], int]]:
+    """A count of the Redis keys under ``prefix`` (a run's own); they are deleted when the
+    block ends."""
+    import redis  # noqa: PLC0415 - installed with esra-redis, which [redis] needs anyway
+
+    client = redis.Redis.from_url(redis_url)
+    pattern = f"{prefix}*"
+    try:
+        yield lambda: sum(1 for _ in client.scan_iter(match=pattern, count=500))
+    finally:
+        for key in list(client.scan_iter(match=pattern, count=500)):
+            client.delete(key)
+        client.close()

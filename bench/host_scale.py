@@ -76,6 +76,7 @@ from bench._serve_hosts import (
     STATE_PASSWORD_ENV,
     BenchIssuer,
     ServeHost,
+    redis_keys,
     serve_host,
     state_password_env,
 )
@@ -277,21 +278,6 @@ def _audit_records(dsn: str, run_id: str) -> int:
     return int(row[0]) if row else 0
 
 
-@contextlib.contextmanager
-def _redis_keys(redis_url: str, run_id: str) -> Iterator[Any]:
-    """A client counting the run's Redis keys; they are deleted when the block ends."""
-    import redis  # noqa: PLC0415 - installed with esra-redis, which [redis] needs anyway
-
-    client = redis.Redis.from_url(redis_url)
-    pattern = f"esra-bench-{run_id}:*"
-    try:
-        yield lambda: sum(1 for _ in client.scan_iter(match=pattern, count=500))
-    finally:
-        for key in list(client.scan_iter(match=pattern, count=500)):
-            client.delete(key)
-        client.close()
-
-
 def _reachable(dsn: str, redis_url: str) -> bool:
     try:
         with psycopg.connect(dsn, connect_timeout=5):
@@ -430,7 +416,7 @@ def main() -> int:
     with (
         tempfile.TemporaryDirectory(prefix="esra-bench-scale-") as tmp,
         _state_dropped(args.dsn, run_id),
-        _redis_keys(args.redis, run_id) as count_keys,
+        redis_keys(args.redis, f"esra-bench-{run_id}:") as count_keys,
     ):
         directory = Path(tmp)
         settings = _write_settings(directory, args.dsn, args.redis, run_id=run_id, issuer=issuer)

@@ -108,7 +108,13 @@ from bench._mcp_load import (
     process_cpu_s,
     record_tools_call,
 )
-from bench._serve_hosts import STATE_PASSWORD_ENV, BenchIssuer, ServeHost, serve_host
+from bench._serve_hosts import (
+    STATE_PASSWORD_ENV,
+    BenchIssuer,
+    ServeHost,
+    redis_keys,
+    serve_host,
+)
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -649,21 +655,6 @@ def _print(runs: Sequence[Sequence[Measured]], settings: Sequence[int]) -> None:
         print(f"{clients:>7} {throughput:>19.2f} {p50:>6.2f} {cpu:>16.2f}  {target}")
 
 
-@contextlib.contextmanager
-def _redis_keys_deleted(redis_url: str, prefix: str) -> Iterator[None]:
-    """The run's Redis keys (cache, quotas, breakers of the workers), deleted when done."""
-    import redis  # noqa: PLC0415 - installed with esra-redis, which [redis] needs anyway
-
-    client = redis.Redis.from_url(redis_url)
-    try:
-        client.ping()
-        yield
-    finally:
-        for key in list(client.scan_iter(match=f"{prefix}*", count=500)):
-            client.delete(key)
-        client.close()
-
-
 def _reachable(dsn: str) -> bool:
     try:
         with psycopg.connect(dsn, connect_timeout=5):
@@ -769,7 +760,7 @@ def main() -> int:
         recorded.touch()
         env = {STATE_PASSWORD_ENV: "unused-by-trust-auth", RECORD_ENV: str(recorded)}
         if args.esra_workers > 1:
-            stack.enter_context(_redis_keys_deleted(args.redis, run.redis_prefix))
+            stack.enter_context(redis_keys(args.redis, run.redis_prefix))
         esra_settings = _esra_settings(
             tmp, args.dsn, run, issuer, workers=args.esra_workers, redis_url=args.redis
         )

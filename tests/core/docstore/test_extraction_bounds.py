@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from esra.core.codes import DocumentRefusal
+from esra.core.docstore._text_pdf import text_pdf
 from esra.core.docstore.extraction import (
     CSV_HEADER_PREFIX_CHARS,
     LABEL_CHARS,
@@ -181,40 +182,9 @@ def test_docx_text_longer_than_the_limit_is_refused() -> None:
     assert _refusal(lambda: extract(upload, limits=limits)) is DocumentRefusal.TEXT_TOO_LONG
 
 
-def _pdf(pages: list[str]) -> bytes:
-    """A minimal valid PDF with one line of Helvetica text per page."""
-    count = len(pages)
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids ["
-        + b" ".join(b"%d 0 R" % (4 + 2 * i) for i in range(count))
-        + b"] /Count %d >>" % count,
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    for i, text in enumerate(pages):
-        stream = b"BT /F1 12 Tf 72 720 Td (" + text.encode("latin-1") + b") Tj ET"
-        objects.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * i)
-        )
-        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
-
-
 def test_pdf_text_and_page_count_are_bounded() -> None:
     """The sandbox child stops at ``max_chars``; pages count against the segment ceiling."""
-    upload = _upload("report.pdf", _pdf(["alpha " * 50, "beta " * 50, "gamma"]))
+    upload = _upload("report.pdf", text_pdf(["alpha " * 50, "beta " * 50, "gamma"]))
     extraction = extract(upload)
     assert extraction.labels == ("page 1", "page 2", "page 3")
     assert "gamma" in extraction.text

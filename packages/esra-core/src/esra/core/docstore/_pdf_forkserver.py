@@ -26,39 +26,14 @@ import sys
 import time
 from collections.abc import Callable
 
+from esra.core.docstore._text_pdf import text_pdf
+
 _READ_CHUNK = 1 << 16
 
 
 _Extractor = Callable[[bytes, int], dict[str, object]]
-
-
-def _warm_up_pdf() -> bytes:
-    """A one-page PDF with a line of Helvetica text and an exact cross-reference table."""
-    stream = b"BT /F1 12 Tf 10 20 Td (warm up) Tj ET"
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 50] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Length %d >>\nstream\n%b\nendstream" % (len(stream), stream),
-    ]
-    document = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(document))
-        document += b"%d 0 obj\n%b\nendobj\n" % (number, body)
-    table = len(document)
-    document += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    document += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    document += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        table,
-    )
-    return bytes(document)
-
-
-WARM_UP_PDF = _warm_up_pdf()
+# The warm-up document (see the module docstring): our own bytes, never a caller's.
+WARM_UP_PDF = text_pdf(["warm up"])
 
 
 def _child(extract_pages: _Extractor, data: bytes, header: dict[str, int], write_fd: int) -> None:
