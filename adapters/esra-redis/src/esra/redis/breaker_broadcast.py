@@ -186,7 +186,8 @@ class RedisBreakerBroadcast:
             except (RedisError, OSError, TimeoutError) as exc:
                 self._failed("openings", exc, "")
             finally:
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                # redis 8.1 leaves PubSub.aclose unannotated, 8.2 annotates it: both are supported.
+                await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self._reconnect_max_s)
 
