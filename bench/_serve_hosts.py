@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from esra.core.config import ConfigSnapshot, dump_snapshot
-from esra.starlette.serve import free_port
+from esra.starlette._serve import free_port
 
 __all__ = [
     "BenchIssuer",
@@ -197,7 +197,7 @@ def serve_host(
     """
     port = free_port()
     code = "\n".join(
-        ["import sys", *preamble, "from esra.starlette.cli import main", "sys.exit(main())"]
+        ["import sys", *preamble, "from esra.starlette._cli import main", "sys.exit(main())"]
     )
     argv = [sys.executable, "-c", code, "serve", "--port", str(port), "--config", str(settings)]
     argv += options

@@ -33,9 +33,9 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg import sql
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
 from esra.postgres import PostgresProvider, apply_store_schema, store_mapping
 

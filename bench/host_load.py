@@ -75,16 +75,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from esra.core.audit_batching import AuditBackend, BatchingAuditSink
-from esra.core.logging_audit import LoggingAuditSink
-from esra.core.pipeline.values import ValidatedQuery
+from esra.core._audit.batching import AuditBackend, BatchingAuditSink
+from esra.core._audit.logging_sink import LoggingAuditSink
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
 from esra.core.ports import AuditSink
-from esra.core.query import ResultRow
 from esra.sqlite import SqliteFts5Provider, open_readonly
-from esra.starlette.cli import main as cli_main
-from esra.starlette.host import HostParts
-from esra.starlette.parts import open_embedded
-from esra.starlette.serve import HostServer, free_port
+from esra.starlette._cli import main as cli_main
+from esra.starlette._host import HostParts
+from esra.starlette._parts import open_embedded
+from esra.starlette._serve import HostServer, free_port
 
 TENANT = "larkspur"
 TOOL = "esra_larkspur"
@@ -156,11 +156,11 @@ AUDIT_SINKS = ("state", "logging", "sqlite", "jsonl", "postgres")
 async def _audit_backend(kind: str, data_dir: Path, dsn: str) -> AsyncIterator[AuditBackend]:
     """The durable backend ``kind`` names, opened for the run and closed (or dropped) after."""
     if kind == "jsonl":
-        from esra.core.audit_jsonl import JsonLinesAuditLog  # noqa: PLC0415
+        from esra.core._audit.jsonl import JsonLinesAuditLog  # noqa: PLC0415
 
         yield JsonLinesAuditLog(data_dir / "audit.jsonl")
     elif kind == "sqlite":
-        from esra.sqlite.audit import SqliteAuditLog  # noqa: PLC0415
+        from esra.sqlite._audit import SqliteAuditLog  # noqa: PLC0415
 
         log = SqliteAuditLog(data_dir / "audit.db")
         await log.initialize()
@@ -172,8 +172,8 @@ async def _audit_backend(kind: str, data_dir: Path, dsn: str) -> AsyncIterator[A
         import psycopg  # noqa: PLC0415
         from psycopg import sql  # noqa: PLC0415
 
-        from esra.postgres.audit import PostgresAuditLog  # noqa: PLC0415
-        from esra.postgres.audit_schema import apply_audit_schema  # noqa: PLC0415
+        from esra.postgres._audit import PostgresAuditLog  # noqa: PLC0415
+        from esra.postgres._audit_schema import apply_audit_schema  # noqa: PLC0415
 
         schema = f"esra_bench_audit_{uuid.uuid4().hex[:12]}"
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:

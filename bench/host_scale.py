@@ -2,7 +2,7 @@
 
 Two ``esra serve --config`` processes start from one settings file, as a deployment behind a
 load balancer would run them: the demo tenant's configuration and its three SQLite databases
-(``esra.starlette.demo``: the catalogue, the support desk with its ``region`` record filter,
+(``esra.starlette._demo``: the catalogue, the support desk with its ``region`` record filter,
 the HR policies; each host opens the same files read-only), one PostgreSQL ``[state]``
 database (configuration, secrets and the audit log, ``[audit] kind = "database"``, a call
 answered only once its audit records are committed; three schemas the bench creates and
@@ -65,8 +65,8 @@ from mcp.client.streamable_http import streamable_http_client
 from psycopg import sql
 
 from esra.core.config import dump_snapshot
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import CLIENT_APP, SLUG, TENANT, demo_snapshot
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import CLIENT_APP, SLUG, TENANT, demo_snapshot
 
 # Run as a script (``python bench/host_scale.py``, as ``nox -s bench`` does), the project
 # root is not on the path; the private helpers live in the ``bench`` package.

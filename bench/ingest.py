@@ -47,10 +47,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from esra.core.docstore.extraction import extract
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.ingestion import upload_files
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.extraction import extract
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.ingestion import upload_files
+from esra.core._docstore.upload import AcceptedUpload
 from esra.core.testing import FakeClock
 from esra.postgres import PostgresDocumentRepository, apply_store_schema
 
@@ -223,7 +223,7 @@ def _ingest_one(name: str, data: bytes) -> tuple[float, str]:
             [
                 sys.executable,
                 "-c",
-                "import sys; from esra.starlette.cli import main; sys.exit(main())",
+                "import sys; from esra.starlette._cli import main; sys.exit(main())",
                 "ingest",
                 "--data-dir",
                 str(Path(scratch) / "data"),

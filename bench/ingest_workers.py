@@ -68,7 +68,7 @@ from psycopg import sql
 
 from esra.core.config import ConfigSnapshot, dump_snapshot
 from esra.postgres import apply_store_schema
-from esra.postgres.store_factory import postgres_store_source
+from esra.postgres._store_factory import postgres_store_source
 
 # Run as a script (``python bench/ingest_workers.py``, as ``nox -s bench`` does), the project
 # root is not on the path; the private helpers live in the ``bench`` package.
@@ -88,7 +88,7 @@ FINAL = frozenset({"indexed", "quarantined"})
 # Safety nets for a slow machine, never measurements.
 INGEST_TIMEOUT_S = 900.0
 WORKER_TIMEOUT_S = 1800.0
-# The line `esra worker` logs as it stops (esra.starlette.worker.run_worker).
+# The line `esra worker` logs as it stops (esra.starlette._worker.run_worker).
 _STOPPED = re.compile(
     r"worker (?P<id>\S+) stopped: indexed (?P<indexed>\d+), quarantined (?P<quarantined>\d+), "
     r"failed (?P<failed>\d+), retried (?P<retried>\d+), lost (?P<lost>\d+)"
@@ -236,7 +236,7 @@ pool_size = 2
 
 
 def _esra(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "esra.starlette.cli", *argv]
+    return [sys.executable, "-m", "esra.starlette._cli", *argv]
 
 
 async def _apply_schema(role_dsn: str, schema: str) -> None:

@@ -4,7 +4,7 @@ Not a speed benchmark first. Over every file under ``$ESRA_SHARED_DATA/documents
 decides what kind each file is, the way ``inspect_upload`` needs it (PDF, zip, OLE compound
 file, text, non-UTF-8 text, binary), with three detectors:
 
-1. ``hand-rolled``: ``esra.core.docstore.formats.sniff_header``, what the store uses;
+1. ``hand-rolled``: ``esra.core._docstore.formats.sniff_header``, what the store uses;
 2. ``puremagic+text``: puremagic behind the existing rules: its best-ranked candidate that
    names a PDF, a zip or an OLE compound file decides, and the hand-rolled text tests
    decide the rest (puremagic has no signature for plain text);
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from esra.core.docstore.formats import HEADER_BYTES, HeaderKind, sniff_header
+from esra.core._docstore.formats import HEADER_BYTES, HeaderKind, sniff_header
 
 ROOT = Path(
     os.environ.get("ESRA_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"

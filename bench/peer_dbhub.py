@@ -92,7 +92,7 @@ from esra.core.config import (
     SourceBinding,
     dump_snapshot,
 )
-from esra.starlette.serve import free_port
+from esra.starlette._serve import free_port
 
 # Run as a script (``python bench/peer_dbhub.py``, as ``nox -s bench`` does), the project
 # root is not on the path; the private helpers live in the ``bench`` package.
@@ -133,8 +133,8 @@ RECORD_ENV = "ESRA_BENCH_PEER_STATEMENTS"
 # remember what the PostgreSQL engine executes, the statement and its bound values as sent.
 RECORDER = """
 import json, os
-from esra.postgres import provider as _provider
-from esra.postgres.connection import scrub as _scrub
+from esra.postgres import _provider
+from esra.postgres._connection import scrub as _scrub
 _original = _provider._PostgresEngine.run
 async def _recording(self, built, query, budget):
     with open(os.environ["ESRA_BENCH_PEER_STATEMENTS"], "a") as sink:

@@ -28,6 +28,11 @@ from pathlib import Path
 
 import attrs
 
+from esra.core._context import CallerIdentity, InvocationContext
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -41,13 +46,8 @@ from esra.core.config import (
     SourceBinding,
     SourceHealth,
 )
-from esra.core.context import CallerIdentity, InvocationContext
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.query import ResultRow
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
 from esra.sqlite import SqliteFts5Provider, create_fts5_index, open_readonly
 

@@ -34,6 +34,11 @@ import attrs
 import psycopg
 from psycopg import sql
 
+from esra.core._context import CallerIdentity, InvocationContext
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -47,13 +52,8 @@ from esra.core.config import (
     SourceBinding,
     SourceHealth,
 )
-from esra.core.context import CallerIdentity, InvocationContext
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.query import ResultRow
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import (
     FakeLanguageModel,
     InMemoryAuditSink,

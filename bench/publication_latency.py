@@ -62,6 +62,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from psycopg import sql
 
+from esra.core._live_config import DEFAULT_POLL_S
 from esra.core.config import (
     CONVERTER,
     AccessPolicy,
@@ -73,7 +74,6 @@ from esra.core.config import (
     Source,
     SourceBinding,
 )
-from esra.core.live_config import DEFAULT_POLL_S
 from esra.postgres import text_index_statements
 
 # Run as a script (``python bench/publication_latency.py``, as ``nox -s bench`` does), the
@@ -99,7 +99,7 @@ PROMPT = "cracked carbon frame warranty"
 LISTENER_APPLICATION = "esra-config-listener"
 # Replaces the listener of host C: it waits for the host's stop signal and never connects.
 POLLING_ONLY = (
-    "from esra.postgres.config_listener import ConfigPublicationListener",
+    "from esra.postgres._config_listener import ConfigPublicationListener",
     "async def _no_listen(self, stop):\n    await stop.wait()",
     "ConfigPublicationListener.run = _no_listen",
 )

@@ -114,6 +114,11 @@ from bench._ir_engines import (
     postgres_reachable,
     sqlite_engine,
 )
+from esra.core._context import CallerIdentity, InvocationContext
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, Strategy
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -125,11 +130,6 @@ from esra.core.config import (
     Source,
     SourceBinding,
 )
-from esra.core.context import CallerIdentity, InvocationContext
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ProjectedField, Strategy
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import InMemoryAuditSink
 from esra.llm import LocalModel
 from esra.sqlite import DEFAULT_TOKENIZE

@@ -33,12 +33,12 @@ from typing import Any
 
 import attrs
 
-from esra.core.docstore.scanner import scan_text
+from esra.core._docstore.scanner import scan_text
 
 ROOT = Path(
     os.environ.get("ESRA_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
-_SCANNER = "packages/esra-core/src/esra/core/docstore/scanner.py"
+_SCANNER = "packages/esra-core/src/esra/core/_docstore/scanner.py"
 
 Scan = Callable[[str], Sequence[Any]]
 

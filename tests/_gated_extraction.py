@@ -22,7 +22,7 @@ HANG_GUARD_S = 90.0
 
 _WRAPPER = """
 import importlib, os, sys, time
-from esra.core.docstore import ingestion
+from esra.core._docstore import ingestion
 slow, release, log, entry = sys.argv[1:5]
 real = ingestion.extract
 def gated(upload, **kwargs):

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from esra.core.config.mapping import FieldType, Operator
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResolvedFilter, ResultRow, Strategy
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider
-from esra.core.query import ProjectedField, ResolvedFilter, ResultRow, Strategy
 from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
 from esra.sql import StatementBuilder
 

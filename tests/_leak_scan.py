@@ -5,11 +5,11 @@ restores:
 
 - ``Retriever.retrieve`` — every ``RetrievalResponse`` it returns and every exception it
   raises (which must be an ``EsraError`` with a classified code and a clean message);
-- the ``fetch`` coroutine of each class in ``esra.core.fetch.service``, when that module
+- the ``fetch`` coroutine of each class in ``esra.core._fetch.service``, when that module
   exists — every fetched document and every exception;
 - ``AuditRecord.__init__`` — every record ESRA code creates, whichever sink it goes to. Records
   a test builds itself (an expected value, a hostile sample) are not ESRA output and are
-  skipped: the first frame outside ``esra.core.audit`` and attrs decides, by its file;
+  skipped: the first frame outside ``esra.core._audit.record`` and attrs decides, by its file;
 - where secrets enter the suite — ``InMemorySecretStore``, ``InMemorySecretVault.put``,
   ``Keyring`` key material and the ``ESRA_TEST_*_DSN`` variables — so their exact values can
   be looked for everywhere, content included.
@@ -42,15 +42,15 @@ from typing import Any
 import attrs
 import pytest
 
-from esra.core.audit import AuditRecord
-from esra.core.context import InvocationContext
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
+from esra.core._audit.record import AuditRecord
+from esra.core._context import InvocationContext
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.testing.leaks import Leak, LeakKnowledge, scan
 
 __all__ = ["Collector", "Finding"]
 
-FETCH_SERVICE = "esra.core.fetch.service"
+FETCH_SERVICE = "esra.core._fetch.service"
 MAX_REPORTED = 60
 
 
@@ -294,11 +294,11 @@ def _fetch_service(collector: Collector) -> ModuleType | None:
 # Where secret values enter the suite. Each is optional: a class moved or renamed elsewhere
 # costs its wrapper (and a note in the summary), never the test run.
 _SECRET_ENTRIES: tuple[tuple[str, str, str, Callable[[Any], Any]], ...] = (
-    ("esra.core.testing.fakes", "InMemorySecretStore", "__init__", _recording_secret_store),
-    ("esra.core.admin.secrets", "InMemorySecretVault", "put", _recording_vault_put),
-    ("esra.core.fetch.tokens", "Keyring", "__init__", _recording_keyring),
-    ("esra.core.fetch.tokens", "Keyring", "new_key", _recording_new_key),
-    ("esra.core.fetch.tokens", "Keyring", "rotated", _recording_rotated),
+    ("esra.core.testing._fakes", "InMemorySecretStore", "__init__", _recording_secret_store),
+    ("esra.core._admin.secrets", "InMemorySecretVault", "put", _recording_vault_put),
+    ("esra.core._fetch.tokens", "Keyring", "__init__", _recording_keyring),
+    ("esra.core._fetch.tokens", "Keyring", "new_key", _recording_new_key),
+    ("esra.core._fetch.tokens", "Keyring", "rotated", _recording_rotated),
 )
 
 

@@ -18,23 +18,23 @@ from collections.abc import Mapping as MappingABC
 
 import attrs
 
-from esra.core.config.capability import (
+from esra.core._config.capability import (
     BindingMode,
     Capability,
     CapabilityLimits,
     ResponseMode,
     SourceBinding,
 )
-from esra.core.config.exposure import Exposure
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping
-from esra.core.config.source import Source, SourceHealth
-from esra.core.context import CallerIdentity, ClaimValue, InvocationContext
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
-from esra.core.pipeline.selection import Selection
-from esra.core.pipeline.validation import validate
-from esra.core.pipeline.values import ValidatedQuery
+from esra.core._config.exposure import Exposure
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping
+from esra.core._config.source import Source, SourceHealth
+from esra.core._context import CallerIdentity, ClaimValue, InvocationContext
+from esra.core._pipeline.scope import EffectiveScope, ScopedSource
+from esra.core._pipeline.selection import Selection
+from esra.core._pipeline.validation import validate
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import PlannedQuery
 from esra.core.ports import SearchProvider
-from esra.core.query import PlannedQuery
 
 __all__ = [
     "CALLERS",

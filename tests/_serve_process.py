@@ -23,7 +23,7 @@ from typing import Literal
 import attrs
 import pytest
 
-from esra.starlette.serve import free_port
+from esra.starlette._serve import free_port
 
 __all__ = ["START_TIMEOUT_S", "ServeHost", "esra_argv", "kill_9", "serve_process"]
 
@@ -32,7 +32,7 @@ START_TIMEOUT_S = 120.0  # a safety net for a slow machine, not a measurement
 
 def esra_argv(*argv: str) -> list[str]:
     """The command line running ``esra *argv`` with this interpreter."""
-    return [sys.executable, "-m", "esra.starlette.cli", *argv]
+    return [sys.executable, "-m", "esra.starlette._cli", *argv]
 
 
 @attrs.define

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.query import ResolvedFilter, Strategy
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._query import ResolvedFilter, Strategy
 
 __all__ = ["CASES", "assert_matches_snapshot"]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.query import ProjectedField, ResolvedFilter, Scalar, Strategy
-from esra.core.record_predicate import (
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._query import ProjectedField, ResolvedFilter, Scalar, Strategy
+from esra.core._record_predicate import (
     PredicateAnd,
     PredicateComparison,
     PredicateIsNull,

@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 
 import pytest
 
+from esra.core._config.mapping import Operator
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import Strategy
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import Operator
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError, UnvalidatedQueryError
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import SearchProvider, TextIndexKind
-from esra.core.query import Strategy
 from tests._injection import issue
 
 __all__ = ["SyncProviderChecks"]

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._pipeline.scope import resolve_scope
 from esra.core.codes import AuditEvent
-from esra.core.pipeline.scope import resolve_scope
 from esra.core.testing import FakeClock
-from esra.core.testing.invocations import audited
+from esra.core.testing._invocations import audited
 from tests import _leak_scan
 from tests.core.factories import make_context, make_snapshot, make_source
 
@@ -36,13 +36,13 @@ asyncio_default_fixture_loop_scope = function
 INNER_PRELUDE = """
 import asyncio
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
 from esra.core.codes import AuditEvent, WarningCode
-from esra.core.context import CallerIdentity, InvocationContext
+from esra.core._context import CallerIdentity, InvocationContext
 from esra.core.exceptions import EsraError, NoSourcesAvailableError
-from esra.core.fetch.tokens import Keyring
-from esra.core.response import ResponseStatus, ResponseWarning, ResultItem, RetrievalResponse
-from esra.core.retriever import Retriever
+from esra.core._fetch.tokens import Keyring
+from esra.core._response import ResponseStatus, ResponseWarning, ResultItem, RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -90,8 +90,8 @@ def ask(retriever):
 """
 
 RESTORE_CHECK = """
-from esra.core.audit import AuditRecord
-from esra.core.retriever import Retriever
+from esra.core._audit.record import AuditRecord
+from esra.core._retriever import Retriever
 
 
 def pytest_unconfigure(config):

@@ -1,6 +1,6 @@
 """Private builders for the aggregation, rerank and response tests.
 
-Queries are issued through ``esra.core.pipeline.values._issue``: a test-only use of the validator's
+Queries are issued through ``esra.core._pipeline.values._issue``: a test-only use of the validator's
 private issuer, so these stages can be tested without depending on the validator's rules.
 """
 
@@ -11,6 +11,12 @@ from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Mapping as AbcMapping
 from typing import Any
 
+from esra.core._pipeline.aggregation import Candidate, Provenance
+from esra.core._pipeline.execution import QueryResult
+from esra.core._pipeline.rerank import RankedCandidate
+from esra.core._pipeline.scope import EffectiveScope
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResultRow, RowValue, Strategy
 from esra.core.config import (
     Capability,
     CapabilityLimits,
@@ -22,13 +28,7 @@ from esra.core.config import (
     ResponseMode,
     SourceBinding,
 )
-from esra.core.pipeline.aggregation import Candidate, Provenance
-from esra.core.pipeline.execution import QueryResult
-from esra.core.pipeline.rerank import RankedCandidate
-from esra.core.pipeline.scope import EffectiveScope
-from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.prompts import Prompt
-from esra.core.query import ProjectedField, ResultRow, RowValue, Strategy
 
 TENANT = "tenant-r"
 

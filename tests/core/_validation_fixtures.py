@@ -13,15 +13,15 @@ from typing import Any
 
 import attrs
 
+from esra.core._config.mapping import DefaultTemplate
+from esra.core._context import ClaimValue, InvocationContext
+from esra.core._pipeline.scope import EffectiveScope, ScopedSource
+from esra.core._pipeline.selection import Selection
+from esra.core._pipeline.validation import ValidationOutcome, validate
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import PlannedQuery, Strategy
 from esra.core.config import CapabilityLimits, FieldType, Mapping, Operator, RecordFilter
-from esra.core.config.mapping import DefaultTemplate
-from esra.core.context import ClaimValue, InvocationContext
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
-from esra.core.pipeline.selection import Selection
-from esra.core.pipeline.validation import ValidationOutcome, validate
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities, TextIndexKind
-from esra.core.query import PlannedQuery, Strategy
 from tests.core.factories import (
     make_context,
     make_field,

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from esra.core._context import CallerIdentity, ClaimValue, InvocationContext
+from esra.core._pipeline.scope import EffectiveScope, ScopedSource
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -27,8 +29,6 @@ from esra.core.config import (
     SourceBinding,
     SourceHealth,
 )
-from esra.core.context import CallerIdentity, ClaimValue, InvocationContext
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
 
 __all__ = [
     "CAPABILITY_ID",

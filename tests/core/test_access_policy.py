@@ -5,10 +5,10 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.config import AccessPolicy, dump_snapshot, load_snapshot
 from esra.core.exceptions import ConfigurationError, ExposureNotFoundError
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -7,13 +7,13 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from esra.core.pipeline.aggregation import (
+from esra.core._pipeline.aggregation import (
     aggregate,
     extra_match_bonus,
     freshness_weight,
     normalize,
 )
-from esra.core.query import Strategy
+from esra.core._query import Strategy
 from tests.core._ranking_fixtures import mapping, query, result
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

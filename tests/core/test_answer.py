@@ -15,6 +15,13 @@ from typing import Any
 import attrs
 import pytest
 
+from esra.core._pipeline.answer import compose_answer, validate_citations
+from esra.core._pipeline.rerank import RankedCandidate
+from esra.core._pipeline.respond import respond
+from esra.core._pipeline.scope import EffectiveScope
+from esra.core._prompts.contracts import MAX_ANSWER_CITATIONS, MAX_ANSWER_TEXT_CHARS
+from esra.core._response import ResponseStatus, ResponseWarning, RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config import (
     CapabilityLimits,
@@ -22,10 +29,6 @@ from esra.core.config import (
     MaskingRule,
     ResponseMode,
 )
-from esra.core.pipeline.answer import compose_answer, validate_citations
-from esra.core.pipeline.rerank import RankedCandidate
-from esra.core.pipeline.respond import respond
-from esra.core.pipeline.scope import EffectiveScope
 from esra.core.prompts import (
     DEFAULT_DATAMARK,
     AnswerDraft,
@@ -34,9 +37,6 @@ from esra.core.prompts import (
     SectionKind,
     end_marker,
 )
-from esra.core.prompts.contracts import MAX_ANSWER_CITATIONS, MAX_ANSWER_TEXT_CHARS
-from esra.core.response import ResponseStatus, ResponseWarning, RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -44,7 +44,7 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from esra.core.testing.invocations import audited_in_scope
+from esra.core.testing._invocations import audited_in_scope
 from esra.llm import LocalModel
 from tests.core._ranking_fixtures import candidate, mapping, ranked
 from tests.core.factories import (

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from esra.core._prompts.contracts import MAX_ANSWER_CITATIONS, MAX_ANSWER_TEXT_CHARS
 from esra.core.exceptions import ModelOutputError
 from esra.core.prompts import (
     DEFAULT_DATAMARK,
@@ -20,7 +21,6 @@ from esra.core.prompts import (
     end_marker,
     parse_answer,
 )
-from esra.core.prompts.contracts import MAX_ANSWER_CITATIONS, MAX_ANSWER_TEXT_CHARS
 
 ITEMS = (
     AnswerItem("r_1", "HR Policies", "Annual leave", "Employees get 28 days.", {"region": "EU"}),

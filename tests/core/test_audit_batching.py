@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from esra.core.audit import AuditRecord
-from esra.core.audit_batching import AuditUnavailableError, BatchingAuditSink
+from esra.core._audit.batching import AuditUnavailableError, BatchingAuditSink
+from esra.core._audit.record import AuditRecord
 from esra.core.testing import FakeClock
+from esra.core.testing._audit_log import GatedBackend, InMemoryAuditLog
 from esra.core.testing.audit_contract import contract_record
-from esra.core.testing.audit_log import GatedBackend, InMemoryAuditLog
 
 _PATIENCE_S = 30.0
 

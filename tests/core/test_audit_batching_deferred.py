@@ -13,15 +13,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from esra.core.audit import AuditRecord
-from esra.core.audit_batching import (
+from esra.core._audit.batching import (
     AuditUnavailableError,
     BatchingAuditSink,
     deferred_audit_waits,
 )
+from esra.core._audit.record import AuditRecord
 from esra.core.testing import FakeClock
+from esra.core.testing._audit_log import GatedBackend, InMemoryAuditLog
 from esra.core.testing.audit_contract import contract_record
-from esra.core.testing.audit_log import GatedBackend, InMemoryAuditLog
 
 _PATIENCE_S = 10.0
 # Far longer than any test runs: a batch written is one somebody asked for, never a timeout.

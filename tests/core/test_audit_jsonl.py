@@ -6,10 +6,10 @@ import os
 import stat
 from pathlib import Path
 
-from esra.core.audit_jsonl import JsonLinesAuditLog
-from esra.core.audit_query import AuditQuery
+from esra.core._audit.jsonl import JsonLinesAuditLog
+from esra.core._audit.query import AuditQuery
+from esra.core.testing._audit_log import InMemoryAuditLog
 from esra.core.testing.audit_contract import TENANT, AuditLogContract, contract_record
-from esra.core.testing.audit_log import InMemoryAuditLog
 
 
 class TestJsonLinesAuditLog(AuditLogContract):

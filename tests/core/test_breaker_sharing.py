@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from esra.core._pipeline.execution import Executor
+from esra.core._pipeline.resilience import BreakerState, CircuitBreaker
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.execution import Executor
-from esra.core.pipeline.resilience import BreakerState, CircuitBreaker
 from esra.core.testing import FakeClock, InMemoryBreakerBroadcast
 
 TENANT = "tenant-a"

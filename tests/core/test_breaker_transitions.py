@@ -7,9 +7,9 @@ re-opens an open breaker, nor the clock alone passing the reset period.
 
 from __future__ import annotations
 
-from esra.core.pipeline.execution import Executor
-from esra.core.pipeline.resilience import BreakerState, CircuitBreaker
-from esra.core.telemetry import TENANT_ID
+from esra.core._pipeline.execution import Executor
+from esra.core._pipeline.resilience import BreakerState, CircuitBreaker
+from esra.core._telemetry import TENANT_ID
 from esra.core.testing import FakeClock
 from tests._telemetry import Recorded, recording
 

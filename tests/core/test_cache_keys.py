@@ -1,4 +1,4 @@
-"""Tests for esra.core.pipeline.cache_keys: tenant partitioning, versioning, no prompt text."""
+"""Tests for esra.core._pipeline.cache_keys: tenant partitioning, versioning, no prompt text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esra.core.pipeline.cache_keys import (
+from esra.core._pipeline.cache_keys import (
     candidate_fingerprint,
     normalize_prompt,
     prompt_fingerprint,

@@ -14,6 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from esra.core._pipeline.caller_filters import (
+    MAX_CALLER_FILTERS,
+    CallerFilterField,
+    caller_filter_fields,
+    filters_digest,
+)
+from esra.core._pipeline.scope import ScopedSource
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import PlannedFilter, ResultRow
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config import (
     BindingMode,
@@ -25,16 +35,6 @@ from esra.core.config import (
     SourceHealth,
 )
 from esra.core.exceptions import InvalidRequestError
-from esra.core.pipeline.caller_filters import (
-    MAX_CALLER_FILTERS,
-    CallerFilterField,
-    caller_filter_fields,
-    filters_digest,
-)
-from esra.core.pipeline.scope import ScopedSource
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import PlannedFilter, ResultRow
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -15,10 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import esra.core.config.client_snapshot as client_snapshot_module
-import esra.core.fetch.service as fetch_service_module
-import esra.core.retriever as retriever_module
-from esra.core.audit import AuditRecord
+import esra.core._config.client_snapshot as client_snapshot_module
+import esra.core._fetch.service as fetch_service_module
+import esra.core._retriever as retriever_module
+from esra.core._audit.record import AuditRecord
+from esra.core._config.client_snapshot import ClientSnapshotCache, client_snapshot
+from esra.core._context import InvocationContext
+from esra.core._fetch.service import DocumentFetcher
+from esra.core._pipeline.scope import EffectiveScope, resolve_scope
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.config import (
     AccessPolicy,
@@ -29,13 +34,8 @@ from esra.core.config import (
     SourceBinding,
     SourcePolicy,
 )
-from esra.core.config.client_snapshot import ClientSnapshotCache, client_snapshot
-from esra.core.context import InvocationContext
 from esra.core.exceptions import EsraError, ExposureNotFoundError, NoSourcesAvailableError
 from esra.core.fetch import Keyring
-from esra.core.fetch.service import DocumentFetcher
-from esra.core.pipeline.scope import EffectiveScope, resolve_scope
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -44,7 +44,7 @@ from esra.core.testing import (
     InMemoryQuotaStore,
     InMemorySearchProvider,
 )
-from esra.core.testing.invocations import audited
+from esra.core.testing._invocations import audited
 from tests.core.factories import (
     TENANT,
     make_capability,
@@ -442,7 +442,7 @@ def scoped_snapshots(monkeypatch: pytest.MonkeyPatch) -> list[ConfigSnapshot]:
 
         return resolve
 
-    # Both modules import the same function from esra.core.pipeline.scope.
+    # Both modules import the same function from esra.core._pipeline.scope.
     monkeypatch.setattr(retriever_module, "resolve_scope", spying(resolve_scope))
     monkeypatch.setattr(fetch_service_module, "resolve_scope", spying(resolve_scope))
     return seen

@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from esra.core.config.access_policy import AccessPolicy
-from esra.core.config.converter import load_part
+from esra.core._config.access_policy import AccessPolicy
+from esra.core._config.converter import load_part
 
 DOC = Path(__file__).parents[2] / "docs" / "configuration.md"
 

@@ -13,6 +13,10 @@ import attrs
 import pytest
 import stamina
 
+from esra.core._config.ceilings import effective_response_modes, narrowed_limits
+from esra.core._fetch.service import DocumentFetcher
+from esra.core._pipeline.scope import EffectiveScope, resolve_scope
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ErrorCode, ProviderErrorCode
 from esra.core.config import (
     AccessPolicy,
@@ -26,13 +30,9 @@ from esra.core.config import (
     dump_snapshot,
     load_snapshot,
 )
-from esra.core.config.ceilings import effective_response_modes, narrowed_limits
 from esra.core.exceptions import ConfigurationError, SourceUnavailableError
 from esra.core.fetch import Keyring
-from esra.core.fetch.service import DocumentFetcher
-from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.prompts import PromptTask
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -41,7 +41,7 @@ from esra.core.testing import (
     InMemoryQuotaStore,
     InMemorySearchProvider,
 )
-from esra.core.testing.invocations import audited
+from esra.core.testing._invocations import audited
 from tests.core.factories import (
     TENANT,
     make_capability,

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 import stamina
 
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.execution import Executor, QueryResult, SourceFailure
+from esra.core._pipeline.resilience import BreakerState
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._response import ResponseWarning
 from esra.core.codes import ProviderErrorCode, WarningCode
 from esra.core.config import CapabilityLimits
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import UnvalidatedQueryError
-from esra.core.pipeline.execution import Executor, QueryResult, SourceFailure
-from esra.core.pipeline.resilience import BreakerState
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities, SearchProvider
-from esra.core.query import ResultRow
-from esra.core.response import ResponseWarning
 from esra.core.testing import FakeClock, InMemorySearchProvider
 from tests.core._validation_fixtures import ALL_CAPS, issue, keyword
 
@@ -320,7 +320,7 @@ async def test_unexpected_exception_becomes_unknown_without_its_text(
     """An unclassified exception is UNKNOWN, not retried; its text reaches the log only."""
     provider = ExplodingProvider()
     executor = Executor(clock=FakeClock())
-    with caplog.at_level(logging.ERROR, logger="esra.core.pipeline.execution"):
+    with caplog.at_level(logging.ERROR, logger="esra.core._pipeline.execution"):
         _, failures, warnings = await _run(
             executor, _queries(), {"s-1": provider}, _limits(retry_attempts=3)
         )

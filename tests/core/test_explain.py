@@ -17,17 +17,17 @@ from collections.abc import Sequence
 import attrs
 import pytest
 
-from esra.core.admin.explaining import EXPLAIN_ROLE, ExplainRequest, ExplainService
-from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role
+from esra.core._admin.explaining import EXPLAIN_ROLE, ExplainRequest, ExplainService
+from esra.core._admin.roles import Administrator, Grant, NotPermittedError, Role
+from esra.core._context import CallerIdentity
+from esra.core._explain import EXPLAIN_MARK, EXPLAINED_BY
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.config import BindingMode, SourceBinding
-from esra.core.context import CallerIdentity
-from esra.core.explain import EXPLAIN_MARK, EXPLAINED_BY
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import RenderedStatement
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.query import ResultRow
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.core.fragments import ELLIPSIS, _first_match, content_text, make_fragment
+from esra.core._fragments import ELLIPSIS, _first_match, content_text, make_fragment
 from tests.core._ranking_fixtures import mapping
 
 LONG = " ".join(f"word{n}" for n in range(200))

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._retriever import Retriever
 from esra.core.config import LifecycleState, SourceHealth, SourcePolicy
 from esra.core.exceptions import ExposureNotFoundError
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from esra.core._query import Strategy
+from esra.core._response import RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.codes import WarningCode
 from esra.core.config import CapabilityLimits, ResponseMode
 from esra.core.ports import ProviderCapabilities, TextIndexKind
@@ -36,9 +39,6 @@ from esra.core.prompts import (
     parse_rerank,
     parse_selection,
 )
-from esra.core.query import Strategy
-from esra.core.response import RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

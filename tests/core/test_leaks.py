@@ -16,7 +16,14 @@ from typing import Any
 import attrs
 import pytest
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._response import (
+    Answer,
+    ResponseStatus,
+    ResponseWarning,
+    ResultItem,
+    RetrievalResponse,
+)
 from esra.core.codes import (
     AuditEvent,
     DocumentRefusal,
@@ -27,13 +34,6 @@ from esra.core.codes import (
 )
 from esra.core.config import SourcePolicy
 from esra.core.exceptions import EsraError, NoSourcesAvailableError, ProviderError
-from esra.core.response import (
-    Answer,
-    ResponseStatus,
-    ResponseWarning,
-    ResultItem,
-    RetrievalResponse,
-)
 from esra.core.testing.leaks import Leak, LeakCategory, LeakKnowledge, scan, secret_forms
 from tests._external import load_sqli_payloads, shared_data
 from tests.core.factories import (

@@ -19,6 +19,19 @@ from typing import Any
 import attrs
 import pytest
 
+from esra.core._admin.store import ConfigChange
+from esra.core._admin.workspace import AdminWorkspace
+from esra.core._durable_config import DurableConfigRepository
+from esra.core._live_config import ConfigFollower
+from esra.core._opened_providers import OpenedProviders
+from esra.core._pipeline.health import SourceHealthMonitor
+from esra.core._provider_registry import (
+    OpenedProvider,
+    ProviderOptionError,
+    ProviderRegistry,
+    ProviderRequest,
+)
+from esra.core._retriever import Retriever
 from esra.core.admin import (
     AccessPolicyService,
     Administrator,
@@ -31,22 +44,9 @@ from esra.core.admin import (
     Role,
     WorkspaceStore,
 )
-from esra.core.admin.store import ConfigChange
-from esra.core.admin.workspace import AdminWorkspace
 from esra.core.config import ConfigSnapshot, LifecycleState, Source, SourceHealth
-from esra.core.durable_config import DurableConfigRepository
 from esra.core.exceptions import NoSourcesAvailableError
-from esra.core.live_config import ConfigFollower
-from esra.core.opened_providers import OpenedProviders
-from esra.core.pipeline.health import SourceHealthMonitor
 from esra.core.ports import SearchProvider
-from esra.core.provider_registry import (
-    OpenedProvider,
-    ProviderOptionError,
-    ProviderRegistry,
-    ProviderRequest,
-)
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -338,11 +338,11 @@ async def test_a_failing_open_is_logged_and_retried_while_the_rest_is_applied(
     store = InMemoryWorkspaceStore()
     host = Host(store, engine())
     host.engine.refused.add("db-2")
-    with caplog.at_level(logging.WARNING, logger="esra.core.live_config"):
+    with caplog.at_level(logging.WARNING, logger="esra.core._live_config"):
         await publish(store, host, sources(("s-1", "db-1"), ("s-2", "db-2")))
     assert host.provider("s-2") is None
     assert await host.titles() == {"From db-1"}
-    warnings = [r.getMessage() for r in caplog.records if r.name == "esra.core.live_config"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "esra.core._live_config"]
     assert any("s-2" in text and "ProviderOptionError" in text for text in warnings)
     # Still refused: the next sync tries again and still leaves s-1 alone.
     await host.follower.sync()
@@ -488,7 +488,7 @@ async def test_the_follower_loop_logs_a_failed_sync_and_applies_on_a_later_tick(
     flaky = FlakyStore(shared_store, failures=2)
     b = Host(flaky, shared)
     stop = asyncio.Event()
-    with caplog.at_level(logging.WARNING, logger="esra.core.live_config"):
+    with caplog.at_level(logging.WARNING, logger="esra.core._live_config"):
         loop = asyncio.create_task(b.follower.run(stop))
         async with asyncio.timeout(30):  # a safety net only: the loop ticks every 10 ms
             while b.provider("s-1") is None:

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from esra.core._prompts.markers import _strip_folded
+from esra.core._text_normalisation import fold
 from esra.core.prompts import RerankItem, build_rerank_prompt, end_marker, strip_markers
-from esra.core.prompts.markers import _strip_folded
-from esra.core.text_normalisation import fold
 
 # What a marker token looks like after folding, however it was disguised.
 _FOLDED_TOKEN = re.compile(r"(?i)esra[\s_-]*data")

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from esra.core._masking import MASK, mask, masked_values, render_value
+from esra.core._query import RowValue
 from esra.core.config import MaskingKind, MaskingRule
-from esra.core.masking import MASK, mask, masked_values, render_value
-from esra.core.query import RowValue
 from tests.core._ranking_fixtures import mapping
 
 

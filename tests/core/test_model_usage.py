@@ -6,16 +6,16 @@ import asyncio
 
 import pytest
 
-from esra.core.codes import AuditEvent
-from esra.core.model_usage import (
+from esra.core._model_usage import (
     ModelUsage,
     UsageMeter,
     current_meter,
     metered,
     report_model_usage,
 )
+from esra.core._retriever import Retriever
+from esra.core.codes import AuditEvent
 from esra.core.prompts import Prompt
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -1,4 +1,4 @@
-"""Tests for esra.core.pipeline.planning: per-source concurrent planning and its fallback."""
+"""Tests for esra.core._pipeline.planning: per-source concurrent planning and its fallback."""
 
 from __future__ import annotations
 
@@ -7,6 +7,14 @@ import json
 
 import pytest
 
+from esra.core._pipeline.planning import (
+    PlanningOutcome,
+    default_template_queries,
+    plan_searches,
+)
+from esra.core._pipeline.scope import EffectiveScope, ScopedSource
+from esra.core._pipeline.selection import Selection
+from esra.core._query import PlannedQuery, Strategy
 from esra.core.codes import WarningCode
 from esra.core.config import (
     CapabilityLimits,
@@ -16,18 +24,10 @@ from esra.core.config import (
     RecordFilter,
 )
 from esra.core.exceptions import ModelOutputError
-from esra.core.pipeline.planning import (
-    PlanningOutcome,
-    default_template_queries,
-    plan_searches,
-)
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
-from esra.core.pipeline.selection import Selection
 from esra.core.ports import LanguageModel, ProviderCapabilities, TextIndexKind
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.query import PlannedQuery, Strategy
 from esra.core.testing import FakeLanguageModel
-from esra.core.testing.invocations import audited_in_scope
+from esra.core.testing._invocations import audited_in_scope
 from tests.core.factories import (
     make_context,
     make_field,

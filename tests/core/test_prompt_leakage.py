@@ -12,6 +12,10 @@ from collections.abc import Sequence
 
 import pytest
 
+from esra.core._context import CallerIdentity, InvocationContext
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._retriever import Retriever
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -25,11 +29,7 @@ from esra.core.config import (
     Source,
     SourceBinding,
 )
-from esra.core.context import CallerIdentity, InvocationContext
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.query import ResultRow
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

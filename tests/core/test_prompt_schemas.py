@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from esra.core._prompts import contracts
 from esra.core.exceptions import ModelOutputError
 from esra.core.prompts import (
     PromptTask,
-    contracts,
     output_schema,
     output_schema_name,
     parse_answer,

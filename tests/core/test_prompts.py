@@ -8,6 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from esra.core._prompts.contracts import (
+    MAX_LIST_ITEMS,
+    MAX_PLAN_QUERIES,
+    MAX_RERANK_SCORES,
+    MAX_SELECTION_IDS,
+)
+from esra.core._prompts.model import SectionKind, datamark_text
 from esra.core.exceptions import ModelOutputError
 from esra.core.prompts import (
     RerankItem,
@@ -19,13 +26,6 @@ from esra.core.prompts import (
     parse_selection,
     strip_markers,
 )
-from esra.core.prompts.contracts import (
-    MAX_LIST_ITEMS,
-    MAX_PLAN_QUERIES,
-    MAX_RERANK_SCORES,
-    MAX_SELECTION_IDS,
-)
-from esra.core.prompts.model import SectionKind, datamark_text
 from tests.core.factories import make_source
 
 

@@ -8,11 +8,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from esra.core.codes import ErrorCode
-from esra.core.exceptions import ConfigurationError
-from esra.core.opened_providers import OpenedProviders
-from esra.core.outbound_allowlist import ConfiguredHostAllowlist, parse_host_port
-from esra.core.provider_registry import (
+from esra.core._opened_providers import OpenedProviders
+from esra.core._outbound_allowlist import ConfiguredHostAllowlist, parse_host_port
+from esra.core._provider_registry import (
     DuplicateProviderKindError,
     OpenedProvider,
     ProviderOptionError,
@@ -21,8 +19,10 @@ from esra.core.provider_registry import (
     UnknownProviderKindError,
     installed_provider_kinds,
 )
+from esra.core.codes import ErrorCode
+from esra.core.exceptions import ConfigurationError
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
-from esra.core.testing.provider import InMemorySearchProvider
+from esra.core.testing._provider import InMemorySearchProvider
 from tests.core.factories import make_source
 
 GROUP = "esra.providers"
@@ -78,8 +78,8 @@ def _entry(name: str, value: str) -> importlib.metadata.EntryPoint:
 
 def test_two_distributions_claiming_one_kind_are_refused() -> None:
     points = [
-        _entry("postgres", "esra.postgres.factory:open_postgres_provider"),
-        _entry("postgres", "esra.sqlite.factory:open_sqlite_provider"),
+        _entry("postgres", "esra.postgres._factory:open_postgres_provider"),
+        _entry("postgres", "esra.sqlite._factory:open_sqlite_provider"),
     ]
     with pytest.raises(DuplicateProviderKindError, match="'postgres' is registered twice"):
         ProviderRegistry.from_entry_points(entry_points=points)
@@ -87,7 +87,7 @@ def test_two_distributions_claiming_one_kind_are_refused() -> None:
 
 def test_one_entry_point_seen_twice_is_one_registration() -> None:
     """Metadata found on two paths names the same factory: not a conflict."""
-    value = "esra.sqlite.factory:open_sqlite_provider"
+    value = "esra.sqlite._factory:open_sqlite_provider"
     registry = ProviderRegistry.from_entry_points(
         entry_points=[_entry("sqlite", value), _entry("sqlite", value)]
     )

@@ -9,17 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.core.codes import ErrorCode
-from esra.core.config import (
-    ConfigSnapshot,
-    FieldType,
-    Mapping,
-    dump_snapshot,
-    load_snapshot,
-    parse_record_filter_template,
-)
-from esra.core.config.mapping import Operator
-from esra.core.config.record_filter_template import (
+from esra.core._config.mapping import Operator
+from esra.core._config.record_filter_template import (
     MAX_IN_LITERALS,
     MAX_NESTING,
     MAX_TEMPLATE_CHARS,
@@ -35,8 +26,17 @@ from esra.core.config.record_filter_template import (
     Or,
     template_of,
 )
+from esra.core._pipeline.validation import TENANT_CLAIM
+from esra.core.codes import ErrorCode
+from esra.core.config import (
+    ConfigSnapshot,
+    FieldType,
+    Mapping,
+    dump_snapshot,
+    load_snapshot,
+    parse_record_filter_template,
+)
 from esra.core.exceptions import ConfigurationError
-from esra.core.pipeline.validation import TENANT_CLAIM
 from tests.core.factories import make_field, make_mapping, make_snapshot, make_source
 
 EXAMPLE = "region = {claim:region} OR (owner = {claim:sub} AND NOT archived = TRUE)"

@@ -7,13 +7,11 @@ from typing import Any
 import attrs
 import pytest
 
-from esra.core.codes import WarningCode
-from esra.core.config import FieldType, Operator, RecordFilter
-from esra.core.config.record_filter_template import parse_record_filter_template
-from esra.core.pipeline.validation import TENANT_CLAIM
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ResolvedFilter
-from esra.core.record_predicate import (
+from esra.core._config.record_filter_template import parse_record_filter_template
+from esra.core._pipeline.validation import TENANT_CLAIM
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ResolvedFilter
+from esra.core._record_predicate import (
     MAX_CLAIM_VALUES,
     MissingClaimError,
     PredicateAnd,
@@ -27,6 +25,8 @@ from esra.core.record_predicate import (
     predicate_shape,
     predicate_values,
 )
+from esra.core.codes import WarningCode
+from esra.core.config import FieldType, Operator, RecordFilter
 from esra.core.testing import InMemorySearchProvider
 from esra.core.testing.contract import contract_query
 from tests._record_templates import CALLERS, MAPPING, ROWS, query_for, visible_keys

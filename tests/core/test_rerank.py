@@ -8,11 +8,11 @@ from typing import Any
 import attrs
 import pytest
 
+from esra.core._pipeline.aggregation import Candidate
+from esra.core._pipeline.rerank import RerankOutcome, rerank, round_robin
 from esra.core.codes import WarningCode
 from esra.core.config import MaskingKind, MaskingRule, RerankWeights
 from esra.core.exceptions import ModelOutputError
-from esra.core.pipeline.aggregation import Candidate
-from esra.core.pipeline.rerank import RerankOutcome, rerank, round_robin
 from esra.core.prompts import Prompt, PromptTask, SectionKind
 from esra.core.testing import FakeLanguageModel
 from tests.core._ranking_fixtures import candidate, item_ids, item_payloads, mapping, scoring

@@ -10,10 +10,10 @@ import logging
 
 import pytest
 
+from esra.core._pipeline.aggregation import Candidate
+from esra.core._pipeline.rerank import RerankOutcome, record_item, rerank, rerank_item
 from esra.core.codes import WarningCode
 from esra.core.config import MaskingKind, MaskingRule, RerankWeights
-from esra.core.pipeline.aggregation import Candidate
-from esra.core.pipeline.rerank import RerankOutcome, record_item, rerank, rerank_item
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.testing import FakeLanguageModel
 from tests.core._ranking_fixtures import candidate, mapping
@@ -101,7 +101,7 @@ async def test_overrunning_and_failing_are_told_apart_in_the_log(
     def own_timeout(prompt: Prompt) -> str:
         raise TimeoutError(prompt.request)
 
-    with caplog.at_level(logging.WARNING, logger="esra.core.pipeline.rerank"):
+    with caplog.at_level(logging.WARNING, logger="esra.core._pipeline.rerank"):
         await _rerank(FakeLanguageModel(stalled={PromptTask.RERANK}), timeout_s=0.01)
         await _rerank(FakeLanguageModel({PromptTask.RERANK: own_timeout}), timeout_s=60.0)
     overran, failed = (r.getMessage() for r in caplog.records)

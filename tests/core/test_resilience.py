@@ -9,9 +9,7 @@ from collections.abc import Iterator
 import pytest
 import stamina
 
-from esra.core.codes import RETRYABLE_PROVIDER_ERRORS, ProviderErrorCode
-from esra.core.exceptions import ProviderError
-from esra.core.pipeline.resilience import (
+from esra.core._pipeline.resilience import (
     BreakerState,
     CircuitBreaker,
     ProviderLimiters,
@@ -19,6 +17,8 @@ from esra.core.pipeline.resilience import (
     is_retryable,
     retry_transient,
 )
+from esra.core.codes import RETRYABLE_PROVIDER_ERRORS, ProviderErrorCode
+from esra.core.exceptions import ProviderError
 from esra.core.testing import FakeClock
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import date
 from typing import Any, cast
 
+from esra.core._masking import MASK
+from esra.core._pipeline.rerank import RankedCandidate
+from esra.core._pipeline.respond import MAX_WARNING_CHARS, respond
+from esra.core._query import RowValue
+from esra.core._response import ResponseStatus, ResponseWarning, ResultItem, RetrievalResponse
 from esra.core.codes import ErrorCode, WarningCode
 from esra.core.config import MaskingKind, MaskingRule
-from esra.core.masking import MASK
-from esra.core.pipeline.rerank import RankedCandidate
-from esra.core.pipeline.respond import MAX_WARNING_CHARS, respond
-from esra.core.query import RowValue
-from esra.core.response import ResponseStatus, ResponseWarning, ResultItem, RetrievalResponse
 from tests.core._ranking_fixtures import candidate, mapping, ranked, scope
 
 NAMES = {"s-a": "Alpha Wiki", "s-b": "Beta Tickets"}

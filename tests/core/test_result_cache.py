@@ -13,6 +13,13 @@ from typing import Any
 import attrs
 import pytest
 
+from esra.core._context import ClaimValue, InvocationContext
+from esra.core._fetch.tokens import open as open_ref
+from esra.core._pipeline.cache_keys import authorization_fingerprint
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._response import ResponseStatus, RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ProviderErrorCode
 from esra.core.config import (
     BindingMode,
@@ -23,15 +30,8 @@ from esra.core.config import (
     RetentionClass,
     SourceBinding,
 )
-from esra.core.context import ClaimValue, InvocationContext
 from esra.core.exceptions import DocumentNotFoundError
 from esra.core.fetch import Keyring, TokenBinding
-from esra.core.fetch.tokens import open as open_ref
-from esra.core.pipeline.cache_keys import authorization_fingerprint
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResultRow
-from esra.core.response import ResponseStatus, RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

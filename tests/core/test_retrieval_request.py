@@ -10,14 +10,14 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from esra.core._config.capability import CapabilityLimits
+from esra.core._query import PlannedFilter
+from esra.core._request import RetrievalRequest
+from esra.core._retriever import Retriever
 from esra.core.codes import WarningCode
 from esra.core.config import BindingMode, ResponseMode, SourceBinding
-from esra.core.config.capability import CapabilityLimits
 from esra.core.exceptions import InvalidRequestError
 from esra.core.prompts import PromptTask
-from esra.core.query import PlannedFilter
-from esra.core.request import RetrievalRequest
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

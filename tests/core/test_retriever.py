@@ -9,6 +9,10 @@ from collections.abc import Sequence
 import attrs
 import pytest
 
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._response import ResponseStatus
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ErrorCode, ProviderErrorCode, WarningCode
 from esra.core.config import (
     BindingMode,
@@ -26,12 +30,8 @@ from esra.core.exceptions import (
     InvalidRequestError,
     NoSourcesAvailableError,
 )
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import ProviderCapabilities
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.query import ResultRow
-from esra.core.response import ResponseStatus
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -12,11 +12,11 @@ import asyncio
 
 import attrs
 
+from esra.core._response import ResponseStatus, RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config import CapabilityLimits
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.response import ResponseStatus, RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

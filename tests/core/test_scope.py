@@ -1,4 +1,4 @@
-"""Tests for esra.core.pipeline.scope: the four-level intersection, health, exposure checks."""
+"""Tests for esra.core._pipeline.scope: the four-level intersection, health, exposure checks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._context import InvocationContext
+from esra.core._pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.config import (
     BindingMode,
@@ -22,11 +24,9 @@ from esra.core.config import (
     SourceHealth,
     SourcePolicy,
 )
-from esra.core.context import InvocationContext
 from esra.core.exceptions import ExposureNotFoundError, NoSourcesAvailableError
-from esra.core.pipeline.scope import EffectiveScope, resolve_scope
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.core.testing.invocations import audited
+from esra.core.testing._invocations import audited
 from tests.core.factories import (
     CLIENT_APP,
     make_capability,

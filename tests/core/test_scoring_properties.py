@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.core.config import RerankWeights
-from esra.core.pipeline.aggregation import (
+from esra.core._pipeline.aggregation import (
     MAX_EXTRA_MATCH_BONUS,
     Candidate,
     aggregate,
@@ -20,7 +19,8 @@ from esra.core.pipeline.aggregation import (
     freshness_weight,
     normalize,
 )
-from esra.core.pipeline.rerank import RerankOutcome, rerank, round_robin
+from esra.core._pipeline.rerank import RerankOutcome, rerank, round_robin
+from esra.core.config import RerankWeights
 from esra.core.prompts import PromptTask
 from esra.core.testing import FakeLanguageModel
 from tests.core._ranking_fixtures import candidate, mapping, query, result, scoring

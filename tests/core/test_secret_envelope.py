@@ -19,6 +19,8 @@ from pathlib import Path
 import attrs
 import pytest
 
+from esra.core._secrets.envelope import rewrap, seal, unseal
+from esra.core._secrets.table import SecretTable
 from esra.core.codes import ErrorCode, ProviderErrorCode
 from esra.core.exceptions import ConfigurationError, ProviderError
 from esra.core.secrets import (
@@ -28,10 +30,8 @@ from esra.core.secrets import (
     KeyringConfigurationError,
     RewrapReport,
 )
-from esra.core.secrets.envelope import rewrap, seal, unseal
-from esra.core.secrets.table import SecretTable
+from esra.core.testing._secret_table import InMemorySecretTable
 from esra.core.testing.secret_contract import PLAINTEXT, SecretTableContract, plaintext_forms
-from esra.core.testing.secret_table import InMemorySecretTable
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))

@@ -26,7 +26,7 @@ from esra.core.secrets import (
     RoutingSecretStore,
     reference_scheme,
 )
-from esra.core.testing.secret_table import InMemorySecretTable
+from esra.core.testing._secret_table import InMemorySecretTable
 
 SECRET = "s3cr3t-from-outside-Qw9"
 ENVIRON = {

@@ -1,4 +1,4 @@
-"""Tests for esra.core.pipeline.selection: forced sources, validation of the answer, cache."""
+"""Tests for esra.core._pipeline.selection: forced sources, validation of the answer, cache."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from esra.core._pipeline.cache_keys import SELECTION_TTL_S, selection_cache_key
+from esra.core._pipeline.scope import EffectiveScope, ScopedSource
+from esra.core._pipeline.selection import Selection, select_sources
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config import BindingMode, RetentionClass
 from esra.core.exceptions import ModelOutputError
-from esra.core.pipeline.cache_keys import SELECTION_TTL_S, selection_cache_key
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
-from esra.core.pipeline.selection import Selection, select_sources
 from esra.core.prompts import Prompt, PromptTask
 from esra.core.testing import (
     FakeClock,
@@ -21,7 +21,7 @@ from esra.core.testing import (
     InMemoryCache,
     Responder,
 )
-from esra.core.testing.invocations import audited_in_scope
+from esra.core.testing._invocations import audited_in_scope
 from tests.core.factories import (
     make_context,
     make_exposure,

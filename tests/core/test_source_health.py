@@ -11,14 +11,14 @@ import asyncio
 import attrs
 import pytest
 
+from esra.core._pipeline.health import SourceHealthMonitor
+from esra.core._pipeline.scope import resolve_scope
+from esra.core._response import ResponseStatus
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ErrorCode, WarningCode
 from esra.core.config import BindingMode, CapabilityLimits, SourceBinding, SourceHealth
 from esra.core.exceptions import NoSourcesAvailableError
-from esra.core.pipeline.health import SourceHealthMonitor
-from esra.core.pipeline.scope import resolve_scope
 from esra.core.prompts import PromptTask
-from esra.core.response import ResponseStatus
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -26,7 +26,7 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from esra.core.testing.invocations import audited
+from esra.core.testing._invocations import audited
 from tests.core.factories import make_capability, make_context, make_snapshot, make_source
 
 ROWS = {

@@ -19,17 +19,17 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from esra.core import telemetry
-from esra.core.audit_tracing import TRACE_ID, TraceLinkedAuditSink
+from esra.core import _telemetry as telemetry
+from esra.core._audit.tracing import TRACE_ID, TraceLinkedAuditSink
+from esra.core._model_usage import ModelUsage, report_model_usage
+from esra.core._pipeline.query_spans import db_system, query_span
+from esra.core._query import PlannedFilter
+from esra.core._retriever import Retriever
+from esra.core._telemetry import CORRELATION_ID, TENANT_ID, inert_span, stage_span
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import BindingMode, SourceBinding
 from esra.core.exceptions import EsraError
-from esra.core.model_usage import ModelUsage, report_model_usage
-from esra.core.pipeline.query_spans import db_system, query_span
 from esra.core.prompts import Prompt, PromptTask
-from esra.core.query import PlannedFilter
-from esra.core.retriever import Retriever
-from esra.core.telemetry import CORRELATION_ID, TENANT_ID, inert_span, stage_span
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

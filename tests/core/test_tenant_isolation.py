@@ -15,20 +15,20 @@ from typing import Any
 import attrs
 import pytest
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._context import InvocationContext
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.model import DocumentState
+from esra.core._pipeline.cache_keys import selection_cache_key, tenant_partition
+from esra.core._pipeline.scope import resolve_scope
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._response import ResponseStatus
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, DocumentRefusal, ErrorCode, ProviderErrorCode
 from esra.core.config import ConfigSnapshot
-from esra.core.context import InvocationContext
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.model import DocumentState
 from esra.core.exceptions import ConfigurationError, ExposureNotFoundError, ProviderError
-from esra.core.pipeline.cache_keys import selection_cache_key, tenant_partition
-from esra.core.pipeline.scope import resolve_scope
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.prompts import PromptTask
-from esra.core.query import ResultRow
-from esra.core.response import ResponseStatus
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,
@@ -40,8 +40,8 @@ from esra.core.testing import (
     InMemorySecretStore,
     StaticHostAllowlist,
 )
-from esra.core.testing.invocations import audited
-from esra.sql.connection import resolve_connection
+from esra.core.testing._invocations import audited
+from esra.sql._connection import resolve_connection
 from tests.core.factories import (
     EXPOSURE_ID,
     make_capability,

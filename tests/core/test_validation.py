@@ -9,14 +9,14 @@ from typing import Any
 import attrs
 import pytest
 
+from esra.core._config.mapping import DefaultTemplate
+from esra.core._pipeline.validation import Rejection
+from esra.core._pipeline.values import ValidatedQuery, ensure_validated
+from esra.core._query import PlannedFilter, PlannedQuery, ProjectedField, ResolvedFilter, Strategy
 from esra.core.codes import RejectionReason, WarningCode
 from esra.core.config import CapabilityLimits, FieldType, Operator
-from esra.core.config.mapping import DefaultTemplate
 from esra.core.exceptions import UnvalidatedQueryError
-from esra.core.pipeline.validation import Rejection
-from esra.core.pipeline.values import ValidatedQuery, ensure_validated
 from esra.core.ports import ProviderCapabilities, TextIndexKind
-from esra.core.query import PlannedFilter, PlannedQuery, ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing import InMemorySearchProvider
 from tests.core._validation_fixtures import (
     ALL_CAPS,
@@ -593,7 +593,7 @@ def test_capabilities_narrow_per_source() -> None:
 def test_the_reserved_tenant_claim_comes_from_the_context_not_the_caller() -> None:
     """A record filter on ``esra.tenant_id`` binds the invocation's tenant; a caller-sent
     claim of that name is ignored, so tenant isolation can live in the query itself."""
-    from esra.core.pipeline.validation import TENANT_CLAIM, context_claims
+    from esra.core._pipeline.validation import TENANT_CLAIM, context_claims
     from tests.core.factories import make_context
 
     ctx = make_context(claims={TENANT_CLAIM: "tenant-evil", "region": "emea"})

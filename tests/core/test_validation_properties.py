@@ -11,12 +11,12 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from esra.core._context import ClaimValue
+from esra.core._pipeline.validation import ValidationOutcome
+from esra.core._pipeline.values import ValidatedQuery, ensure_validated
+from esra.core._query import PlannedFilter, PlannedQuery, Strategy
 from esra.core.codes import RejectionReason
 from esra.core.config import CapabilityLimits, Operator
-from esra.core.context import ClaimValue
-from esra.core.pipeline.validation import ValidationOutcome
-from esra.core.pipeline.values import ValidatedQuery, ensure_validated
-from esra.core.query import PlannedFilter, PlannedQuery, Strategy
 from esra.core.testing import InMemorySearchProvider
 from tests.core._validation_fixtures import (
     ALL_CAPS,

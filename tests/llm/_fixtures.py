@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator
-from esra.core.config.source import Source
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping, Operator
+from esra.core._config.source import Source
+from esra.core._query import PlannedQuery, Strategy
 from esra.core.ports import ProviderCapabilities, TextIndexKind
 from esra.core.prompts import (
     RerankItem,
@@ -17,7 +18,6 @@ from esra.core.prompts import (
     parse_rerank,
     parse_selection,
 )
-from esra.core.query import PlannedQuery, Strategy
 from esra.llm import LocalModel
 
 __all__ = [

@@ -12,12 +12,12 @@ import logging
 
 import pytest
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._response import RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config import BindingMode, ResponseMode, SourceBinding
 from esra.core.ports import LanguageModel
-from esra.core.response import RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     InMemoryAuditSink,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from esra.core._prompts.contracts import MAX_ANSWER_TEXT_CHARS
 from esra.core.prompts import (
     DEFAULT_DATAMARK,
     AnswerDraft,
@@ -11,7 +12,6 @@ from esra.core.prompts import (
     build_answer_prompt,
     parse_answer,
 )
-from esra.core.prompts.contracts import MAX_ANSWER_TEXT_CHARS
 from esra.llm import LocalModel
 from esra.llm._answer import MAX_PER_RESULT, MAX_SENTENCES, TOP_RESULTS
 

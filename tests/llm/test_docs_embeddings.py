@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from esra.llm.embeddings import Embedder
+from esra.llm._embeddings import Embedder
 from tests.core.factories import make_mapping
 from tests.llm._embedders import CountingEmbedder
 

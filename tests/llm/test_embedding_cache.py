@@ -15,8 +15,8 @@ import pytest
 
 from esra.core.prompts import RerankItem, build_rerank_prompt
 from esra.llm import EmbeddingCache, LocalModel
-from esra.llm import embedding_cache as module
-from esra.llm.embeddings import Embedder
+from esra.llm import _embedding_cache as module
+from esra.llm._embeddings import Embedder
 from tests.llm._embedders import CountingEmbedder, vector
 
 SECRET = "Salary review for Ana Pérez: 98,500 EUR"
@@ -264,7 +264,7 @@ def test_a_file_that_cannot_be_written_never_fails_an_encoding(
         blocker = sqlite3.connect(tmp_path / "vectors.sqlite", isolation_level=None)
         try:
             blocker.execute("BEGIN IMMEDIATE")
-            with caplog.at_level(logging.WARNING, logger="esra.llm.embedding_cache"):
+            with caplog.at_level(logging.WARNING, logger="esra.llm._embedding_cache"):
                 assert cache.encode([SECRET]) == [vector(SECRET)]
             blocker.execute("ROLLBACK")
         finally:

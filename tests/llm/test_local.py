@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from esra.core._query import Strategy
 from esra.core.ports import LanguageModel
 from esra.core.prompts import (
     Prompt,
@@ -25,7 +26,6 @@ from esra.core.prompts import (
     parse_rerank,
     parse_selection,
 )
-from esra.core.query import Strategy
 from esra.llm import LocalModel
 from tests._external import shared_data
 from tests.llm._fixtures import (

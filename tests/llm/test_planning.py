@@ -7,10 +7,10 @@ import json
 import attrs
 import pytest
 
-from esra.core.config.mapping import Operator
+from esra.core._config.mapping import Operator
+from esra.core._query import PlannedFilter, Strategy
 from esra.core.ports import ProviderCapabilities, TextIndexKind
 from esra.core.prompts import build_planning_prompt, parse_plan
-from esra.core.query import PlannedFilter, Strategy
 from esra.llm import LocalModel
 from tests.llm._fixtures import (
     ALL_CAPS,
@@ -212,8 +212,8 @@ def test_answer_limit_is_left_to_the_mapping_default() -> None:
 )
 def test_plans_pass_the_real_validator(request_text: str) -> None:
     """Every query LocalModel plans for a non-empty request survives core validation."""
-    from esra.core.pipeline.selection import Selection
-    from esra.core.pipeline.validation import validate
+    from esra.core._pipeline.selection import Selection
+    from esra.core._pipeline.validation import validate
     from tests.core.factories import TENANT, make_context, make_scope, make_scoped
 
     source = attrs.evolve(HR, tenant_id=TENANT, max_queries_per_source=5)

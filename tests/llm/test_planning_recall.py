@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from esra.core._pipeline.selection import Selection
+from esra.core._pipeline.validation import validate
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, Strategy
 from esra.core.config import CapabilityLimits, DefaultTemplate, FieldSpec, Mapping
-from esra.core.pipeline.selection import Selection
-from esra.core.pipeline.validation import validate
-from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.prompts import build_planning_prompt, parse_plan
-from esra.core.query import ProjectedField, Strategy
 from esra.llm import LocalModel
 from esra.llm._text import search_words
 from esra.sqlite import SqliteFts5Provider, create_fts5_index

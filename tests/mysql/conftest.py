@@ -19,12 +19,12 @@ import attrs
 import pymysql
 import pytest
 
-from esra.core.config.mapping import FieldType
-from esra.core.config.mapping import Mapping as EsraMapping
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResultRow
+from esra.core._config.mapping import FieldType
+from esra.core._config.mapping import Mapping as EsraMapping
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core.testing._fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.core.testing.contract import CONTRACT_DATASET, ContractDataset
-from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.mysql import MySqlProvider, create_fulltext_index
 from esra.mysql._quote import quote_identifier
 from tests._databases import require_dsn, unreachable

@@ -14,7 +14,7 @@ import pymysql
 import pytest
 
 from esra.core.codes import ProviderErrorCode as C
-from esra.mysql.errors import ERROR_CODES, ExecutionState, classify, error_number
+from esra.mysql._errors import ERROR_CODES, ExecutionState, classify, error_number
 from tests.mysql.conftest import Server
 
 

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing.contract import CONTRACT_MAPPING, CONTRACT_ROWS
 from esra.mysql import MatchAgainstFullText, MySqlProvider, ServerFlavor
+from esra.mysql._fulltext import TokenRules, indexable_tokens, like_pattern, match_string
 from esra.mysql._quote import DIALECT
-from esra.mysql.fulltext import TokenRules, indexable_tokens, like_pattern, match_string
-from esra.mysql.server import with_timeout
+from esra.mysql._server import with_timeout
 from esra.sql import CompiledStatementCache, SearchTerms, StatementBuilder
 from tests.mysql.conftest import Server, close_now, run_query
 

@@ -13,11 +13,11 @@ import asyncio
 
 import pytest
 
+from esra.core._pipeline.values import ValidatedQuery
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.values import ValidatedQuery
 from esra.mysql import MatchAgainstFullText, ServerFlavor
 from esra.mysql._quote import DIALECT
-from esra.mysql.server import with_timeout
+from esra.mysql._server import with_timeout
 from esra.sql import CompiledStatementCache, StatementBuilder
 from tests._external import load_sqli_payloads
 from tests._injection import (

@@ -11,20 +11,20 @@ import attrs
 import pymysql
 import pytest
 
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.codes import ProviderErrorCode as C
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider, TextIndexKind
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
+from esra.core.testing._fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.core.testing.contract import (
     CONTRACT_COLUMNS,
     CONTRACT_MAPPING,
     CONTRACT_ROWS,
     contract_query,
 )
-from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.mysql import MySqlProvider, ServerFlavor
 from esra.mysql._quote import quote_identifier
 from tests.mysql.conftest import TENANT, Server, close_now, seed_table

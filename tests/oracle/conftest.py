@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
+from esra.core.testing._fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.oracle import OracleTextFullText, OracleTextProvider
-from esra.oracle.provider import oracle_dialect
+from esra.oracle._provider import oracle_dialect
 from esra.sql import CompiledStatementCache, StatementBuilder
 from tests._injection import issue
 

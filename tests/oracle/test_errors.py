@@ -1,4 +1,4 @@
-"""Tests for esra.oracle.errors: real python-oracledb errors map onto the sixteen codes."""
+"""Tests for esra.oracle._errors: real python-oracledb errors map onto the sixteen codes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from oracledb import errors as oracle_errors
 
 from esra.core.codes import ProviderErrorCode
-from esra.oracle.errors import (
+from esra.oracle._errors import (
     DPY_ERROR_CODES,
     DRG_ERROR_CODES,
     ORA_ERROR_CODES,

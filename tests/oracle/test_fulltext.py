@@ -1,4 +1,4 @@
-"""Tests for esra.oracle.fulltext: escaping, composition, and a fuzz of Oracle Text syntax."""
+"""Tests for esra.oracle._fulltext: escaping, composition, and a fuzz of Oracle Text syntax."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.oracle.fulltext import oracle_text_expression, oracle_text_term
+from esra.oracle._fulltext import oracle_text_expression, oracle_text_term
 from esra.sql import SearchTerms
 from tests.oracle.conftest import issue, uncached_builder
 

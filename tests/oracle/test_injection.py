@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.pipeline.values import ValidatedQuery
+from esra.core._pipeline.values import ValidatedQuery
 from esra.oracle import OracleTextFullText
-from esra.oracle.fulltext import oracle_text_term
-from esra.oracle.provider import oracle_dialect
+from esra.oracle._fulltext import oracle_text_term
+from esra.oracle._provider import oracle_dialect
 from esra.sql import StatementBuilder
 from tests._external import load_sqli_payloads
 from tests._injection import assert_every_slot_compiles_to_the_benign_text, payload_query

@@ -20,11 +20,12 @@ from urllib.parse import unquote, urlsplit
 import oracledb
 import pytest
 
+from esra.core._config.mapping import FieldType
+from esra.core._config.source import SourceHealth
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import FieldType
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
 from esra.core.ports import SearchProvider
+from esra.core.testing._fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.core.testing.contract import (
     CONTRACT_COLUMNS,
     CONTRACT_MAPPING,
@@ -32,7 +33,6 @@ from esra.core.testing.contract import (
     ContractDataset,
     SearchProviderContract,
 )
-from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.oracle import OracleTextProvider, text_index_statements
 from tests._databases import require_dsn
 from tests._external import load_sqli_payloads

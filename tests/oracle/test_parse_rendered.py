@@ -14,7 +14,12 @@ import pytest
 import sqlglot
 from sqlglot import ErrorLevel, exp
 
-from esra.oracle.provider import HEALTH_PROBE_SQL, READ_ONLY_SQL, TEXT_INDEX_HEALTH_SQL, bind_params
+from esra.oracle._provider import (
+    HEALTH_PROBE_SQL,
+    READ_ONLY_SQL,
+    TEXT_INDEX_HEALTH_SQL,
+    bind_params,
+)
 from tests._statement_shapes import SHAPES
 from tests.oracle.conftest import issue, uncached_builder
 

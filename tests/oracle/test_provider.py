@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from esra.core.config.mapping import FieldType, Operator
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._query import ResolvedFilter
+from esra.core._record_predicate import PredicateAnd, PredicateComparison
 from esra.core.ports import TextIndexKind
-from esra.core.query import ResolvedFilter
-from esra.core.record_predicate import PredicateAnd, PredicateComparison
 from esra.oracle import OracleTextProvider
-from esra.oracle.provider import bind_params, current_schema_sql
+from esra.oracle._provider import bind_params, current_schema_sql
 from tests._sync_provider import SyncProviderChecks
 from tests.oracle.conftest import TENANT, issue, provider, uncached_builder
 

@@ -8,7 +8,7 @@ import psycopg
 from psycopg import sql
 
 from esra.core.testing.docstore_ownership_contract import VersionOneDocument
-from esra.postgres.store_schema import store_schema_statements
+from esra.postgres._store_schema import store_schema_statements
 
 __all__ = ["create_version_1_store"]
 

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.config.mapping import FieldType
-from esra.core.config.mapping import Mapping as EsraMapping
+from esra.core._config.mapping import FieldType
+from esra.core._config.mapping import Mapping as EsraMapping
 from esra.core.ports import SecretStore
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
 from esra.core.testing.contract import CONTRACT_DATASET, ContractDataset

@@ -19,12 +19,12 @@ import pytest
 from psycopg import errors, sql
 from psycopg.conninfo import make_conninfo
 
-from esra.core.audit_batching import BatchingAuditSink
-from esra.core.audit_query import AuditQuery
+from esra.core._audit.batching import BatchingAuditSink
+from esra.core._audit.query import AuditQuery
 from esra.core.codes import AuditEvent
 from esra.core.testing.audit_contract import T0, TENANT, AuditLogContract, contract_record
-from esra.postgres.audit import PostgresAuditLog, prune_audit_before
-from esra.postgres.audit_schema import (
+from esra.postgres._audit import PostgresAuditLog, prune_audit_before
+from esra.postgres._audit_schema import (
     AUDIT_SCHEMA_VERSION,
     apply_audit_schema,
     audit_schema_version,

@@ -15,8 +15,8 @@ import psycopg_pool
 import pytest
 from psycopg import sql
 
-from esra.postgres.config_schema import apply_config_schema
-from esra.postgres.config_store import PostgresConfigStore
+from esra.postgres._config_schema import apply_config_schema
+from esra.postgres._config_store import PostgresConfigStore
 from tests.core.admin import test_chain
 from tests.core.admin.test_chain import Admin, AdminFactory
 

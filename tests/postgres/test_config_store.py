@@ -15,16 +15,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.admin.store import ConfigChange, WorkspaceStore
-from esra.core.admin.workspace import AdminWorkspace
+from esra.core._admin.store import ConfigChange, WorkspaceStore
+from esra.core._admin.workspace import AdminWorkspace
 from esra.core.testing.config_contract import T0, WorkspaceStoreContract, contract_snapshot
-from esra.postgres.config_schema import (
+from esra.postgres._config_schema import (
     CONFIG_NOTIFY_CHANNEL,
     CONFIG_SCHEMA_VERSION,
     apply_config_schema,
     config_schema_version,
 )
-from esra.postgres.config_store import PostgresConfigStore
+from esra.postgres._config_store import PostgresConfigStore
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 

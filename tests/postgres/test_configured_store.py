@@ -39,7 +39,7 @@ from mcp.client.streamable_http import streamable_http_client
 from psycopg import sql
 
 from esra.core.config import AccessPolicy, BindingMode, ConfigSnapshot, SourceBinding, dump_snapshot
-from esra.postgres.store_factory import postgres_store_source
+from esra.postgres._store_factory import postgres_store_source
 from tests._serve_process import esra_argv, serve_process
 from tests.core.factories import make_capability, make_exposure
 from tests.postgres.conftest import admin, host_port

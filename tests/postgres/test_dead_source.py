@@ -17,10 +17,10 @@ import attrs
 import psycopg
 import pytest
 
+from esra.core._response import ResponseStatus, RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.codes import WarningCode
 from esra.core.config import BindingMode, SourceBinding, SourceHealth
-from esra.core.response import ResponseStatus, RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

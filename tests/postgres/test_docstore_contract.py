@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.docstore.repository import DocumentRepository
+from esra.core._docstore.repository import DocumentRepository
 from esra.core.testing.docstore_contract import DocumentRepositoryContract
 from esra.core.testing.docstore_ownership_contract import VersionOneDocument
 from esra.postgres import PostgresDocumentRepository, apply_store_schema

@@ -17,7 +17,18 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from psycopg import sql
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._context import CallerIdentity, InvocationContext
+from esra.core._docstore.extraction import extract, segment_extraction
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.upload import inspect_upload
+from esra.core._fetch.refs import DocumentRefMinter
+from esra.core._fetch.service import DocumentFetcher
+from esra.core._fetch.tokens import DocumentLocator
+from esra.core._quota import InProcessQuotaStore
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import (
     AccessPolicy,
@@ -27,18 +38,7 @@ from esra.core.config import (
     Exposure,
     SourceBinding,
 )
-from esra.core.context import CallerIdentity, InvocationContext
-from esra.core.docstore.extraction import extract, segment_extraction
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.upload import inspect_upload
 from esra.core.fetch import Keyring
-from esra.core.fetch.refs import DocumentRefMinter
-from esra.core.fetch.service import DocumentFetcher
-from esra.core.fetch.tokens import DocumentLocator
-from esra.core.quota import InProcessQuotaStore
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import (
     FakeClock,
     InMemoryAuditSink,
@@ -56,7 +56,7 @@ from esra.postgres import (
     StoreState,
     initialise_store,
 )
-from esra.postgres.store_init import STORE_AUDIT_EVENT
+from esra.postgres._store_init import STORE_AUDIT_EVENT
 from tests.postgres.conftest import admin, host_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]

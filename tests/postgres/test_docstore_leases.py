@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.docstore.ingestion import upload_files
+from esra.core._docstore.ingestion import upload_files
 from esra.core.testing import FakeClock
 from esra.postgres import PostgresDocumentRepository, apply_store_schema
 from tests._gated_extraction import (

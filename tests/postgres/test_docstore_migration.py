@@ -16,7 +16,7 @@ from psycopg import sql
 
 from esra.core.testing.docstore_ownership_contract import VersionOneDocument
 from esra.postgres import STORE_SCHEMA_VERSION, apply_store_schema, store_schema_version
-from esra.postgres.store_schema import StoreSchemaConflictError
+from esra.postgres._store_schema import StoreSchemaConflictError
 from tests.postgres._docstore_v1 import create_version_1_store
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration, pytest.mark.asyncio]

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.docstore.ingestion import upload_files
+from esra.core._docstore.ingestion import upload_files
 from esra.core.testing import FakeClock
 from esra.postgres import PostgresDocumentRepository, apply_store_schema
 from tests._gated_extraction import SLOW, gated_command
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
 _STALL = """
 import sys, time
-import esra.core.docstore.ingestion as ingestion
+import esra.core._docstore.ingestion as ingestion
 from esra.postgres.store_worker import main
 real = ingestion.extract
 def stalled(*args, **kwargs):

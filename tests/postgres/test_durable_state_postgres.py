@@ -29,6 +29,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from psycopg import sql
 
+from esra.core._config.converter import CONVERTER
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -37,8 +38,7 @@ from esra.core.config import (
     SourceBinding,
     dump_snapshot,
 )
-from esra.core.config.converter import CONVERTER
-from esra.postgres.config_store import PostgresConfigStore
+from esra.postgres._config_store import PostgresConfigStore
 from tests._serve_process import kill_9, serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.postgres.conftest import admin, seed_table

@@ -1,4 +1,4 @@
-"""Tests for esra.postgres.errors: psycopg's real exception classes map onto the codes."""
+"""Tests for esra.postgres._errors: psycopg's real exception classes map onto the codes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from psycopg import errors as pg_errors
 
 from esra.core.codes import ProviderErrorCode
-from esra.postgres.errors import (
+from esra.postgres._errors import (
     ExecutionState,
     classify,
     classify_connect_failure,

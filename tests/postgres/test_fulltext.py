@@ -1,4 +1,4 @@
-"""Tests for esra.postgres.fulltext: rendered SQL per shape, binds, and a live reserved fuzz."""
+"""Tests for esra.postgres._fulltext: rendered SQL per shape, binds, and a live reserved fuzz."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ProjectedField, Strategy
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, Strategy
 from esra.postgres import TsvectorFullText
-from esra.postgres.fulltext import term_bind_names
+from esra.postgres._fulltext import term_bind_names
 from esra.sql import SearchTerms, TermShape, TextTarget
 from tests.postgres.conftest import make_provider, seed_table
 

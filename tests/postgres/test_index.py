@@ -1,4 +1,4 @@
-"""Tests for esra.postgres.index: the generated tsvector column and its GIN index."""
+"""Tests for esra.postgres._index: the generated tsvector column and its GIN index."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import attrs
 import psycopg
 import pytest
 
-from esra.core.config.mapping import FieldType
+from esra.core._config.mapping import FieldType
 from esra.core.testing.contract import CONTRACT_COLUMNS, CONTRACT_MAPPING, CONTRACT_ROWS
 from esra.postgres import create_text_index, text_index_columns, text_index_statements
 from tests.postgres.conftest import admin, seed_table

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from esra.core.pipeline.values import ValidatedQuery
+from esra.core._pipeline.values import ValidatedQuery
 from esra.postgres import TsvectorFullText
 from esra.sql import CompiledStatementCache, StatementBuilder
 from tests._external import load_sqli_payloads

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.live_config import ConfigFollower
-from esra.postgres.config_listener import ConfigPublicationListener
-from esra.postgres.config_store import PostgresConfigStore
+from esra.core._live_config import ConfigFollower
+from esra.postgres._config_listener import ConfigPublicationListener
+from esra.postgres._config_store import PostgresConfigStore
 from tests.core.factories import TENANT
 from tests.core.test_live_config import Host, engine, publish, request_for, sources
 

@@ -25,12 +25,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.admin.store import WorkspaceStore
-from esra.core.audit_query import AuditQuery
+from esra.core._admin.store import WorkspaceStore
+from esra.core._audit.query import AuditQuery
 from esra.core.codes import AuditEvent
 from esra.core.testing import FakeClock
-from esra.starlette.durable_state import StateDatabaseError, open_state
-from esra.starlette.settings import load_settings
+from esra.starlette._durable_state import StateDatabaseError, open_state
+from esra.starlette._settings import load_settings
 from tests.core.admin.test_chain import SECRET_REF, SECRET_VALUE, Admin, run_until
 from tests.core.factories import TENANT
 from tests.postgres.conftest import admin
@@ -115,7 +115,7 @@ def _migrate(settings: Path, owner: str, role: str) -> subprocess.CompletedProce
         [
             sys.executable,
             "-m",
-            "esra.starlette.cli",
+            "esra.starlette._cli",
             "migrate",
             "--config",
             str(settings),

@@ -17,14 +17,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.core.admin.secrets import InMemorySecretVault
+from esra.core._admin.secrets import InMemorySecretVault
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider, TextIndexKind
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing import InMemorySecretStore
 from esra.core.testing.contract import (
     CONTRACT_COLUMNS,
@@ -126,7 +126,7 @@ async def _run_raw(provider: PostgresProvider, statement: str) -> list[Any]:
 
 
 def _state() -> Any:
-    from esra.postgres.errors import ExecutionState
+    from esra.postgres._errors import ExecutionState
 
     return ExecutionState()
 

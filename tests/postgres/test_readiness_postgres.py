@@ -22,12 +22,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from esra.core._static_config import StaticConfigRepository
 from esra.core.config import ConfigSnapshot, dump_snapshot
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
-from esra.postgres.config_store import PostgresConfigStore
-from esra.postgres.pool import open_pool
-from esra.starlette.app import create_app
+from esra.postgres._config_store import PostgresConfigStore
+from esra.postgres._pool import open_pool
+from esra.starlette._app import create_app
 from tests._serve_process import serve_process
 from tests.postgres.conftest import admin
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp

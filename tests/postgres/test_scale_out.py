@@ -53,7 +53,7 @@ from esra.core.config import (
     SourceBinding,
     dump_snapshot,
 )
-from esra.postgres.store_factory import postgres_store_source
+from esra.postgres._store_factory import postgres_store_source
 from tests._redis import REDIS_SERVER, RedisProcess, free_port
 from tests._serve_process import ServeHost, esra_argv, serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source

@@ -18,11 +18,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from esra.core._secrets.table import SecretTable
 from esra.core.secrets import EncryptedSecretStore, KeyEncryptionKeys
-from esra.core.secrets.table import SecretTable
 from esra.core.testing.secret_contract import SecretTableContract, plaintext_forms
-from esra.postgres.secrets import PostgresSecretTable
-from esra.postgres.secrets_schema import (
+from esra.postgres._secrets import PostgresSecretTable
+from esra.postgres._secrets_schema import (
     SECRET_SCHEMA_VERSION,
     SecretSchemaVersionError,
     apply_secret_schema,

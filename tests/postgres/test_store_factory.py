@@ -15,11 +15,11 @@ import attrs
 import pytest
 from psycopg import sql
 
-from esra.core.docstore.lifecycle import StoreInitialisationError
-from esra.core.docstore.store_registry import DocumentStoreRegistry, StoreRequest
-from esra.core.provider_registry import ProviderOptionError, ProviderRegistry, ProviderRequest
+from esra.core._docstore.lifecycle import StoreInitialisationError
+from esra.core._docstore.store_registry import DocumentStoreRegistry, StoreRequest
+from esra.core._provider_registry import ProviderOptionError, ProviderRegistry, ProviderRequest
 from esra.core.testing import FakeClock, InMemoryAuditSink, InMemorySecretStore, StaticHostAllowlist
-from esra.postgres.store_factory import postgres_store_source
+from esra.postgres._store_factory import postgres_store_source
 from tests.postgres.conftest import admin, host_port
 
 pytestmark = pytest.mark.postgres

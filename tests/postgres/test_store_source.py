@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.config.mapping import Operator
-from esra.core.docstore import store_source as shared
-from esra.core.docstore.store_schema import SEARCHABLE_VIEW, STORE_SCHEMA_VERSION
+from esra.core import docstore as shared
+from esra.core._config.mapping import Operator
+from esra.core._docstore.store_schema import SEARCHABLE_VIEW, STORE_SCHEMA_VERSION
 from esra.core.testing import FakeClock, InMemoryAuditSink, InMemorySecretStore, StaticHostAllowlist
 from esra.postgres import (
     DEFAULT_SCOPE_CLAIM,
@@ -18,8 +18,8 @@ from esra.postgres import (
     store_mapping,
     store_source,
 )
-from esra.postgres.store_factory import POSTGRES_STORE_KIND, postgres_store_source
-from esra.postgres.store_schema import store_schema_migrations
+from esra.postgres._store_factory import POSTGRES_STORE_KIND, postgres_store_source
+from esra.postgres._store_schema import store_schema_migrations
 
 
 def test_the_mapping_keeps_postgres_ids_and_physical_parts() -> None:

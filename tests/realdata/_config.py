@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import attrs
 
+from esra.core._context import CallerIdentity, InvocationContext
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -28,7 +29,6 @@ from esra.core.config import (
     Source,
     SourceBinding,
 )
-from esra.core.context import CallerIdentity, InvocationContext
 
 __all__ = ["CLIENT_APP", "SLUG", "TENANT", "realdata_context", "realdata_snapshot", "snapshot_for"]
 

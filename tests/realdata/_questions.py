@@ -29,11 +29,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from esra.core.logging_audit import LoggingAuditSink
+from esra.core._audit.logging_sink import LoggingAuditSink
+from esra.core._response import ResultItem
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.ports import SearchProvider
-from esra.core.response import ResultItem
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.llm import LocalModel
 from tests.realdata._config import realdata_context, realdata_snapshot
 from tests.realdata._data import RealData

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from esra.core.ports import SearchProvider
-from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
+from esra.core.testing._fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.sqlite import SqliteFts5Provider
 from tests._databases import require_dsn, unreachable
 from tests._external import shared_data

@@ -38,7 +38,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.dialects.mysql.pymysql import MySQLDialect_pymysql
 
-from esra.core.config.mapping import Mapping
+from esra.core._config.mapping import Mapping
 from esra.sqlite import create_fts5_index
 from tests.realdata._config import realdata_snapshot
 from tests.realdata._data import ColumnKind, RealData, Table, load_real_data
@@ -171,7 +171,7 @@ def find_attribute(name: str, *modules: str) -> Any:
 
 def postgres_helper() -> Callable[..., Any] | None:
     """``esra.postgres.create_text_index`` if that distribution is present, else None."""
-    helper = find_attribute("create_text_index", "esra.postgres", "esra.postgres.index")
+    helper = find_attribute("create_text_index", "esra.postgres", "esra.postgres._index")
     return helper if callable(helper) else None
 
 
@@ -243,7 +243,7 @@ async def _seed_postgres(
 
 def mysql_helper() -> Callable[..., Any] | None:
     """``esra.mysql.create_fulltext_index`` if that distribution is present, else None."""
-    helper = find_attribute("create_fulltext_index", "esra.mysql", "esra.mysql.index")
+    helper = find_attribute("create_fulltext_index", "esra.mysql", "esra.mysql._index")
     return helper if callable(helper) else None
 
 

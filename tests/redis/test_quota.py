@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 from redis.asyncio import Redis
 
-from esra.core.quota import InProcessQuotaStore
+from esra.core._quota import InProcessQuotaStore
 from esra.core.testing import FakeClock
 from esra.redis import RedisQuotaStore
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping, Operator
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResolvedFilter, Strategy
 from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
 
 # Every physical identifier is something a careless builder would turn into SQL structure.

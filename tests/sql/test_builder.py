@@ -1,4 +1,4 @@
-"""Tests for esra.sql.builder: quoting, deterministic binds, the cache, the bound LIMIT."""
+"""Tests for esra.sql._builder: quoting, deterministic binds, the cache, the bound LIMIT."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
 from sqlalchemy.engine.interfaces import Dialect
 
-from esra.core.config.mapping import FieldType, Operator
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResolvedFilter, Strategy
 from esra.core.exceptions import UnvalidatedQueryError
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResolvedFilter, Strategy
 from esra.sql import (
     LIMIT_BIND,
     CompiledStatementCache,

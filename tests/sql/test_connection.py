@@ -7,7 +7,7 @@ import pytest
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
-from esra.sql.connection import ConnectionTarget, ConnectionTemplate, resolve_connection
+from esra.sql._connection import ConnectionTarget, ConnectionTemplate, resolve_connection
 
 SCHEMES = {"postgresql": 5432, "postgres": 5432}
 TEMPLATE = "postgresql://reader:${secret:sales-pw}@db.internal:6432/sales?sslmode=require"

@@ -18,12 +18,12 @@ import attrs
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
 
-from esra.core.config.mapping import FieldSpec, FieldType, Operator
-from esra.core.config.record_filter_template import parse_record_filter_template
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResolvedFilter
-from esra.core.record_predicate import bind_template
-from esra.core.response import ResponseStatus, ResultItem, RetrievalResponse
+from esra.core._config.mapping import FieldSpec, FieldType, Operator
+from esra.core._config.record_filter_template import parse_record_filter_template
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResolvedFilter
+from esra.core._record_predicate import bind_template
+from esra.core._response import ResponseStatus, ResultItem, RetrievalResponse
 from esra.core.testing.leaks import LeakCategory, scan
 from esra.sql import StatementBuilder
 from tests.sql.conftest import HOSTILE_MAPPING, issue
@@ -34,29 +34,29 @@ def _attribute(module: str, name: str) -> Any:
 
 
 def _postgres() -> StatementBuilder:
-    fulltext = _attribute("esra.postgres.fulltext", "TsvectorFullText")()
+    fulltext = _attribute("esra.postgres._fulltext", "TsvectorFullText")()
     dialect = postgresql.psycopg.dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]
     return StatementBuilder(dialect, fulltext)
 
 
 def _mysql() -> StatementBuilder:
-    fulltext = _attribute("esra.mysql.fulltext", "MatchAgainstFullText")()
+    fulltext = _attribute("esra.mysql._fulltext", "MatchAgainstFullText")()
     return StatementBuilder(_attribute("esra.mysql._quote", "DIALECT"), fulltext)
 
 
 def _sqlite() -> StatementBuilder:
-    fulltext = _attribute("esra.sqlite.fulltext", "Fts5FullText")()
+    fulltext = _attribute("esra.sqlite._fulltext", "Fts5FullText")()
     return StatementBuilder(sqlite.dialect(paramstyle="named"), fulltext)
 
 
 def _sqlserver() -> StatementBuilder:
-    dialect = _attribute("esra.sqlserver.provider", "sqlserver_dialect")()
-    return StatementBuilder(dialect, _attribute("esra.sqlserver.fulltext", "SqlServerFullText")())
+    dialect = _attribute("esra.sqlserver._provider", "sqlserver_dialect")()
+    return StatementBuilder(dialect, _attribute("esra.sqlserver._fulltext", "SqlServerFullText")())
 
 
 def _oracle() -> StatementBuilder:
-    dialect = _attribute("esra.oracle.provider", "oracle_dialect")()
-    return StatementBuilder(dialect, _attribute("esra.oracle.fulltext", "OracleTextFullText")())
+    dialect = _attribute("esra.oracle._provider", "oracle_dialect")()
+    return StatementBuilder(dialect, _attribute("esra.oracle._fulltext", "OracleTextFullText")())
 
 
 ENGINES: dict[str, Callable[[], StatementBuilder]] = {

@@ -11,13 +11,13 @@ import attrs
 import pytest
 from sqlalchemy.dialects import sqlite
 
+from esra.core._config.mapping import Mapping, Operator
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import Strategy
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import Mapping, Operator
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError, UnvalidatedQueryError
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import SearchProvider, StatementRenderer, TextIndexKind
-from esra.core.query import Strategy
 from esra.sql import (
     BuiltStatement,
     CompiledStatementCache,

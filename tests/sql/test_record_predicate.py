@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
 from sqlalchemy.engine.interfaces import Dialect
 
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator
-from esra.core.config.record_filter_template import parse_record_filter_template
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.record_predicate import (
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping, Operator
+from esra.core._config.record_filter_template import parse_record_filter_template
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._record_predicate import (
     PredicateAnd,
     PredicateComparison,
     PredicateIsNull,

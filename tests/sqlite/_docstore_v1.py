@@ -7,8 +7,8 @@ from contextlib import closing
 from pathlib import Path
 
 from esra.core.testing.docstore_ownership_contract import VersionOneDocument
-from esra.sqlite.docstore_schema import store_schema_statements
-from esra.sqlite.schema_migrations import apply_migrations
+from esra.sqlite._docstore_schema import store_schema_statements
+from esra.sqlite._schema_migrations import apply_migrations
 
 __all__ = ["create_version_1_store"]
 

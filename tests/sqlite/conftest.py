@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from esra.core.config.mapping import FieldType
-from esra.core.config.mapping import Mapping as EsraMapping
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResultRow
+from esra.core._config.mapping import FieldType
+from esra.core._config.mapping import Mapping as EsraMapping
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
 from esra.core.testing.contract import CONTRACT_DATASET, ContractDataset
 from esra.sqlite import SqliteFts5Provider, create_fts5_index
 

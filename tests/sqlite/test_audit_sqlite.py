@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.audit_query import AuditQuery
+from esra.core._audit.query import AuditQuery
 from esra.core.testing.audit_contract import T0, TENANT, AuditLogContract, contract_record
-from esra.sqlite.audit import SqliteAuditLog
-from esra.sqlite.audit_schema import AUDIT_SCHEMA_VERSION, audit_schema_version
+from esra.sqlite._audit import SqliteAuditLog
+from esra.sqlite._audit_schema import AUDIT_SCHEMA_VERSION, audit_schema_version
 
 
 async def _open(path: Path) -> SqliteAuditLog:

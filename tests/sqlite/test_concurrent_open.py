@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from esra.core.admin.store import ConfigChange, ConfigConflictError
-from esra.core.admin.workspace import AdminWorkspace
+from esra.core._admin.store import ConfigChange, ConfigConflictError
+from esra.core._admin.workspace import AdminWorkspace
 from esra.core.testing.config_contract import T0, contract_snapshot
-from esra.sqlite.config_store import SqliteConfigStore
+from esra.sqlite._config_store import SqliteConfigStore
 
 ROUNDS = 300
 TENANT = "tenant-a"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from esra.sqlite.config_store import SqliteConfigStore
+from esra.sqlite._config_store import SqliteConfigStore
 from tests.core.admin import test_chain
 from tests.core.admin.test_chain import Admin, AdminFactory
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.admin.store import ConfigChange, WorkspaceStore
-from esra.core.admin.workspace import AdminWorkspace
+from esra.core._admin.store import ConfigChange, WorkspaceStore
+from esra.core._admin.workspace import AdminWorkspace
 from esra.core.testing.config_contract import T0, WorkspaceStoreContract, contract_snapshot
-from esra.sqlite.config_schema import CONFIG_SCHEMA_VERSION, apply_config_schema
-from esra.sqlite.config_store import SqliteConfigStore
+from esra.sqlite._config_schema import CONFIG_SCHEMA_VERSION, apply_config_schema
+from esra.sqlite._config_store import SqliteConfigStore
 
 TENANT = "tenant-a"
 

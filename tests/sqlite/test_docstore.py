@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._docstore.model import DocumentState, IndexedContent, StoredSegment
+from esra.core._docstore.repository import DocumentRepository
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.model import DocumentState, IndexedContent, StoredSegment
-from esra.core.docstore.repository import DocumentRepository
 from esra.core.testing.docstore_contract import T0, DocumentRepositoryContract, contract_upload
 from esra.core.testing.docstore_ownership_contract import VersionOneDocument
 from esra.sqlite import (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from esra.core.testing.docstore_ownership_contract import VersionOneDocument
-from esra.sqlite.docstore_schema import (
+from esra.sqlite._docstore_schema import (
     STORE_SCHEMA_VERSION,
     apply_store_schema,
     store_schema_version,

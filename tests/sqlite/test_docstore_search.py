@@ -19,6 +19,17 @@ from typing import Protocol
 import attrs
 import pytest
 
+from esra.core._audit.logging_sink import LoggingAuditSink
+from esra.core._context import CallerIdentity, ClaimValue, InvocationContext
+from esra.core._docstore.extraction import extract
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.upload import inspect_upload
+from esra.core._fetch.service import DocumentFetcher
+from esra.core._quota import InProcessQuotaStore
+from esra.core._response import RetrievalResponse
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.codes import DocumentRefusal, WarningCode
 from esra.core.config import (
     AccessPolicy,
@@ -28,19 +39,8 @@ from esra.core.config import (
     Exposure,
     SourceBinding,
 )
-from esra.core.context import CallerIdentity, ClaimValue, InvocationContext
-from esra.core.docstore.extraction import extract
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.upload import inspect_upload
 from esra.core.exceptions import DocumentNotFoundError
 from esra.core.fetch import Keyring
-from esra.core.fetch.service import DocumentFetcher
-from esra.core.logging_audit import LoggingAuditSink
-from esra.core.quota import InProcessQuotaStore
-from esra.core.response import RetrievalResponse
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock
 from esra.llm import LocalModel
 from esra.sqlite import (

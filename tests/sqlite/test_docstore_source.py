@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.docstore import store_source as shared
-from esra.core.docstore.store_schema import SEARCHABLE_VIEW, STORE_SCHEMA_VERSION
+from esra.core import docstore as shared
+from esra.core._docstore.store_schema import SEARCHABLE_VIEW, STORE_SCHEMA_VERSION
 from esra.sqlite import DEFAULT_SCOPE_CLAIM, STORE_PROVIDER_KIND, store_source
-from esra.sqlite.docstore_schema import SEGMENTS_FTS, store_schema_statements
+from esra.sqlite._docstore_schema import SEGMENTS_FTS, store_schema_statements
 
 
 def test_the_defaults_embedders_call_with_are_kept() -> None:

@@ -1,4 +1,4 @@
-"""Tests for esra.sqlite.errors: sqlite3 failures map onto the sixteen provider codes."""
+"""Tests for esra.sqlite._errors: sqlite3 failures map onto the sixteen provider codes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from esra.core.codes import ProviderErrorCode
-from esra.sqlite.errors import ExecutionState, classify
+from esra.sqlite._errors import ExecutionState, classify
 
 _P = ProviderErrorCode
 

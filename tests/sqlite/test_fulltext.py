@@ -1,4 +1,4 @@
-"""Tests for esra.sqlite.fulltext: FTS5 strings, MATCH composition, and a reserved-syntax fuzz."""
+"""Tests for esra.sqlite._fulltext: FTS5 strings, MATCH composition, and a reserved-syntax fuzz."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, Strategy
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ProjectedField, Strategy
 from esra.sql import SearchTerms
 from esra.sqlite import SqliteFts5Provider
-from esra.sqlite.fulltext import fts5_match_expression, fts5_string
+from esra.sqlite._fulltext import fts5_match_expression, fts5_string
 from tests.sqlite.conftest import run_query, seed_database
 
 

@@ -1,4 +1,4 @@
-"""Tests for esra.sqlite.index: the external-content FTS5 index and its triggers."""
+"""Tests for esra.sqlite._index: the external-content FTS5 index and its triggers."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping
-from esra.core.pipeline.values import ValidatedQuery, _issue
-from esra.core.query import ProjectedField, Strategy
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, Strategy
 from esra.sqlite import SqliteFts5Provider, fts5_index_columns, fts5_index_statements
 from tests.sqlite.conftest import seed_database
 

@@ -12,13 +12,13 @@ from typing import Any
 import attrs
 import pytest
 
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.values import ValidatedQuery, _issue
 from esra.core.ports import SearchProvider, TextIndexKind
-from esra.core.query import ProjectedField, ResolvedFilter, Strategy
 from esra.core.testing.contract import (
     CONTRACT_COLUMNS,
     CONTRACT_MAPPING,
@@ -26,8 +26,8 @@ from esra.core.testing.contract import (
     contract_query,
 )
 from esra.sqlite import SqliteFts5Provider, open_readonly
-from esra.sqlite.errors import classify
-from esra.sqlite.provider import _Execution
+from esra.sqlite._errors import classify
+from esra.sqlite._provider import _Execution
 from tests.sqlite.conftest import seed_database, table_counts
 
 _INFINITE = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._secrets.table import SecretTable
 from esra.core.secrets import EncryptedSecretStore, KeyEncryptionKeys
-from esra.core.secrets.table import SecretTable
 from esra.core.testing.secret_contract import SecretTableContract, plaintext_forms
-from esra.sqlite.secrets import SqliteSecretTable
-from esra.sqlite.secrets_schema import (
+from esra.sqlite._secrets import SqliteSecretTable
+from esra.sqlite._secrets_schema import (
     SECRET_SCHEMA_VERSION,
     apply_secret_schema,
     secret_schema_version,
@@ -119,7 +119,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 def test_it_shares_a_file_with_the_document_store(tmp_path: Path) -> None:
-    from esra.sqlite.docstore_schema import STORE_SCHEMA_VERSION, apply_store_schema
+    from esra.sqlite._docstore_schema import STORE_SCHEMA_VERSION, apply_store_schema
 
     connection = sqlite3.connect(tmp_path / "esra.db", isolation_level=None)
     apply_store_schema(connection)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
+from esra.core.testing._fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.sql import CompiledStatementCache, StatementBuilder
 from esra.sqlserver import SqlServerFullText, SqlServerProvider
-from esra.sqlserver.provider import sqlserver_dialect
+from esra.sqlserver._provider import sqlserver_dialect
 from tests._injection import issue
 
 __all__ = ["TENANT", "issue", "provider", "uncached_builder"]

@@ -1,4 +1,4 @@
-"""Tests for esra.sqlserver.errors: real pymssql exceptions map onto the sixteen codes."""
+"""Tests for esra.sqlserver._errors: real pymssql exceptions map onto the sixteen codes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from pymssql import _mssql
 
 from esra.core.codes import ProviderErrorCode
-from esra.sqlserver.errors import (
+from esra.sqlserver._errors import (
     DBLIB_ERROR_CODES,
     SQLSERVER_ERROR_CODES,
     ExecutionState,

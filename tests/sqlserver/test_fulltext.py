@@ -1,4 +1,4 @@
-"""Tests for esra.sqlserver.fulltext: bound values, and a fuzz of CONTAINS/FREETEXT syntax."""
+"""Tests for esra.sqlserver._fulltext: bound values, and a fuzz of CONTAINS/FREETEXT syntax."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from esra.sql import SearchTerms
 from esra.sqlserver import SqlServerFullText
-from esra.sqlserver.fulltext import containstable_phrase, freetext_string
+from esra.sqlserver._fulltext import containstable_phrase, freetext_string
 from tests.sqlserver.conftest import issue, uncached_builder
 
 

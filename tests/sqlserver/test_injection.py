@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from esra.core.pipeline.values import ValidatedQuery
+from esra.core._pipeline.values import ValidatedQuery
 from esra.sql import StatementBuilder
 from esra.sqlserver import SqlServerFullText
-from esra.sqlserver.fulltext import containstable_phrase, freetext_string
-from esra.sqlserver.provider import bindable, sqlserver_dialect
-from esra.sqlserver.rpc import MAX_NVARCHAR_UNITS, RpcLimitError, rpc_statement
+from esra.sqlserver._fulltext import containstable_phrase, freetext_string
+from esra.sqlserver._provider import bindable, sqlserver_dialect
+from esra.sqlserver._rpc import MAX_NVARCHAR_UNITS, RpcLimitError, rpc_statement
 from tests._external import load_sqli_payloads
 from tests._injection import SLOTS, assert_every_slot_compiles_to_the_benign_text, payload_query
 from tests.sqlserver.conftest import uncached_builder

@@ -20,10 +20,11 @@ from urllib.parse import unquote, urlsplit
 import pymssql
 import pytest
 
+from esra.core._config.mapping import FieldType
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import FieldType
 from esra.core.exceptions import ProviderError
 from esra.core.ports import SearchProvider
+from esra.core.testing._fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.core.testing.contract import (
     CONTRACT_COLUMNS,
     CONTRACT_MAPPING,
@@ -31,9 +32,8 @@ from esra.core.testing.contract import (
     ContractDataset,
     SearchProviderContract,
 )
-from esra.core.testing.fakes import InMemorySecretStore, StaticHostAllowlist
 from esra.sqlserver import SqlServerProvider, fulltext_index_statements
-from esra.sqlserver.rpc import MAX_NVARCHAR_UNITS
+from esra.sqlserver._rpc import MAX_NVARCHAR_UNITS
 from tests._databases import require_dsn
 from tests._external import load_sqli_payloads
 
@@ -158,7 +158,7 @@ async def test_health_reports_the_full_text_index(server: Server) -> None:
     """A reachable database whose mapping has an active full-text index is HEALTHY."""
     p = server.provider()
     try:
-        from esra.core.config.source import SourceHealth
+        from esra.core._config.source import SourceHealth
 
         assert await p.health() is SourceHealth.HEALTHY
     finally:

@@ -17,9 +17,9 @@ import sqlglot
 from sqlglot import ErrorLevel, exp
 
 from esra.sqlserver import Isolation
-from esra.sqlserver.provider import FULLTEXT_INDEX_SQL, HEALTH_PROBE_SQL, bindable
-from esra.sqlserver.rpc import RpcStatement, rpc_statement
-from esra.sqlserver.session import ROLLBACK_SQL, session_sql
+from esra.sqlserver._provider import FULLTEXT_INDEX_SQL, HEALTH_PROBE_SQL, bindable
+from esra.sqlserver._rpc import RpcStatement, rpc_statement
+from esra.sqlserver._session import ROLLBACK_SQL, session_sql
 from tests._statement_shapes import SHAPES
 from tests.sqlserver.conftest import issue, uncached_builder
 

@@ -8,7 +8,7 @@ import pytest
 
 from esra.core.ports import TextIndexKind
 from esra.sqlserver import Isolation, SqlServerProvider
-from esra.sqlserver.session import session_sql
+from esra.sqlserver._session import session_sql
 from tests._sync_provider import SyncProviderChecks
 from tests.sqlserver.conftest import TENANT, provider
 

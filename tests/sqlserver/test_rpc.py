@@ -14,17 +14,17 @@ import pymssql
 import pytest
 from pymssql import _mssql
 
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResolvedFilter
 from esra.core.codes import ProviderErrorCode
-from esra.core.config.mapping import FieldType, Operator
-from esra.core.config.source import SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResolvedFilter
 from esra.core.testing.contract import CONTRACT_MAPPING
 from esra.sqlserver import Isolation, SqlServerProvider
-from esra.sqlserver.provider import bindable, run_fenced
-from esra.sqlserver.rpc import MAX_NVARCHAR_UNITS, RpcLimitError, rpc_statement, rpc_text
-from esra.sqlserver.session import ROLLBACK_SQL, session_sql
+from esra.sqlserver._provider import bindable, run_fenced
+from esra.sqlserver._rpc import MAX_NVARCHAR_UNITS, RpcLimitError, rpc_statement, rpc_text
+from esra.sqlserver._session import ROLLBACK_SQL, session_sql
 from tests._injection import payload_query
 from tests.sqlserver._fake_mssql import Bind, FakeConnection, FakeMssql, FakeProcedure
 from tests.sqlserver.conftest import issue, provider, uncached_builder

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from esra.starlette.issuers import TrustedIssuer
+from esra.starlette._issuers import TrustedIssuer
 
 __all__ = [
     "AUDIENCE",

@@ -18,13 +18,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
 
+from esra.core._fetch.tokens import Keyring
+from esra.core._static_config import StaticConfigRepository
 from esra.core.config import AccessPolicy, ConfigSnapshot, Exposure
-from esra.core.fetch.tokens import Keyring
 from esra.core.ports import AuditSink
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
-from esra.core.testing.provider import InMemorySearchProvider
-from esra.starlette.app import create_app
+from esra.core.testing._provider import InMemorySearchProvider
+from esra.starlette._app import create_app
 from tests.core.factories import (
     make_capability,
     make_exposure,

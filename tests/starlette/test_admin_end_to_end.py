@@ -17,12 +17,12 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from esra.core.clock import SystemClock
-from esra.core.docstore.ingestion import IngestionWorker
+from esra.core._clock import SystemClock
+from esra.core._docstore.ingestion import IngestionWorker
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.cli import build_parser, host_server
-from esra.starlette.embedded import STORE_FILE
-from esra.starlette.serve import free_port
+from esra.starlette._cli import build_parser, host_server
+from esra.starlette._embedded import STORE_FILE
+from esra.starlette._serve import free_port
 from tests._external import shared_data
 from tests.starlette.test_serve import _dev_token, _running
 

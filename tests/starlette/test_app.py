@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from esra.core.static_config import StaticConfigRepository
+from esra.core._static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
-from esra.starlette.app import create_app, metadata_path
+from esra.starlette._app import create_app, metadata_path
 from tests.starlette._tokens import AUDIENCE, ISSUER, NOW, OTHER_ISSUER, idp, unsigned
 from tests.starlette._world import http, open_world
 

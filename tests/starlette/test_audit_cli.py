@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.audit_codec import record_from_document
-from esra.core.audit_jsonl import JsonLinesAuditLog
+from esra.core._audit.codec import record_from_document
+from esra.core._audit.jsonl import JsonLinesAuditLog
 from esra.core.codes import AuditEvent
 from esra.core.testing.audit_contract import T0, contract_record
-from esra.sqlite.audit import SqliteAuditLog
-from esra.starlette.cli import main
+from esra.sqlite._audit import SqliteAuditLog
+from esra.starlette._cli import main
 
 RECORDS = [
     contract_record(0, tenant="t-a", subject="alice"),

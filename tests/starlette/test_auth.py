@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from esra.core.testing import FakeClock
-from esra.starlette import auth as auth_module
-from esra.starlette.auth import (
+from esra.starlette import _auth as auth_module
+from esra.starlette._auth import (
     MAX_TOKEN_CHARS,
     CallerToken,
     JwtVerifier,

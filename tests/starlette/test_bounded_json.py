@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from esra.starlette.bounded_json import (
+from esra.starlette._bounded_json import (
     InvalidJsonError,
     JsonTooDeepError,
     loads_bounded,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from esra.starlette.claim_pairs import MalformedClaimError, parse_claim_pairs
+from esra.starlette._claim_pairs import MalformedClaimError, parse_claim_pairs
 
 
 def test_a_name_given_twice_is_a_list_and_values_keep_their_blanks() -> None:

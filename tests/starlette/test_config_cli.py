@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._admin.roles import Role
 from esra.core.admin import Administrator, ConnectionSecretService, Grant, InMemorySecretVault
-from esra.core.admin.roles import Role
 from esra.core.config import dump_snapshot, load_snapshot
 from esra.core.testing import FakeClock, InMemoryAuditSink
 from esra.core.testing.config_contract import SECRET_REF, contract_snapshot
-from esra.sqlite.config_store import SqliteConfigStore
-from esra.starlette.admin.operator import DEFAULT_ROLES_CLAIM
-from esra.starlette.cli import main
-from esra.starlette.config_cli import CONFIG_DATABASE_FILE
-from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
+from esra.sqlite._config_store import SqliteConfigStore
+from esra.starlette._admin.operator import DEFAULT_ROLES_CLAIM
+from esra.starlette._cli import main
+from esra.starlette._config_cli import CONFIG_DATABASE_FILE
+from esra.starlette._devtoken import load_or_create_dev_issuer
+from esra.starlette._embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
 
 
 def _token(data_dir: Path, *roles: Role, subject: str = "ops") -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from esra.starlette.cli import main
-from esra.starlette.demo import data
+from esra.starlette._cli import main
+from esra.starlette._demo import data
 
 pytestmark = pytest.mark.integration
 

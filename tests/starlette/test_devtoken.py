@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from esra.core.testing import FakeClock
-from esra.starlette.auth import JwtVerifier
-from esra.starlette.cli import main
-from esra.starlette.devtoken import (
+from esra.starlette._auth import JwtVerifier
+from esra.starlette._cli import main
+from esra.starlette._devtoken import (
     DEV_KEY_FILE,
     DevIssuerError,
     load_or_create_dev_issuer,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from esra.core.config import ConfigSnapshot, dump_snapshot
-from esra.starlette.bootstrap import Purpose, bootstrap
-from esra.starlette.settings import load_settings
+from esra.starlette._bootstrap import Purpose, bootstrap
+from esra.starlette._settings import load_settings
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 
 DOC = Path(__file__).parents[2] / "docs" / "host.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esra.starlette.downloads import attachment_disposition, download_headers
+from esra.starlette._downloads import attachment_disposition, download_headers
 
 
 def test_names_are_given_as_ascii_fallback_and_exact_utf8() -> None:

@@ -25,19 +25,19 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from esra.core._config.converter import CONVERTER
 from esra.core.config import AccessPolicy, BindingMode, FieldType, SourceBinding
-from esra.core.config.converter import CONVERTER
 from esra.core.secrets import EncryptedSecretStore, KeyEncryptionKeys
-from esra.sqlite.config_store import SqliteConfigStore
-from esra.sqlite.secrets import SqliteSecretTable
-from esra.starlette.cli import EXIT_INTERRUPTED
-from esra.starlette.durable_state import (
+from esra.sqlite._config_store import SqliteConfigStore
+from esra.sqlite._secrets import SqliteSecretTable
+from esra.starlette._cli import EXIT_INTERRUPTED
+from esra.starlette._durable_state import (
     EMBEDDED_DATABASES_DIR,
     KEYRING_FILE,
     STATE_DATABASE_FILE,
 )
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
-from esra.starlette.serve import free_port
+from esra.starlette._embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
+from esra.starlette._serve import free_port
 from tests._serve_process import ServeHost, esra_argv, kill_9, serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.sqlite.conftest import seed_database

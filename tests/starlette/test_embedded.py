@@ -18,12 +18,12 @@ import pytest
 from esra.core.codes import AuditEvent
 from esra.core.config import BindingMode
 from esra.core.testing import InMemoryAuditSink
-from esra.starlette.cli import main
-from esra.starlette.data_dir import default_data_dir
-from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT, embedded_snapshot
-from esra.starlette.host import build_app
-from esra.starlette.parts import open_embedded
+from esra.starlette._cli import main
+from esra.starlette._data_dir import default_data_dir
+from esra.starlette._devtoken import load_or_create_dev_issuer
+from esra.starlette._embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT, embedded_snapshot
+from esra.starlette._host import build_app
+from esra.starlette._parts import open_embedded
 from tests._external import shared_data
 from tests.starlette._world import mcp_client
 

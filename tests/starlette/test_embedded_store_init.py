@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from esra.sqlite.docstore_factory import schema_present
-from esra.starlette.cli import main
-from esra.starlette.embedded import STORE_FILE
+from esra.sqlite._docstore_factory import schema_present
+from esra.starlette._cli import main
+from esra.starlette._embedded import STORE_FILE
 from tests._serve_process import START_TIMEOUT_S, ServeHost, esra_argv, serve_process
 
 pytestmark = pytest.mark.integration

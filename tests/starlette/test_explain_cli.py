@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from esra.starlette.cli import main
-from esra.starlette.embedded import EMBEDDED_TENANT
+from esra.starlette._cli import main
+from esra.starlette._embedded import EMBEDDED_TENANT
 
 EXPOSURE = "larkspur"
 

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
-from esra.starlette.host import build_app
-from esra.starlette.parts import open_embedded
+from esra.starlette._devtoken import load_or_create_dev_issuer
+from esra.starlette._embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
+from esra.starlette._host import build_app
+from esra.starlette._parts import open_embedded
 from tests.starlette._world import mcp_client
 
 # A dev token's claim value.

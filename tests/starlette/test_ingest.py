@@ -11,24 +11,24 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._docstore.upload import UploadLimits
 from esra.core.config import ConfigSnapshot, dump_snapshot
-from esra.core.docstore.upload import UploadLimits
 from esra.core.testing import FakeClock
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.cli import main
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import (
+from esra.starlette._cli import main
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._devtoken import load_or_create_dev_issuer
+from esra.starlette._embedded import (
     EMBEDDED_CLIENT_APP,
     EMBEDDED_TENANT,
     STORE_FILE,
     embedded_snapshot,
 )
-from esra.starlette.host import build_app
-from esra.starlette.ingest import IngestUsageError, collect_files, ingest
-from esra.starlette.parts import open_embedded
-from esra.starlette.store_init import cli_subject
+from esra.starlette._host import build_app
+from esra.starlette._ingest import IngestUsageError, collect_files, ingest
+from esra.starlette._parts import open_embedded
+from esra.starlette._store_init import cli_subject
 from tests._external import shared_data
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 from tests.starlette._world import mcp_client

@@ -8,7 +8,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from esra.starlette.issuers import IssuerError, TrustedIssuer
+from esra.starlette._issuers import IssuerError, TrustedIssuer
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 
 

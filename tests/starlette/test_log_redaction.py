@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from esra.starlette.log_redaction import (
+from esra.starlette._log_redaction import (
     CredentialRedaction,
     redact_request_target,
     redact_root_handlers,

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import importlib
 
+from esra.core._fetch.result import FetchedDocument
+from esra.core._response import Answer, ResponseStatus, ResultItem, RetrievalResponse
 from esra.core.codes import ErrorCode
 from esra.core.exceptions import DocumentNotFoundError, EsraError
-from esra.core.fetch.result import FetchedDocument
-from esra.core.response import Answer, ResponseStatus, ResultItem, RetrievalResponse
-from esra.starlette.output import error_result, fetch_output, search_output
-from esra.starlette.schemas import FETCH_OUTPUT_SCHEMA, SEARCH_OUTPUT_SCHEMA
+from esra.starlette._output import error_result, fetch_output, search_output
+from esra.starlette._schemas import FETCH_OUTPUT_SCHEMA, SEARCH_OUTPUT_SCHEMA
 
 # The validator the mcp client itself uses; it ships without type hints, hence the import.
 _jsonschema = importlib.import_module("jsonschema")

@@ -15,18 +15,18 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from esra.core.admin.store import WorkspaceStore
-from esra.core.audit_batching import BatchingAuditSink
-from esra.core.clock import SystemClock
-from esra.core.static_config import StaticConfigRepository
+from esra.core._admin.store import WorkspaceStore
+from esra.core._audit.batching import BatchingAuditSink
+from esra.core._clock import SystemClock
+from esra.core._static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.app import create_app
-from esra.starlette.embedded import STORE_FILE
-from esra.starlette.host import build_app
-from esra.starlette.parts import open_embedded
-from esra.starlette.readiness import ReadinessCheck, readiness_endpoint, run_check
-from esra.starlette.stores import open_tenant_stores
+from esra.starlette._app import create_app
+from esra.starlette._embedded import STORE_FILE
+from esra.starlette._host import build_app
+from esra.starlette._parts import open_embedded
+from esra.starlette._readiness import ReadinessCheck, readiness_endpoint, run_check
+from esra.starlette._stores import open_tenant_stores
 from tests.starlette._tokens import AUDIENCE, idp
 from tests.starlette._world import http
 

@@ -15,11 +15,11 @@ import pytest
 
 from esra.core.config import dump_snapshot
 from esra.core.exceptions import ConfigurationError, QuotaUnavailableError
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.parts import open_configured
-from esra.starlette.settings import SettingsError, load_settings
-from esra.starlette.shared_state import RedisSettings
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._parts import open_configured
+from esra.starlette._settings import SettingsError, load_settings
+from esra.starlette._shared_state import RedisSettings
 from tests._redis import free_port
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 

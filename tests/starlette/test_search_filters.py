@@ -8,10 +8,10 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
-from esra.starlette.host import build_app
-from esra.starlette.parts import open_embedded
+from esra.starlette._devtoken import load_or_create_dev_issuer
+from esra.starlette._embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
+from esra.starlette._host import build_app
+from esra.starlette._parts import open_embedded
 from tests.starlette._world import mcp_client
 
 PROMPT = "bike with a battery for commuting"

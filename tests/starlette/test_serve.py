@@ -14,9 +14,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from esra.starlette.cli import build_parser, host_server, main
-from esra.starlette.embedded import STORE_FILE
-from esra.starlette.serve import HostServer, free_port
+from esra.starlette._cli import build_parser, host_server, main
+from esra.starlette._embedded import STORE_FILE
+from esra.starlette._serve import HostServer, free_port
 
 pytestmark = pytest.mark.integration
 

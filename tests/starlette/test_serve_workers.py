@@ -1,7 +1,7 @@
 """``esra serve --workers N``: when more than one worker is refused, and how.
 
 Several workers may serve only settings that keep nothing a caller can observe inside the
-process (``esra.starlette.workers.per_process_state``): the configuration in a PostgreSQL
+process (``esra.starlette._workers.per_process_state``): the configuration in a PostgreSQL
 ``[state] database``, the cache, quota and breakers in ``[redis]``, the document-reference
 keys in ``[fetch] keys_file``. Anything else is a usage error (exit 2) naming each reason,
 before a port is bound or a process started. The workers themselves run in
@@ -21,14 +21,14 @@ from pathlib import Path
 import attrs
 import pytest
 
+from esra.core._fetch.tokens import Keyring
 from esra.core.config import dump_snapshot
-from esra.core.fetch.tokens import Keyring
-from esra.starlette.cli import build_parser, main
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.settings import HostSettings, StateSettings
-from esra.starlette.shared_state import RedisSettings
-from esra.starlette.workers import (
+from esra.starlette._cli import build_parser, main
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._settings import HostSettings, StateSettings
+from esra.starlette._shared_state import RedisSettings
+from esra.starlette._workers import (
     MAX_WORKERS,
     per_process_state,
     reserve_port,

@@ -20,14 +20,14 @@ from esra.llm import (
     LocalModel,
     OpenAIChatModel,
     RemoteModelClient,
-    minilm,
 )
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.devtoken import DEV_ISSUER
-from esra.starlette.host import build_app
-from esra.starlette.parts import open_configured
-from esra.starlette.settings import ModelSettings, SettingsError, load_settings
+from esra.llm import _minilm as minilm
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._devtoken import DEV_ISSUER
+from esra.starlette._host import build_app
+from esra.starlette._parts import open_configured
+from esra.starlette._settings import ModelSettings, SettingsError, load_settings
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 from tests.starlette._world import mcp_client
 
@@ -491,7 +491,7 @@ async def test_embeddings_without_the_extra_stop_the_host_naming_it(
     deployment: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Asking for embeddings where the extra is missing fails at start-up, not mid-search."""
-    monkeypatch.setitem(sys.modules, "esra.llm.minilm", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "esra.llm._minilm", None)  # as if not installed
     settings = load_settings(
         _write(
             deployment, '[model]\nkind = "local"\nembeddings = true\n' + ISSUER_TABLE + TENANT_TABLE

@@ -15,14 +15,14 @@ from pathlib import Path
 import attrs
 import pytest
 
+from esra.core._docstore.store_registry import StoreRequest
 from esra.core.config import dump_snapshot
-from esra.core.docstore.store_registry import StoreRequest
-from esra.postgres.store_factory import POSTGRES_STORE_KIND, postgres_store_source
+from esra.postgres._store_factory import POSTGRES_STORE_KIND, postgres_store_source
 from esra.sqlite import store_source
-from esra.starlette.bootstrap import Purpose, bootstrap
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.settings import SettingsError, load_settings, parse_settings
+from esra.starlette._bootstrap import Purpose, bootstrap
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._settings import SettingsError, load_settings, parse_settings
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 
 TENANT = "larkspur"

@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 import stamina
 
+from esra.core._fetch.tokens import Keyring
+from esra.core._pipeline import execution
+from esra.core._pipeline.execution import Executor
+from esra.core._pipeline.resilience import BreakerState
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._static_config import StaticConfigRepository
 from esra.core.codes import ProviderErrorCode
-from esra.core.fetch.tokens import Keyring
-from esra.core.pipeline import execution
-from esra.core.pipeline.execution import Executor
-from esra.core.pipeline.resilience import BreakerState
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResultRow
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
-from esra.core.testing.provider import InMemorySearchProvider
-from esra.starlette import app as app_module
-from esra.starlette.app import create_app
+from esra.core.testing._provider import InMemorySearchProvider
+from esra.starlette import _app as app_module
+from esra.starlette._app import create_app
 from tests.starlette._tokens import AUDIENCE, NOW, idp
 from tests.starlette._world import ROWS, TENANT_A, TENANT_B, mcp_client, snapshot_a, snapshot_b
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from esra.core.config.source import SourceHealth
-from esra.core.fetch.tokens import Keyring
-from esra.core.static_config import StaticConfigRepository
+from esra.core._config.source import SourceHealth
+from esra.core._fetch.tokens import Keyring
+from esra.core._static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
-from esra.core.testing.provider import InMemorySearchProvider
-from esra.starlette import host as host_module
-from esra.starlette.app import create_app
-from esra.starlette.host import HostParts, build_app
-from esra.starlette.settings import ServerSettings
+from esra.core.testing._provider import InMemorySearchProvider
+from esra.starlette import _host as host_module
+from esra.starlette._app import create_app
+from esra.starlette._host import HostParts, build_app
+from esra.starlette._settings import ServerSettings
 from tests.starlette._tokens import AUDIENCE, NOW, idp
 from tests.starlette._world import ROWS, TENANT_A, mcp_client, snapshot_a
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import attrs
 import pytest
 
-from esra.core.admin.store import adopt
-from esra.core.clock import SystemClock
+from esra.core._admin.store import adopt
+from esra.core._clock import SystemClock
 from esra.core.config import dump_snapshot
-from esra.starlette.bootstrap import bootstrap
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.settings import SettingsError, load_settings
+from esra.starlette._bootstrap import bootstrap
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._settings import SettingsError, load_settings
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 
 BASE = f"""
@@ -159,7 +159,7 @@ async def test_the_database_publication_wins_over_a_changed_file(
     )
     (deployment / "larkspur.json").write_text(json.dumps(dump_snapshot(changed)))
     settings = _load(deployment, extra)
-    with caplog.at_level(logging.WARNING, logger="esra.starlette.bootstrap"):
+    with caplog.at_level(logging.WARNING, logger="esra.starlette._bootstrap"):
         async with bootstrap(settings, model=object()) as runtime:  # type: ignore[arg-type]
             (served,) = runtime.snapshots
             assert served.version == demo_snapshot().version

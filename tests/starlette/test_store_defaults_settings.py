@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._docstore.scanner import ScanPolicy
+from esra.core._docstore.store_configuration import ConfigurableSettings
 from esra.core.config import dump_snapshot
-from esra.core.docstore.scanner import ScanPolicy
-from esra.core.docstore.store_configuration import ConfigurableSettings
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.settings import HostSettings, SettingsError, load_settings
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._settings import HostSettings, SettingsError, load_settings
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 
 BASE = f"""

@@ -25,11 +25,11 @@ import pytest
 
 from esra.core.config import dump_snapshot
 from esra.core.exceptions import ConfigurationError
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import CLIENT_APP, SLUG, TENANT, demo_snapshot
-from esra.starlette.serve import free_port
-from esra.starlette.settings import SettingsError, load_settings
-from esra.starlette.telemetry_export import OTEL_EXTRA, TelemetrySettings, exporting
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import CLIENT_APP, SLUG, TENANT, demo_snapshot
+from esra.starlette._serve import free_port
+from esra.starlette._settings import SettingsError, load_settings
+from esra.starlette._telemetry_export import OTEL_EXTRA, TelemetrySettings, exporting
 from tests._serve_process import serve_process
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 

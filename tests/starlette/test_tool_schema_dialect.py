@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from mcp.types import Tool
 
-from esra.starlette.devtoken import load_or_create_dev_issuer
-from esra.starlette.embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
-from esra.starlette.host import build_app
-from esra.starlette.parts import open_embedded
-from esra.starlette.schemas import (
+from esra.starlette._devtoken import load_or_create_dev_issuer
+from esra.starlette._embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
+from esra.starlette._host import build_app
+from esra.starlette._parts import open_embedded
+from esra.starlette._schemas import (
     FETCH_INPUT_SCHEMA,
     FETCH_OUTPUT_SCHEMA,
     SEARCH_OUTPUT_SCHEMA,

@@ -10,18 +10,18 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.codes import AuditEvent
 from esra.core.config import AccessPolicy
 from esra.core.exceptions import ConfigurationError
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import (
     FakeLanguageModel,
     InMemoryAuditSink,
     InMemorySearchProvider,
 )
-from esra.starlette.tools import EsraTools, TenantServices
+from esra.starlette._tools import EsraTools, TenantServices
 from tests.core.factories import make_exposure
 from tests.starlette._tokens import idp, other_idp
 from tests.starlette._world import TENANT_A, TENANT_B, mcp_client, open_world, snapshot_a

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from esra.core.audit_batching import BatchingAuditSink
+from esra.core._audit.batching import BatchingAuditSink
 from esra.core.codes import AuditEvent
-from esra.core.testing.audit_log import GatedBackend, InMemoryAuditLog
+from esra.core.testing._audit_log import GatedBackend, InMemoryAuditLog
 from tests.starlette._tokens import idp
 from tests.starlette._world import mcp_client, open_world
 

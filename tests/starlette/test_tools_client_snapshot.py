@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-import esra.starlette.tools as tools_module
+import esra.starlette._tools as tools_module
+from esra.core._context import InvocationContext
+from esra.core._pipeline.scope import admitted_exposure
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.config import AccessPolicy, ConfigSnapshot, SourcePolicy
-from esra.core.context import InvocationContext
-from esra.core.pipeline.scope import admitted_exposure
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink, InMemorySearchProvider
-from esra.starlette.auth import AuthenticatedCaller
-from esra.starlette.tools import EsraTools, TenantServices
+from esra.starlette._auth import AuthenticatedCaller
+from esra.starlette._tools import EsraTools, TenantServices
 from tests.core.factories import TENANT, make_capability, make_exposure, make_mapping, make_source
 
 APP_A = "app-a"

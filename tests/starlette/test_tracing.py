@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from esra.core.audit_tracing import TRACE_ID
+from esra.core._audit.tracing import TRACE_ID
+from esra.core._telemetry import CORRELATION_ID, TENANT_ID
 from esra.core.codes import AuditEvent
-from esra.core.telemetry import CORRELATION_ID, TENANT_ID
 from tests._telemetry import recording
 from tests.starlette._tokens import idp
 from tests.starlette._world import TENANT_A, http, open_world

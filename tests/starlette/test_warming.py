@@ -13,6 +13,13 @@ from pathlib import Path
 import attrs
 import pytest
 
+from esra.core._audit.logging_sink import LoggingAuditSink
+from esra.core._context import CallerIdentity, InvocationContext
+from esra.core._docstore.ingestion import upload_files
+from esra.core._docstore.model import DocumentState
+from esra.core._response import ResponseStatus
+from esra.core._retriever import Retriever
+from esra.core._static_config import StaticConfigRepository
 from esra.core.config import (
     AccessPolicy,
     BindingMode,
@@ -21,21 +28,14 @@ from esra.core.config import (
     Exposure,
     SourceBinding,
 )
-from esra.core.context import CallerIdentity, InvocationContext
-from esra.core.docstore.ingestion import upload_files
-from esra.core.docstore.model import DocumentState
-from esra.core.logging_audit import LoggingAuditSink
-from esra.core.response import ResponseStatus
-from esra.core.retriever import Retriever
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock
 from esra.llm import EmbeddingCache, LocalModel
 from esra.sqlite import DEFAULT_SCOPE_CLAIM, SqliteDocumentRepository, SqliteFts5Provider
 from esra.sqlite import store_source as sqlite_store_source
-from esra.starlette.ingest import ingest
-from esra.starlette.settings import HostSettings, ModelSettings, TenantSettings
-from esra.starlette.warming import StoreWarmer, open_store_warmer, store_plans
-from esra.starlette.worker import run_worker
+from esra.starlette._ingest import ingest
+from esra.starlette._settings import HostSettings, ModelSettings, TenantSettings
+from esra.starlette._warming import StoreWarmer, open_store_warmer, store_plans
+from esra.starlette._worker import run_worker
 from tests.llm._embedders import CountingEmbedder
 
 TENANT, APP, SLUG = "acme", "assistant", "docs"
@@ -284,7 +284,7 @@ def test_a_cache_that_cannot_be_opened_leaves_indexing_unwarmed(
 
     monkeypatch.setattr(LocalModel, "with_embeddings", staticmethod(with_embeddings))
     model = ModelSettings(kind="local", embeddings=True, embeddings_cache=tmp_path)
-    caplog.set_level(logging.WARNING, logger="esra.starlette.warming")
+    caplog.set_level(logging.WARNING, logger="esra.starlette._warming")
     with open_store_warmer(_host(tmp_path, model)) as warmer:
         assert warmer is None
     (line,) = [r.getMessage() for r in caplog.records if "without warming" in r.getMessage()]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.docstore.ingestion import TenantTurn, upload_files
-from esra.core.docstore.model import DocumentState, StoreSettings
+from esra.core._docstore.ingestion import TenantTurn, upload_files
+from esra.core._docstore.model import DocumentState, StoreSettings
 from esra.core.testing import FakeClock
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.cli import main
-from esra.starlette.worker import (
+from esra.starlette._cli import main
+from esra.starlette._worker import (
     describe_turn,
     run_worker,
     stop_on_signals,
@@ -60,7 +60,7 @@ async def test_once_drains_every_store_and_logs_each_turn(
     acme, globex = tmp_path / "acme.db", tmp_path / "globex.db"
     await _queue(acme, "acme", range(5))
     await _queue(globex, "globex", range(2))
-    caplog.set_level(logging.INFO, logger="esra.starlette.worker")
+    caplog.set_level(logging.INFO, logger="esra.starlette._worker")
     report = await run_worker(
         {"acme": acme, "globex": globex},
         stop=asyncio.Event(),

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.docstore.ingestion import upload_files
+from esra.core._docstore.ingestion import upload_files
 from esra.core.testing import FakeClock
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.cli import main
-from esra.starlette.embedded import EMBEDDED_TENANT
+from esra.starlette._cli import main
+from esra.starlette._embedded import EMBEDDED_TENANT
 from tests._gated_extraction import (
     HANG_GUARD_S,
     SLOW,
@@ -89,7 +89,7 @@ class _Store:
             *extra,
         ]
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and entry point
-            gated_command(release, self.log, "esra.starlette.cli:main", args),
+            gated_command(release, self.log, "esra.starlette._cli:main", args),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from esra.core.docstore.ingestion import upload_files
-from esra.core.docstore.model import Claim, IndexedContent, StoreSettings
-from esra.core.telemetry import TENANT_ID
+from esra.core._docstore.ingestion import upload_files
+from esra.core._docstore.model import Claim, IndexedContent, StoreSettings
+from esra.core._telemetry import TENANT_ID
 from esra.core.testing import FakeClock
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.worker import run_worker
+from esra.starlette._worker import run_worker
 from tests._telemetry import Recorded, recording
 
 ACME, GLOBEX = "acme-queue-gauges", "globex-queue-gauges"

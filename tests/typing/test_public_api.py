@@ -154,7 +154,7 @@ def test_importing_the_host_package_imports_neither_the_mcp_sdk_nor_starlette() 
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert shown.strip() == "[]"
-    assert esra.starlette.create_app.__module__ == "esra.starlette.app"
+    assert esra.starlette.create_app.__module__ == "esra.starlette._app"
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

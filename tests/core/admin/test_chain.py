@@ -15,6 +15,9 @@ from typing import Protocol
 import attrs
 import pytest
 
+from esra.core._admin.workspace import AdminWorkspace
+from esra.core._durable_config import DurableConfigRepository
+from esra.core._static_config import StaticConfigRepository
 from esra.core.admin import (
     AccessPolicy,
     AccessPolicyService,
@@ -30,13 +33,10 @@ from esra.core.admin import (
     Role,
     WorkspaceStore,
 )
-from esra.core.admin.workspace import AdminWorkspace
 from esra.core.codes import AuditEvent, ErrorCode, ProviderErrorCode
 from esra.core.config import dump_snapshot, load_snapshot
-from esra.core.durable_config import DurableConfigRepository
 from esra.core.exceptions import ConfigurationError, ProviderError
 from esra.core.ports import WritableSecretStore
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, InMemoryAuditSink
 from tests.core.factories import (
     CAPABILITY_ID,

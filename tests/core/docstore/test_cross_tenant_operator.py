@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.admin.chain import DataModelService
-from esra.core.admin.memory_store import InMemoryWorkspaceStore
-from esra.core.admin.roles import Administrator, Grant, NotPermittedError, Role
+from esra.core._admin.chain import DataModelService
+from esra.core._admin.memory_store import InMemoryWorkspaceStore
+from esra.core._admin.roles import Administrator, Grant, NotPermittedError, Role
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.lifecycle import StoreLifecycle, StoreStatus
+from esra.core._docstore.management import DATA_MANAGE, DATA_READ, DocumentStoreService, Operator
 from esra.core.codes import AuditEvent
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.lifecycle import StoreLifecycle, StoreStatus
-from esra.core.docstore.management import DATA_MANAGE, DATA_READ, DocumentStoreService, Operator
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 HOME = "tenant-a"
 TARGET = "tenant-b"

@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from esra.core.codes import DocumentRefusal
-from esra.core.docstore.document_rows import (
+from esra.core._docstore.document_rows import (
     findings_from_json,
     findings_json,
     stored_document,
     timestamp,
 )
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.ownership import DocumentOwner, OwnerKind
-from esra.core.docstore.refusals import Breach
-from esra.core.docstore.scanner import Finding
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.ownership import DocumentOwner, OwnerKind
+from esra.core._docstore.refusals import Breach
+from esra.core._docstore.scanner import Finding
+from esra.core.codes import DocumentRefusal
 
 AT = datetime(2025, 3, 1, 12, 30, 0, 123456, tzinfo=UTC)
 FINDINGS = (Finding(rule="aws_key", start=3, end=23, excerpt="AKIA…"),)

@@ -22,12 +22,12 @@ import docx.opc.part
 import docx.opc.pkgreader
 import pytest
 
+from esra.core._docstore import ooxml
+from esra.core._docstore.extraction import extract, segment_extraction
+from esra.core._docstore.refusals import Breach, DocumentRefusedError
+from esra.core._docstore.scanner import scan_text
+from esra.core._docstore.upload import inspect_upload
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore import ooxml
-from esra.core.docstore.extraction import extract, segment_extraction
-from esra.core.docstore.refusals import Breach, DocumentRefusedError
-from esra.core.docstore.scanner import scan_text
-from esra.core.docstore.upload import inspect_upload
 from tests._external import shared_data
 
 _NS = (

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.segments import reconstruct
+from esra.core._docstore.upload import AcceptedUpload, inspect_upload
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.extraction import PdfLimits, extract, segment_extraction
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.refusals import DocumentRefusedError
-from esra.core.docstore.segments import reconstruct
-from esra.core.docstore.upload import AcceptedUpload, inspect_upload
 from tests._external import shared_data
 
 EXPECTED = "documents/textract_with_expected_text"
@@ -148,7 +148,7 @@ def test_the_sandbox_warms_up_on_a_strictly_valid_pdf_with_text() -> None:
     every child would still set that up again; strict parsing proves its structure exact."""
     from pypdf import PdfReader
 
-    from esra.core.docstore._pdf_forkserver import WARM_UP_PDF
+    from esra.core._docstore._pdf_forkserver import WARM_UP_PDF
 
     # Read here with pypdf itself: the sandbox body turns logging off in the process it runs in.
     reader = PdfReader(io.BytesIO(WARM_UP_PDF), strict=True)

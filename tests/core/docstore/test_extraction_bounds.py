@@ -16,9 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
-from esra.core.codes import DocumentRefusal
-from esra.core.docstore._text_pdf import text_pdf
-from esra.core.docstore.extraction import (
+from esra.core._docstore._text_pdf import text_pdf
+from esra.core._docstore.extraction import (
     CSV_HEADER_PREFIX_CHARS,
     LABEL_CHARS,
     Extraction,
@@ -26,10 +25,11 @@ from esra.core.docstore.extraction import (
     extract,
     segment_extraction,
 )
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.refusals import DocumentRefusedError
-from esra.core.docstore.segments import DEFAULT_MAX_SEGMENTS, reconstruct, segment_text
-from esra.core.docstore.upload import AcceptedUpload, inspect_upload
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.segments import DEFAULT_MAX_SEGMENTS, reconstruct, segment_text
+from esra.core._docstore.upload import AcceptedUpload, inspect_upload
+from esra.core.codes import DocumentRefusal
 
 MB = 1024 * 1024
 

@@ -7,12 +7,12 @@ from datetime import datetime
 
 import pytest
 
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.model import Claim, DocumentState, IndexedContent, StoreSettings
+from esra.core._docstore.scanner import ScanPolicy
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.model import Claim, DocumentState, IndexedContent, StoreSettings
-from esra.core.docstore.scanner import ScanPolicy
 from esra.core.testing import FakeClock
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 TENANT = "tenant-a"
 POLICY = b"Leave policy\n\nEmployees receive 28 days of paid leave per year.\n"

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from esra.core.docstore import extraction, ingestion
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.heartbeat import LeaseHeartbeat
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.model import Claim, StoreSettings
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore import extraction, ingestion
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.heartbeat import LeaseHeartbeat
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.model import Claim, StoreSettings
+from esra.core._docstore.upload import AcceptedUpload
 from esra.core.testing import FakeClock
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 TENANT = "tenant-a"
 HANG_GUARD_S = 60  # a guard against a hang, never an assertion about speed

@@ -6,16 +6,16 @@ import asyncio
 
 import pytest
 
-from esra.core.admin.roles import NotPermittedError
-from esra.core.codes import AuditEvent
-from esra.core.docstore.lifecycle import (
+from esra.core._admin.roles import NotPermittedError
+from esra.core._docstore.lifecycle import (
     StoreInitialisationError,
     StoreInitialiser,
     StoreLifecycle,
     StoreNotReadyError,
     StoreStatus,
 )
-from esra.core.docstore.management import DATA_MANAGE, DATA_READ, Operator
+from esra.core._docstore.management import DATA_MANAGE, DATA_READ, Operator
+from esra.core.codes import AuditEvent
 from esra.core.testing import FakeClock, InMemoryAuditSink
 
 TENANT = "tenant-a"

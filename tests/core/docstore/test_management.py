@@ -6,19 +6,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esra.core.codes import AuditEvent
-from esra.core.docstore.fetch import page_text
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.management import (
+from esra.core._docstore.fetch import page_text
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.management import (
     DATA_MANAGE,
     DATA_READ,
     DocumentStoreService,
     NotPermittedError,
     Operator,
 )
-from esra.core.docstore.model import DocumentState
+from esra.core._docstore.model import DocumentState
+from esra.core.codes import AuditEvent
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 TENANT = "tenant-a"
 READER = Operator(subject="reader", tenant_id=TENANT, roles=frozenset({DATA_READ}))

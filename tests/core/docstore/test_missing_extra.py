@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.docstore.extraction import extract
-from esra.core.docstore.extras import INSTALL_HINT
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.pdf_sandbox import PdfSandbox
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.extraction import extract
+from esra.core._docstore.extras import INSTALL_HINT
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.pdf_sandbox import PdfSandbox
+from esra.core._docstore.upload import AcceptedUpload
 
 _BLOCK_IN_PARENT = """
 import importlib.abc, sys
@@ -81,9 +81,9 @@ def test_a_store_host_refuses_to_start_without_the_extra(tmp_path: Path) -> None
         """
         import asyncio, json
         from pathlib import Path
-        from esra.core.docstore.extras import MissingExtraError, require_document_extra
+        from esra.core._docstore.extras import MissingExtraError, require_document_extra
         from esra.core.testing import FakeClock
-        from esra.starlette.stores import open_tenant_stores
+        from esra.starlette._stores import open_tenant_stores
 
         class Audit:
             async def record(self, *args, **kwargs): ...
@@ -126,11 +126,11 @@ def test_a_pdf_without_the_extra_is_a_classified_error_and_leaves_no_process(
     script = textwrap.dedent(
         """
         import gc, json, os
-        from esra.core.docstore.extraction import extract
-        from esra.core.docstore.extras import MissingExtraError
-        from esra.core.docstore.formats import DocumentFormat
-        from esra.core.docstore.refusals import DocumentRefusedError
-        from esra.core.docstore.upload import AcceptedUpload
+        from esra.core._docstore.extraction import extract
+        from esra.core._docstore.extras import MissingExtraError
+        from esra.core._docstore.formats import DocumentFormat
+        from esra.core._docstore.refusals import DocumentRefusedError
+        from esra.core._docstore.upload import AcceptedUpload
 
         from pathlib import Path
         upload = AcceptedUpload(
@@ -220,10 +220,10 @@ def test_the_process_wide_sandbox_is_closed_at_exit(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import json
-        from esra.core.docstore.extraction import extract
-        from esra.core.docstore.formats import DocumentFormat
-        from esra.core.docstore.pdf_sandbox import default_sandbox
-        from esra.core.docstore.upload import AcceptedUpload
+        from esra.core._docstore.extraction import extract
+        from esra.core._docstore.formats import DocumentFormat
+        from esra.core._docstore.pdf_sandbox import default_sandbox
+        from esra.core._docstore.upload import AcceptedUpload
 
         from pathlib import Path
         data = Path("sample.pdf").read_bytes()
@@ -247,7 +247,7 @@ def test_the_start_up_check_names_each_missing_reader(module: str, tmp_path: Pat
     script = _BLOCK_IN_PARENT.replace('{"pypdf", "docx"}', repr({module})) + textwrap.dedent(
         """
         import json
-        from esra.core.docstore.extras import MissingExtraError, require_document_extra
+        from esra.core._docstore.extras import MissingExtraError, require_document_extra
         try:
             require_document_extra()
             print(json.dumps({"missing": []}))
@@ -264,7 +264,7 @@ def test_the_cli_names_the_extra_instead_of_a_traceback(tmp_path: Path, command:
     """``esra worker`` / ``esra serve`` on the embedded default (which has a store) without
     the extra exit 1 with the install command on stderr, not a traceback."""
     script = _BLOCK_IN_PARENT + (
-        "from esra.starlette.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+        "from esra.starlette._cli import main\nsys.exit(main(sys.argv[1:]))\n"
     )
     completed = subprocess.run(  # noqa: S603 - our own interpreter and CLI
         [sys.executable, "-c", script, *command, "--data-dir", str(tmp_path / "data")],

@@ -6,10 +6,9 @@ import hashlib
 
 import pytest
 
-from esra.core.codes import AuditEvent, ErrorCode
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.management import (
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.management import (
     DATA_MANAGE,
     DATA_READ,
     DocumentReadOnlyError,
@@ -17,16 +16,17 @@ from esra.core.docstore.management import (
     NotPermittedError,
     Operator,
 )
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.ownership import (
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.ownership import (
     MAX_CONNECTOR_NAME_CHARS,
     UPLOADED,
     DocumentOwner,
     OwnerKind,
 )
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.upload import AcceptedUpload
+from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 TENANT = "tenant-a"
 READER = Operator(subject="reader", tenant_id=TENANT, roles=frozenset({DATA_READ}))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.docstore.queue_gauges import QueueReadings, read_queue, readings
-from esra.core.docstore.queue_stats import QueueStats
+from esra.core._docstore.queue_gauges import QueueReadings, read_queue, readings
+from esra.core._docstore.queue_stats import QueueStats
 from esra.core.testing import FakeClock, InMemoryDocumentRepository
 from esra.core.testing.docstore_contract import contract_upload
 

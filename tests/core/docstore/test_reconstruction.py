@@ -18,23 +18,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esra.core.codes import DocumentRefusal
-from esra.core.docstore.extraction import (
+from esra.core._docstore.extraction import (
     Extraction,
     ExtractionLimits,
     extract,
     segment_extraction,
 )
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.pdf_sandbox import PdfLimits, PdfSandbox
-from esra.core.docstore.refusals import DocumentRefusedError
-from esra.core.docstore.segments import DEFAULT_MAX_SEGMENTS, Segment
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.pdf_sandbox import PdfLimits, PdfSandbox
+from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.segments import DEFAULT_MAX_SEGMENTS, Segment
+from esra.core._docstore.upload import AcceptedUpload
+from esra.core._fetch.refs import DocumentRefMinter
+from esra.core._fetch.service import DocumentFetcher
+from esra.core._fetch.tokens import DocumentLocator
+from esra.core._pipeline.validation import MAX_LOOKUP_PARTS
+from esra.core.codes import DocumentRefusal
 from esra.core.fetch import Keyring
-from esra.core.fetch.refs import DocumentRefMinter
-from esra.core.fetch.service import DocumentFetcher
-from esra.core.fetch.tokens import DocumentLocator
-from esra.core.pipeline.validation import MAX_LOOKUP_PARTS
 from esra.core.testing import (
     FakeClock,
     InMemoryAuditSink,

@@ -10,14 +10,14 @@ import zipfile
 
 import pytest
 
+from esra.core._docstore.ingestion import upload_files
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.refusals import BREACH_REMEDIES, REMEDIES, Breach, DocumentRefusedError
+from esra.core._docstore.upload import UploadLimits, inspect_upload
+from esra.core._docstore.zipguard import ZipLimits
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.ingestion import upload_files
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.refusals import BREACH_REMEDIES, REMEDIES, Breach, DocumentRefusedError
-from esra.core.docstore.upload import UploadLimits, inspect_upload
-from esra.core.docstore.zipguard import ZipLimits
 from esra.core.testing import FakeClock
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 W = b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 XXE = b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]><d>&x;</d>'

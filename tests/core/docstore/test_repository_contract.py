@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esra.core.docstore.repository import DocumentRepository
+from esra.core._docstore.repository import DocumentRepository
 from esra.core.testing import InMemoryDocumentRepository
 from esra.core.testing.docstore_contract import DocumentRepositoryContract
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from esra.core.docstore.scanner import MAX_FINDINGS, scan_text
+from esra.core._docstore.scanner import MAX_FINDINGS, scan_text
 from tests._external import shared_data
 
 

@@ -6,15 +6,15 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.management import (
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.management import (
     DATA_READ,
     DocumentStoreService,
     NotPermittedError,
     Operator,
 )
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.search import (
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.search import (
     MAX_SEARCH_LIMIT,
     MAX_SEARCH_TEXT_CHARS,
     DocumentCursor,
@@ -24,7 +24,7 @@ from esra.core.docstore.search import (
 )
 from esra.core.exceptions import InvalidRequestError
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 TENANT = "tenant-a"
 READER = Operator(subject="reader", tenant_id=TENANT, roles=frozenset({DATA_READ}))

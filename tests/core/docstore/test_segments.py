@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esra.core.docstore.segments import reconstruct, segment_text
+from esra.core._docstore.segments import reconstruct, segment_text
 
 
 @given(

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.admin.roles import NotPermittedError
-from esra.core.codes import AuditEvent, DocumentRefusal
-from esra.core.docstore.ingestion import IngestionWorker, upload_files
-from esra.core.docstore.management import DATA_MANAGE, DATA_READ, Operator
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.scanner import ScanPolicy
-from esra.core.docstore.store_configuration import (
+from esra.core._admin.roles import NotPermittedError
+from esra.core._docstore.ingestion import IngestionWorker, upload_files
+from esra.core._docstore.management import DATA_MANAGE, DATA_READ, Operator
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.scanner import ScanPolicy
+from esra.core._docstore.store_configuration import (
     ConfigurableSettings,
     StoreConfigurationService,
     StoreSettingsConflictError,
     StoreSettingsError,
 )
+from esra.core.codes import AuditEvent, DocumentRefusal
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 TENANT = "tenant-a"
 READER = Operator(subject="reader", tenant_id=TENANT, roles=frozenset({DATA_READ}))

@@ -8,9 +8,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from esra.core.codes import ErrorCode
-from esra.core.docstore.lifecycle import StoreInitialisationError
-from esra.core.docstore.store_registry import (
+from esra.core._docstore.lifecycle import StoreInitialisationError
+from esra.core._docstore.store_registry import (
     DocumentStoreRegistry,
     DuplicateStoreKindError,
     OpenedStore,
@@ -18,9 +17,10 @@ from esra.core.docstore.store_registry import (
     UnknownStoreKindError,
     installed_store_kinds,
 )
-from esra.core.provider_registry import ProviderOptionError, installed_provider_kinds
+from esra.core._provider_registry import ProviderOptionError, installed_provider_kinds
+from esra.core.codes import ErrorCode
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 from tests.core.factories import make_source
 
 GROUP = "esra.document_stores"
@@ -113,12 +113,12 @@ def _entry(name: str, value: str) -> importlib.metadata.EntryPoint:
 
 def test_two_distributions_claiming_one_kind_are_refused() -> None:
     points = [
-        _entry("sqlite-document-store", "esra.sqlite.docstore_factory:open_sqlite_store"),
-        _entry("sqlite-document-store", "esra.postgres.store_factory:open_postgres_store"),
+        _entry("sqlite-document-store", "esra.sqlite._docstore_factory:open_sqlite_store"),
+        _entry("sqlite-document-store", "esra.postgres._store_factory:open_postgres_store"),
     ]
     with pytest.raises(DuplicateStoreKindError, match="registered twice"):
         DocumentStoreRegistry.from_entry_points(entry_points=points)
-    value = "esra.sqlite.docstore_factory:open_sqlite_store"
+    value = "esra.sqlite._docstore_factory:open_sqlite_store"
     once = DocumentStoreRegistry.from_entry_points(
         entry_points=[_entry("sqlite-document-store", value)] * 2
     )
@@ -126,7 +126,7 @@ def test_two_distributions_claiming_one_kind_are_refused() -> None:
 
 
 def test_an_entry_point_that_is_not_a_factory_is_refused() -> None:
-    point = _entry("constant", "esra.postgres.store_factory:POSTGRES_STORE_KIND")
+    point = _entry("constant", "esra.postgres._store_factory:POSTGRES_STORE_KIND")
     with pytest.raises(ProviderOptionError, match="not a document-store factory"):
         DocumentStoreRegistry.from_entry_points(entry_points=[point])
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from esra.core.config.mapping import Mapping, Operator, RecordFilter
-from esra.core.docstore.store_schema import SEARCHABLE_VIEW
-from esra.core.docstore.store_source import (
+from esra.core._config.mapping import Mapping, Operator, RecordFilter
+from esra.core._docstore.store_schema import SEARCHABLE_VIEW
+from esra.core._docstore.store_source import (
     DEFAULT_SCOPE_CLAIM,
     STORE_DESCRIPTION,
     STORE_DOMAIN_TAGS,
@@ -15,7 +15,7 @@ from esra.core.docstore.store_source import (
     store_mapping,
     store_source,
 )
-from esra.core.pipeline.validation import TENANT_CLAIM
+from esra.core._pipeline.validation import TENANT_CLAIM
 
 TENANT = "acme"
 

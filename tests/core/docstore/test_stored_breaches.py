@@ -13,18 +13,18 @@ import zipfile
 
 import pytest
 
+from esra.core._docstore.extraction import ExtractionLimits, extract
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.ingestion import IngestionWorker
+from esra.core._docstore.management import DATA_MANAGE, DocumentStoreService, Operator
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.refusals import BREACH_REMEDIES, Breach, DocumentRefusedError
+from esra.core._docstore.search import DocumentSearch
+from esra.core._docstore.upload import AcceptedUpload, UploadLimits
+from esra.core._docstore.zipguard import ZipLimits
 from esra.core.codes import AuditEvent, DocumentRefusal
-from esra.core.docstore.extraction import ExtractionLimits, extract
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.ingestion import IngestionWorker
-from esra.core.docstore.management import DATA_MANAGE, DocumentStoreService, Operator
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.refusals import BREACH_REMEDIES, Breach, DocumentRefusedError
-from esra.core.docstore.search import DocumentSearch
-from esra.core.docstore.upload import AcceptedUpload, UploadLimits
-from esra.core.docstore.zipguard import ZipLimits
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.core.testing.docstore import InMemoryDocumentRepository
+from esra.core.testing._docstore import InMemoryDocumentRepository
 
 TENANT = "tenant-a"
 MANAGER = Operator(subject="manager@example.com", tenant_id=TENANT, roles=frozenset({DATA_MANAGE}))

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from esra.core._docstore.filenames import sanitize_filename
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.refusals import Breach, DocumentRefusedError
+from esra.core._docstore.upload import UploadLimits, inspect_upload
+from esra.core._docstore.zipguard import ZipLimits, inflate_members
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.filenames import sanitize_filename
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.refusals import Breach, DocumentRefusedError
-from esra.core.docstore.upload import UploadLimits, inspect_upload
-from esra.core.docstore.zipguard import ZipLimits, inflate_members
 from tests._external import shared_data
 
 DOCUMENTS = "documents"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from esra.core.docstore.ingestion import TenantTurn
-from esra.core.docstore.worker_loop import TurnTotals, run_turns
+from esra.core._docstore.ingestion import TenantTurn
+from esra.core._docstore.worker_loop import TurnTotals, run_turns
 
 Turn = Callable[[], Awaitable[Sequence[TenantTurn]]]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from esra.core._fetch.tokens import open as open_ref
+from esra.core._pipeline.respond import respond
+from esra.core._response import RetrievalResponse
+from esra.core._retriever import Retriever
 from esra.core.exceptions import DocumentNotFoundError
 from esra.core.fetch import DocumentLocator, DocumentRefMinter, Keyring, TokenBinding
-from esra.core.fetch.tokens import open as open_ref
-from esra.core.pipeline.respond import respond
-from esra.core.response import RetrievalResponse
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -16,6 +16,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from esra.core._context import ClaimValue, InvocationContext
+from esra.core._fetch.service import DocumentFetcher
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ResultRow
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent, ErrorCode, ProviderErrorCode
 from esra.core.config import (
     AccessPolicy,
@@ -27,7 +32,6 @@ from esra.core.config import (
     RecordFilter,
     SourceBinding,
 )
-from esra.core.context import ClaimValue, InvocationContext
 from esra.core.exceptions import (
     DocumentNotFoundError,
     ExposureNotFoundError,
@@ -37,10 +41,6 @@ from esra.core.exceptions import (
     SourceUnavailableError,
 )
 from esra.core.fetch import Keyring
-from esra.core.fetch.service import DocumentFetcher
-from esra.core.pipeline.values import ValidatedQuery
-from esra.core.query import ResultRow
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

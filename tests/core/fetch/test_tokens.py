@@ -8,15 +8,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esra.core.codes import ErrorCode
-from esra.core.exceptions import DocumentNotFoundError, EsraError
-from esra.core.fetch.tokens import (
+from esra.core._fetch.tokens import (
     DocumentLocator,
     Keyring,
     TokenBinding,
     mint,
 )
-from esra.core.fetch.tokens import open as open_ref
+from esra.core._fetch.tokens import open as open_ref
+from esra.core.codes import ErrorCode
+from esra.core.exceptions import DocumentNotFoundError, EsraError
 from esra.core.testing import FakeClock
 
 RING = Keyring.generate("k1")

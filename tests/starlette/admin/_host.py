@@ -15,15 +15,15 @@ import attrs
 import httpx2
 from starlette.applications import Starlette
 
-from esra.core.docstore.ingestion import IngestionWorker, TenantTurn
-from esra.core.fetch.tokens import Keyring
-from esra.core.static_config import StaticConfigRepository
+from esra.core._docstore.ingestion import IngestionWorker, TenantTurn
+from esra.core._fetch.tokens import Keyring
+from esra.core._static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
-from esra.core.testing.provider import InMemorySearchProvider
+from esra.core.testing._provider import InMemorySearchProvider
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.admin import AdminLimits
-from esra.starlette.app import create_app
-from esra.starlette.stores import TenantStore, open_tenant_stores
+from esra.starlette._admin import AdminLimits
+from esra.starlette._app import create_app
+from esra.starlette._stores import TenantStore, open_tenant_stores
 from tests.starlette._tokens import AUDIENCE, NOW, idp, other_idp
 from tests.starlette._world import BASE, ROWS, TENANT_A, TENANT_B, snapshot_a, snapshot_b
 

@@ -14,14 +14,14 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Mount
 
-from esra.core.audit_query import AuditReader
+from esra.core._audit.query import AuditReader
+from esra.core._static_config import StaticConfigRepository
 from esra.core.codes import AuditEvent
-from esra.core.static_config import StaticConfigRepository
 from esra.core.testing import FakeClock, InMemoryAuditSink
+from esra.core.testing._audit_log import InMemoryAuditLog
 from esra.core.testing.audit_contract import T0, contract_record
-from esra.core.testing.audit_log import InMemoryAuditLog
-from esra.starlette.admin import ADMIN_PATH, admin_app
-from esra.starlette.auth import JwtVerifier
+from esra.starlette._admin import ADMIN_PATH, admin_app
+from esra.starlette._auth import JwtVerifier
 from tests.starlette._tokens import NOW, idp, other_idp
 from tests.starlette._world import BASE, TENANT_A, TENANT_B, snapshot_a, snapshot_b
 from tests.starlette.admin._host import token

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from esra.core._config.converter import CONVERTER
 from esra.core.codes import AuditEvent
-from esra.core.config.converter import CONVERTER
 from tests.core.factories import make_exposure
 from tests.starlette._tokens import idp
 from tests.starlette._world import TENANT_A, mcp_client

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import httpx2
 
-from esra.core.clock import SystemClock
+from esra.core._clock import SystemClock
 from esra.core.config import dump_snapshot
 from esra.core.testing import InMemoryAuditSink
-from esra.starlette.demo.build import build_demo_databases
-from esra.starlette.demo.config import demo_snapshot
-from esra.starlette.embedded import embedded_snapshot
-from esra.starlette.host import build_app
-from esra.starlette.parts import open_configured
-from esra.starlette.settings import load_settings
-from esra.starlette.stores import open_tenant_stores, schema_present
+from esra.starlette._demo.build import build_demo_databases
+from esra.starlette._demo.config import demo_snapshot
+from esra.starlette._embedded import embedded_snapshot
+from esra.starlette._host import build_app
+from esra.starlette._parts import open_configured
+from esra.starlette._settings import load_settings
+from esra.starlette._stores import open_tenant_stores, schema_present
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
 from tests.starlette._world import BASE
 

@@ -15,12 +15,12 @@ import attrs
 import pytest
 from starlette.types import Message
 
-from esra.core.admin.roles import Grant, Role
-from esra.core.audit import AuditRecord
+from esra.core._admin.roles import Grant, Role
+from esra.core._audit.record import AuditRecord
+from esra.core._docstore.management import DATA_READ, Operator
 from esra.core.codes import AuditEvent
-from esra.core.docstore.management import DATA_READ, Operator
-from esra.starlette.admin.operator import MAX_TENANT_CHARS, RoleClaims, grants_of
-from esra.starlette.auth import AuthenticatedCaller
+from esra.starlette._admin.operator import MAX_TENANT_CHARS, RoleClaims, grants_of
+from esra.starlette._auth import AuthenticatedCaller
 from tests.starlette._tokens import idp, other_idp
 from tests.starlette._world import TENANT_A, TENANT_B
 from tests.starlette.admin._host import ADMIN, AdminHost, files, open_admin_host, token

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from esra.starlette.admin import AdminLimits
+from esra.starlette._admin import AdminLimits
 from tests.starlette._tokens import idp
 from tests.starlette.admin._host import ADMIN, files, open_admin_host, token
 

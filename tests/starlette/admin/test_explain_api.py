@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from esra.core._explain import EXPLAIN_MARK, EXPLAINED_BY
 from esra.core.codes import AuditEvent
-from esra.core.explain import EXPLAIN_MARK, EXPLAINED_BY
 from tests.starlette._world import TENANT_A, TENANT_B
 from tests.starlette.admin._host import ADMIN, AdminHost, open_admin_host, token
 

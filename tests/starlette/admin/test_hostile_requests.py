@@ -13,8 +13,8 @@ import random
 from pathlib import Path
 
 from esra.core.codes import AuditEvent
-from esra.starlette.admin import ADMIN_PATH, AdminErrorCode, AdminLimits
-from esra.starlette.admin.openapi import OPERATIONS
+from esra.starlette._admin import ADMIN_PATH, AdminErrorCode, AdminLimits
+from esra.starlette._admin.openapi import OPERATIONS
 from tests.starlette._world import TENANT_A, TENANT_B
 from tests.starlette.admin._host import ADMIN, files, open_admin_host, token
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from esra.core.codes import AuditEvent
-from esra.starlette.bounded_json import MAX_JSON_DEPTH
+from esra.starlette._bounded_json import MAX_JSON_DEPTH
 from tests.starlette._world import BASE
 from tests.starlette.admin._host import ADMIN, open_admin_host, token
 

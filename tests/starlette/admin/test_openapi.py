@@ -6,7 +6,7 @@ from pathlib import Path
 
 from starlette.routing import Mount, Route
 
-from esra.starlette.admin import ADMIN_PATH
+from esra.starlette._admin import ADMIN_PATH
 from tests.starlette.admin._host import ADMIN, open_admin_host
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.ownership import DocumentOwner
+from esra.core._docstore.upload import AcceptedUpload
 from esra.core.codes import AuditEvent
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.ownership import DocumentOwner
-from esra.core.docstore.upload import AcceptedUpload
 from tests.starlette._world import TENANT_A
 from tests.starlette.admin._host import ADMIN, AdminHost, files, open_admin_host, token
 

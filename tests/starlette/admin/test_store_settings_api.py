@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._docstore.model import DocumentState
 from esra.core.codes import AuditEvent, DocumentRefusal
-from esra.core.docstore.model import DocumentState
 from tests.starlette._world import TENANT_A, TENANT_B
 from tests.starlette.admin._host import ADMIN, files, open_admin_host, token
 

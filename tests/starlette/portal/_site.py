@@ -20,16 +20,16 @@ import httpx2
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from esra.core.admin.explaining import ExplainService
-from esra.core.docstore.ingestion import IngestionWorker
-from esra.core.docstore.lifecycle import StoreLifecycle, StoreStatus
-from esra.core.docstore.management import DocumentStoreService, Operator
-from esra.core.docstore.store_configuration import StoreConfigurationService
+from esra.core._admin.explaining import ExplainService
+from esra.core._docstore.ingestion import IngestionWorker
+from esra.core._docstore.lifecycle import StoreLifecycle, StoreStatus
+from esra.core._docstore.management import DocumentStoreService, Operator
+from esra.core._docstore.store_configuration import StoreConfigurationService
 from esra.core.testing import FakeClock, InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.auth import JwtVerifier
-from esra.starlette.portal import portal_app
-from esra.starlette.stores import TenantStore
+from esra.starlette._auth import JwtVerifier
+from esra.starlette._portal import portal_app
+from esra.starlette._stores import TenantStore
 from tests.starlette._tokens import NOW, idp
 
 __all__ = [

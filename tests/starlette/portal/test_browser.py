@@ -27,14 +27,14 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from esra.core.docstore.ingestion import IngestionWorker
-from esra.core.docstore.lifecycle import StoreInitialisationError
+from esra.core._docstore.ingestion import IngestionWorker
+from esra.core._docstore.lifecycle import StoreInitialisationError
 from esra.core.testing import FakeClock, InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
-from esra.starlette.auth import JwtVerifier
-from esra.starlette.log_redaction import uvicorn_log_config
-from esra.starlette.portal import portal_app
-from esra.starlette.serve import AnnouncingServer, free_port
+from esra.starlette._auth import JwtVerifier
+from esra.starlette._log_redaction import uvicorn_log_config
+from esra.starlette._portal import portal_app
+from esra.starlette._serve import AnnouncingServer, free_port
 from tests._external import shared_data
 from tests.starlette._tokens import NOW, idp
 from tests.starlette.portal._site import (

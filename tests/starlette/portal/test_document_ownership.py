@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.model import DocumentState
-from esra.core.docstore.ownership import DocumentOwner
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.model import DocumentState
+from esra.core._docstore.ownership import DocumentOwner
+from esra.core._docstore.upload import AcceptedUpload
 from tests.starlette.portal._site import (
     INJECTION,
     Site,

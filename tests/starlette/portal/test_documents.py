@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from esra.core._docstore.model import DocumentState
 from esra.core.codes import AuditEvent
-from esra.core.docstore.model import DocumentState
 from tests.starlette.portal._site import (
     BASE,
     INJECTION,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esra.core.admin.explaining import ExplainService
+from esra.core._admin.explaining import ExplainService
+from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent
-from esra.core.retriever import Retriever
 from esra.core.testing import (
     FakeClock,
     FakeLanguageModel,

@@ -6,7 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from esra.starlette.portal.session import SESSION_COOKIE, SIGN_IN_COOKIE
+from esra.starlette._portal.session import SESSION_COOKIE, SIGN_IN_COOKIE
 from tests.starlette._tokens import NOW, other_idp
 from tests.starlette.portal._site import (
     csrf_of,

@@ -8,11 +8,11 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from esra.core._docstore.lifecycle import StoreInitialisationError, StoreStatus
 from esra.core.codes import AuditEvent
-from esra.core.docstore.lifecycle import StoreInitialisationError, StoreStatus
 from esra.core.testing import FakeClock, InMemoryAuditSink
-from esra.starlette.auth import JwtVerifier
-from esra.starlette.portal import portal_app
+from esra.starlette._auth import JwtVerifier
+from esra.starlette._portal import portal_app
 from tests.starlette._tokens import NOW, idp
 from tests.starlette.portal._site import (
     Site,

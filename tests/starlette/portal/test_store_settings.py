@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from esra.core._docstore.scanner import ScanPolicy
 from esra.core.codes import AuditEvent
-from esra.core.docstore.scanner import ScanPolicy
 from tests.starlette.portal._site import (
     csrf_of,
     http,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from esra.core.codes import AuditEvent
-from esra.starlette.portal.session import TENANT_COOKIE
+from esra.starlette._portal.session import TENANT_COOKIE
 from tests.starlette.portal._site import (
     TENANT,
     csrf_of,

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from esra.core._docstore.model import DocumentState
 from esra.core.codes import AuditEvent
-from esra.core.docstore.model import DocumentState
-from esra.starlette.portal import upload_pages
+from esra.starlette._portal import upload_pages
 from tests.starlette.portal._site import (
     INJECTION,
     csrf_of,

@@ -7,13 +7,13 @@ from typing import Any
 
 import attrs
 
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.management import DocumentRow
+from esra.core._docstore.model import DocumentState, StoredDocument
+from esra.core._docstore.scanner import Finding, scan_text
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.management import DocumentRow
-from esra.core.docstore.model import DocumentState, StoredDocument
-from esra.core.docstore.scanner import Finding, scan_text
-from esra.starlette.portal.markup import Markup, escape, html, render_template
-from esra.starlette.portal.views import (
+from esra.starlette._portal.markup import Markup, escape, html, render_template
+from esra.starlette._portal.views import (
     ZERO_SEGMENTS,
     document_callouts,
     documents_table,

@@ -32,10 +32,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from esra.core.prompts import Prompt
+from esra.llm._embeddings import Embedder, cosine
 from esra.llm._reference import items, string, strings
 from esra.llm._request import Concept, analyse
 from esra.llm._text import STOPWORDS, root, stem, tokens
-from esra.llm.embeddings import Embedder, cosine
 
 __all__ = ["SEMANTIC_SHARE", "answer_rerank", "blend_scores", "score_results"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from esra.core.model_usage import ModelUsage, report_model_usage
 from esra.core.prompts import Prompt, SectionKind
+from esra.core.telemetry import ModelUsage, report_model_usage
 
 __all__ = ["report_usage", "system_text", "token_count", "user_text"]
 

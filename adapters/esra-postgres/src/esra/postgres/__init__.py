@@ -1,14 +1,34 @@
 """esra-postgres: the PostgreSQL search provider (psycopg 3, pooled, read-only, tsvector)."""
 
-from esra.postgres.audit import PostgresAuditLog
-from esra.postgres.config_store import PostgresConfigStore
-from esra.postgres.connection import ALLOWED_OPTIONS, SCHEMES
-from esra.postgres.fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText
-from esra.postgres.index import create_text_index, text_index_columns, text_index_statements
-from esra.postgres.provider import PostgresProvider
-from esra.postgres.quota import DEFAULT_QUOTA_TABLE, PostgresQuotaStore
-from esra.postgres.secrets import PostgresSecretTable
-from esra.postgres.store_init import (
+from esra.postgres._audit import PostgresAuditLog, prune_audit_before
+from esra.postgres._audit_schema import (
+    AUDIT_SCHEMA_VERSION,
+    DEFAULT_AUDIT_SCHEMA,
+    apply_audit_schema,
+    audit_schema_version,
+)
+from esra.postgres._config_listener import ConfigPublicationListener
+from esra.postgres._config_schema import (
+    CONFIG_SCHEMA_VERSION,
+    DEFAULT_CONFIG_SCHEMA,
+    apply_config_schema,
+    config_schema_version,
+)
+from esra.postgres._config_store import PostgresConfigStore
+from esra.postgres._connection import ALLOWED_OPTIONS, SCHEMES, connect_kwargs
+from esra.postgres._fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText
+from esra.postgres._host_role import grant_state_host_role
+from esra.postgres._index import create_text_index, text_index_columns, text_index_statements
+from esra.postgres._provider import PostgresProvider
+from esra.postgres._quota import DEFAULT_QUOTA_TABLE, PostgresQuotaStore
+from esra.postgres._secrets import PostgresSecretTable
+from esra.postgres._secrets_schema import (
+    SECRET_SCHEMA_VERSION,
+    apply_secret_schema,
+    secret_schema_version,
+)
+from esra.postgres._store_factory import postgres_store_source
+from esra.postgres._store_init import (
     DEFAULT_SCOPE_CLAIM,
     StoreFailure,
     StoreInitialisation,
@@ -18,8 +38,8 @@ from esra.postgres.store_init import (
     store_mapping,
     store_source,
 )
-from esra.postgres.store_repository import PostgresDocumentRepository
-from esra.postgres.store_schema import (
+from esra.postgres._store_repository import PostgresDocumentRepository
+from esra.postgres._store_schema import (
     DEFAULT_STORE_SCHEMA,
     SEARCHABLE_VIEW,
     STORE_SCHEMA_VERSION,
@@ -28,17 +48,21 @@ from esra.postgres.store_schema import (
     store_schema_version,
 )
 
-__version__ = "0.1.0"
-
 __all__ = [
     "ALLOWED_OPTIONS",
+    "AUDIT_SCHEMA_VERSION",
+    "CONFIG_SCHEMA_VERSION",
+    "DEFAULT_AUDIT_SCHEMA",
+    "DEFAULT_CONFIG_SCHEMA",
     "DEFAULT_QUOTA_TABLE",
     "DEFAULT_SCOPE_CLAIM",
     "DEFAULT_STORE_SCHEMA",
     "DEFAULT_TEXT_SEARCH_CONFIG",
     "SCHEMES",
     "SEARCHABLE_VIEW",
+    "SECRET_SCHEMA_VERSION",
     "STORE_SCHEMA_VERSION",
+    "ConfigPublicationListener",
     "PostgresAuditLog",
     "PostgresConfigStore",
     "PostgresDocumentRepository",
@@ -52,12 +76,24 @@ __all__ = [
     "StoreState",
     "TsvectorFullText",
     "__version__",
+    "apply_audit_schema",
+    "apply_config_schema",
+    "apply_secret_schema",
     "apply_store_schema",
+    "audit_schema_version",
+    "config_schema_version",
+    "connect_kwargs",
     "create_text_index",
+    "grant_state_host_role",
     "initialise_store",
+    "postgres_store_source",
+    "prune_audit_before",
+    "secret_schema_version",
     "store_mapping",
     "store_schema_version",
     "store_source",
     "text_index_columns",
     "text_index_statements",
 ]
+
+__version__ = "0.1.0"

@@ -6,7 +6,7 @@ allowlist) together with every other store the host serves. This entry point sti
 in this release and says so on stderr; it is removed in a later one. ``run_worker`` stays a
 library function.
 
-Runs ``esra.core.docstore.ingestion.IngestionWorker`` turns over a
+Runs ``esra.core.docstore.IngestionWorker`` turns over a
 ``PostgresDocumentRepository`` until stopped (SIGTERM / SIGINT finish the current turn first)
 or, with ``--until-idle``, until a turn finds no work. Any number of these may run against
 one store: claims use ``FOR UPDATE SKIP LOCKED`` and take one document at a time, whose lease
@@ -34,13 +34,16 @@ from collections.abc import Sequence
 
 import attrs
 
-from esra.core.clock import SystemClock
-from esra.core.docstore.extraction import sandbox_peak_rss_kb
-from esra.core.docstore.ingestion import IngestionWorker
-from esra.core.docstore.model import StoreSettings
-from esra.core.docstore.worker_loop import TurnTotals, run_turns
-from esra.postgres.store_repository import PostgresDocumentRepository
-from esra.postgres.store_schema import DEFAULT_STORE_SCHEMA
+from esra.core import SystemClock
+from esra.core.docstore import (
+    IngestionWorker,
+    StoreSettings,
+    TurnTotals,
+    run_turns,
+    sandbox_peak_rss_kb,
+)
+from esra.postgres._store_repository import PostgresDocumentRepository
+from esra.postgres._store_schema import DEFAULT_STORE_SCHEMA
 
 __all__ = ["DEPRECATION_NOTICE", "WorkerSummary", "main", "run_worker"]
 

@@ -5,14 +5,14 @@ fails closed) and ``RedisBreakerBroadcast`` (the ``BreakerBroadcast`` port; fail
 on a client the host opens with ``open_redis`` and closes itself.
 """
 
-from esra.redis.breaker_broadcast import (
+from esra.redis._breaker_broadcast import (
     DEFAULT_BREAKER_CHANNEL,
     DEFAULT_BREAKER_PREFIX,
     DEFAULT_BREAKER_TIMEOUT_S,
     RedisBreakerBroadcast,
 )
-from esra.redis.cache import DEFAULT_CACHE_PREFIX, DEFAULT_CACHE_TIMEOUT_S, RedisCache
-from esra.redis.client import (
+from esra.redis._cache import DEFAULT_CACHE_PREFIX, DEFAULT_CACHE_TIMEOUT_S, RedisCache
+from esra.redis._client import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_POOL_TIMEOUT_S,
@@ -21,7 +21,7 @@ from esra.redis.client import (
     ping,
     require_bytes_replies,
 )
-from esra.redis.quota import DEFAULT_QUOTA_PREFIX, DEFAULT_QUOTA_TIMEOUT_S, RedisQuotaStore
+from esra.redis._quota import DEFAULT_QUOTA_PREFIX, DEFAULT_QUOTA_TIMEOUT_S, RedisQuotaStore
 
 __version__ = "0.1.0"
 

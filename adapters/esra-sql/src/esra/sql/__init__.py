@@ -2,8 +2,8 @@
 the SQLAlchemy Core statement builder, connection templates, and synchronous drivers run on
 pinned threads."""
 
-from esra.sql.binds import utf8_bindable
-from esra.sql.builder import (
+from esra.sql._binds import utf8_bindable
+from esra.sql._builder import (
     KEY_LABEL,
     LIMIT_BIND,
     SCORE_LABEL,
@@ -13,28 +13,23 @@ from esra.sql.builder import (
     filter_bind_name,
     predicate_bind_name,
 )
-from esra.sql.cache import CacheInfo, CompiledStatement, CompiledStatementCache
-from esra.sql.connection import (
+from esra.sql._cache import CacheInfo, CompiledStatement, CompiledStatementCache
+from esra.sql._connection import (
     ConnectionTarget,
     ConnectionTemplate,
     SourceConnection,
+    encode_placeholders,
     resolve_connection,
 )
-from esra.sql.fulltext import (
-    FullTextClause,
-    FullTextDialect,
-    SearchTerms,
-    TermShape,
-    TextTarget,
-)
-from esra.sql.provider import (
+from esra.sql._fulltext import FullTextClause, FullTextDialect, SearchTerms, TermShape, TextTarget
+from esra.sql._provider import (
     HEALTH_TIMEOUT_S,
     EngineTraits,
     SqlEngine,
     SqlSearchProvider,
     TimeBudget,
 )
-from esra.sql.threads import (
+from esra.sql._threads import (
     SESSION_ENDING,
     Classifier,
     ConnectionSlot,
@@ -43,8 +38,6 @@ from esra.sql.threads import (
     PoolTimeoutError,
     SlotPool,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "HEALTH_TIMEOUT_S",
@@ -77,8 +70,11 @@ __all__ = [
     "TextTarget",
     "TimeBudget",
     "__version__",
+    "encode_placeholders",
     "filter_bind_name",
     "predicate_bind_name",
     "resolve_connection",
     "utf8_bindable",
 ]
+
+__version__ = "0.1.0"

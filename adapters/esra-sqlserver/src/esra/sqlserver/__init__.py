@@ -1,9 +1,9 @@
 """esra-sqlserver: the SQL Server search provider (pymssql, FREETEXTTABLE/CONTAINSTABLE)."""
 
-from esra.sqlserver.fulltext import SqlServerFullText
-from esra.sqlserver.index import fulltext_index_statements
-from esra.sqlserver.provider import SCHEMES, SqlServerProvider
-from esra.sqlserver.session import Isolation
+from esra.sqlserver._fulltext import SqlServerFullText
+from esra.sqlserver._index import fulltext_index_statements
+from esra.sqlserver._provider import SCHEMES, SqlServerProvider
+from esra.sqlserver._session import Isolation
 
 __version__ = "0.1.0"
 

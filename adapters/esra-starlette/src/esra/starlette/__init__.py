@@ -11,40 +11,71 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from esra.core.lazy_surface import lazy_attributes
+from esra.core.hosting import lazy_attributes
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from esra.starlette.app import create_app
-    from esra.starlette.auth import AuthenticatedCaller, JwtVerifier
-    from esra.starlette.host import HostParts, build_app
-    from esra.starlette.issuers import TrustedIssuer
-    from esra.starlette.parts import open_configured, open_embedded
-    from esra.starlette.serve import HostServer
-    from esra.starlette.settings import HostSettings, SettingsError, load_settings, parse_settings
+    from esra.starlette._admin.limits import AdminLimits
+    from esra.starlette._app import create_app
+    from esra.starlette._auth import AuthenticatedCaller, JwtVerifier
+    from esra.starlette._host import HostParts, build_app
+    from esra.starlette._issuers import SigningKey, TrustedIssuer
+    from esra.starlette._parts import open_configured, open_embedded
+    from esra.starlette._serve import HostServer
+    from esra.starlette._settings import (
+        HostSettings,
+        ModelSettings,
+        ServerSettings,
+        SettingsError,
+        StateSettings,
+        TenantSettings,
+        load_settings,
+        parse_settings,
+    )
+    from esra.starlette._shared_state import RedisSettings
+    from esra.starlette._stores import TenantStore
+    from esra.starlette._telemetry_export import TelemetrySettings
 
 # Each public name, and the module that defines it.
 _PUBLIC: dict[str, str] = {
-    "create_app": "esra.starlette.app",
-    **dict.fromkeys(["AuthenticatedCaller", "JwtVerifier"], "esra.starlette.auth"),
-    **dict.fromkeys(["HostParts", "build_app"], "esra.starlette.host"),
-    "TrustedIssuer": "esra.starlette.issuers",
-    **dict.fromkeys(["open_configured", "open_embedded"], "esra.starlette.parts"),
-    "HostServer": "esra.starlette.serve",
+    "create_app": "esra.starlette._app",
+    **dict.fromkeys(["AuthenticatedCaller", "JwtVerifier"], "esra.starlette._auth"),
+    **dict.fromkeys(["HostParts", "build_app"], "esra.starlette._host"),
+    "TrustedIssuer": "esra.starlette._issuers",
+    **dict.fromkeys(["open_configured", "open_embedded"], "esra.starlette._parts"),
+    "HostServer": "esra.starlette._serve",
     **dict.fromkeys(
         ["HostSettings", "SettingsError", "load_settings", "parse_settings"],
-        "esra.starlette.settings",
+        "esra.starlette._settings",
     ),
+    "AdminLimits": "esra.starlette._admin.limits",
+    "SigningKey": "esra.starlette._issuers",
+    "ModelSettings": "esra.starlette._settings",
+    "ServerSettings": "esra.starlette._settings",
+    "StateSettings": "esra.starlette._settings",
+    "TenantSettings": "esra.starlette._settings",
+    "RedisSettings": "esra.starlette._shared_state",
+    "TenantStore": "esra.starlette._stores",
+    "TelemetrySettings": "esra.starlette._telemetry_export",
 }
 
 __all__ = [
+    "AdminLimits",
     "AuthenticatedCaller",
     "HostParts",
     "HostServer",
     "HostSettings",
     "JwtVerifier",
+    "ModelSettings",
+    "RedisSettings",
+    "ServerSettings",
     "SettingsError",
+    "SigningKey",
+    "StateSettings",
+    "TelemetrySettings",
+    "TenantSettings",
+    "TenantStore",
     "TrustedIssuer",
     "__version__",
     "build_app",

@@ -15,12 +15,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from esra.core.lazy_surface import lazy_attributes
+from esra.core._lazy_surface import lazy_attributes
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from esra.core.clock import SystemClock
+    from esra.core._clock import SystemClock
+    from esra.core._context import CallerIdentity, ClaimValue, InvocationContext
+    from esra.core._explain import (
+        Decision,
+        ExplainedQuery,
+        Explanation,
+        PlannedSearch,
+        RankedResult,
+        StageTime,
+        ValidationDecision,
+    )
+    from esra.core._fetch.result import FetchedDocument
+    from esra.core._fetch.service import DocumentFetcher
+    from esra.core._fetch.tokens import Keyring
+    from esra.core._pipeline.execution import Executor
+    from esra.core._pipeline.values import ValidatedQuery
+    from esra.core._query import PlannedFilter, ResultRow, Strategy
+    from esra.core._request import RetrievalRequest
+    from esra.core._response import (
+        Answer,
+        ResponseStatus,
+        ResponseWarning,
+        ResultItem,
+        RetrievalResponse,
+    )
+    from esra.core._retriever import Retriever
+    from esra.core._static_config import StaticConfigRepository
     from esra.core.codes import (
         AuditEvent,
         ErrorCode,
@@ -46,7 +72,6 @@ if TYPE_CHECKING:
         dump_snapshot,
         load_snapshot,
     )
-    from esra.core.context import CallerIdentity, InvocationContext
     from esra.core.exceptions import (
         ConfigurationError,
         DocumentNotFoundError,
@@ -59,12 +84,6 @@ if TYPE_CHECKING:
         QuotaUnavailableError,
         SourceUnavailableError,
     )
-    from esra.core.explain import Explanation
-    from esra.core.fetch.result import FetchedDocument
-    from esra.core.fetch.service import DocumentFetcher
-    from esra.core.fetch.tokens import Keyring
-    from esra.core.pipeline.execution import Executor
-    from esra.core.pipeline.values import ValidatedQuery
     from esra.core.ports import (
         AuditSink,
         BreakerBroadcast,
@@ -83,21 +102,10 @@ if TYPE_CHECKING:
         TextIndexKind,
         WritableSecretStore,
     )
-    from esra.core.query import PlannedFilter, ResultRow, Strategy
-    from esra.core.request import RetrievalRequest
-    from esra.core.response import (
-        Answer,
-        ResponseStatus,
-        ResponseWarning,
-        ResultItem,
-        RetrievalResponse,
-    )
-    from esra.core.retriever import Retriever
-    from esra.core.static_config import StaticConfigRepository
 
 # Each public name, and the module that defines it.
 _PUBLIC: dict[str, str] = {
-    **dict.fromkeys(["SystemClock"], "esra.core.clock"),
+    **dict.fromkeys(["SystemClock"], "esra.core._clock"),
     **dict.fromkeys(
         ["AuditEvent", "ErrorCode", "ProviderErrorCode", "RejectionReason", "WarningCode"],
         "esra.core.codes",
@@ -123,7 +131,7 @@ _PUBLIC: dict[str, str] = {
         ],
         "esra.core.config",
     ),
-    **dict.fromkeys(["CallerIdentity", "InvocationContext"], "esra.core.context"),
+    **dict.fromkeys(["CallerIdentity", "ClaimValue", "InvocationContext"], "esra.core._context"),
     **dict.fromkeys(
         [
             "ConfigurationError",
@@ -139,11 +147,11 @@ _PUBLIC: dict[str, str] = {
         ],
         "esra.core.exceptions",
     ),
-    "Explanation": "esra.core.explain",
-    "FetchedDocument": "esra.core.fetch.result",
-    "DocumentFetcher": "esra.core.fetch.service",
-    "Keyring": "esra.core.fetch.tokens",
-    "Executor": "esra.core.pipeline.execution",
+    "Explanation": "esra.core._explain",
+    "FetchedDocument": "esra.core._fetch.result",
+    "DocumentFetcher": "esra.core._fetch.service",
+    "Keyring": "esra.core._fetch.tokens",
+    "Executor": "esra.core._pipeline.execution",
     **dict.fromkeys(
         [
             "AuditSink",
@@ -165,15 +173,21 @@ _PUBLIC: dict[str, str] = {
         ],
         "esra.core.ports",
     ),
-    **dict.fromkeys(["PlannedFilter", "ResultRow", "Strategy"], "esra.core.query"),
+    **dict.fromkeys(["PlannedFilter", "ResultRow", "Strategy"], "esra.core._query"),
     **dict.fromkeys(
         ["Answer", "ResponseStatus", "ResponseWarning", "ResultItem", "RetrievalResponse"],
-        "esra.core.response",
+        "esra.core._response",
     ),
-    "RetrievalRequest": "esra.core.request",
-    "Retriever": "esra.core.retriever",
-    "StaticConfigRepository": "esra.core.static_config",
-    "ValidatedQuery": "esra.core.pipeline.values",
+    "RetrievalRequest": "esra.core._request",
+    "Retriever": "esra.core._retriever",
+    "StaticConfigRepository": "esra.core._static_config",
+    "ValidatedQuery": "esra.core._pipeline.values",
+    "Decision": "esra.core._explain",
+    "ExplainedQuery": "esra.core._explain",
+    "PlannedSearch": "esra.core._explain",
+    "RankedResult": "esra.core._explain",
+    "StageTime": "esra.core._explain",
+    "ValidationDecision": "esra.core._explain",
 }
 
 __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
@@ -201,6 +215,7 @@ __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
     "dump_snapshot",
     "load_snapshot",
     "CallerIdentity",
+    "ClaimValue",
     "InvocationContext",
     "ConfigurationError",
     "DocumentNotFoundError",
@@ -245,6 +260,12 @@ __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
     "StaticConfigRepository",
     "ValidatedQuery",
     "WritableSecretStore",
+    "Decision",
+    "ExplainedQuery",
+    "PlannedSearch",
+    "RankedResult",
+    "StageTime",
+    "ValidationDecision",
 ]
 
 

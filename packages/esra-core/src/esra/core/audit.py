@@ -1,54 +1,54 @@
-"""AuditRecord: one audited fact; the tenant is on every record, denials included."""
+"""Audit records and the sinks, readers and review built on them.
 
-from __future__ import annotations
+What an audit adapter implements against (``AuditBackend`` behind a
+``BatchingAuditSink``), the record and its JSON codec, the reader and query
+types of audit review, and the sinks that need no server (JSON lines, logging).
+"""
 
-from collections.abc import Mapping
-from datetime import datetime
-from typing import TYPE_CHECKING
+from esra.core._audit.batching import (
+    AuditBackend,
+    AuditUnavailableError,
+    BatchingAuditSink,
+    deferred_audit_waits,
+)
+from esra.core._audit.codec import dimensions_from_json, dimensions_json, record_document
+from esra.core._audit.jsonl import JsonLinesAuditLog
+from esra.core._audit.logging_sink import LoggingAuditSink
+from esra.core._audit.query import (
+    DEFAULT_AUDIT_LIMIT,
+    AuditCursor,
+    AuditPage,
+    AuditQuery,
+    AuditQueryError,
+    AuditReader,
+    audit_subject,
+    page_of,
+)
+from esra.core._audit.record import AuditDimension, AuditRecord
+from esra.core._audit.review import AUDIT_READ_ROLES, AuditReview
+from esra.core._audit.tracing import TraceLinkedAuditSink
 
-import attrs
-
-from esra.core.codes import AuditEvent
-
-if TYPE_CHECKING:
-    from esra.core.clock import Clock
-    from esra.core.context import InvocationContext
-
-__all__ = ["AuditDimension", "AuditRecord"]
-
-AuditDimension = str | int | float | bool | tuple[str, ...] | None
-
-
-@attrs.frozen
-class AuditRecord:
-    """An audit record. ``dimensions`` never hold prompts, claim values, SQL or driver text."""
-
-    event: AuditEvent
-    tenant_id: str
-    correlation_id: str
-    at: datetime
-    outcome: str = "ok"
-    reason: str | None = None
-    dimensions: Mapping[str, AuditDimension] = attrs.field(factory=dict)
-
-    @classmethod
-    def of(
-        cls,
-        ctx: InvocationContext,
-        clock: Clock,
-        event: AuditEvent,
-        *,
-        outcome: str = "ok",
-        reason: str | None = None,
-        dimensions: Mapping[str, AuditDimension] | None = None,
-    ) -> AuditRecord:
-        """Build a record for the invocation in ``ctx``: its tenant and correlation id, now."""
-        return cls(
-            event=event,
-            tenant_id=ctx.tenant_id,
-            correlation_id=ctx.correlation_id,
-            at=clock.now(),
-            outcome=outcome,
-            reason=reason,
-            dimensions=dict(dimensions or {}),
-        )
+__all__ = [
+    "AUDIT_READ_ROLES",
+    "DEFAULT_AUDIT_LIMIT",
+    "AuditBackend",
+    "AuditCursor",
+    "AuditDimension",
+    "AuditPage",
+    "AuditQuery",
+    "AuditQueryError",
+    "AuditReader",
+    "AuditRecord",
+    "AuditReview",
+    "AuditUnavailableError",
+    "BatchingAuditSink",
+    "JsonLinesAuditLog",
+    "LoggingAuditSink",
+    "TraceLinkedAuditSink",
+    "audit_subject",
+    "deferred_audit_waits",
+    "dimensions_from_json",
+    "dimensions_json",
+    "page_of",
+    "record_document",
+]

@@ -7,13 +7,13 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from esra.core.audit import AuditRecord
-from esra.core.clock import Clock
-from esra.core.config.snapshot import ConfigSnapshot
-from esra.core.config.source import SourceHealth
-from esra.core.pipeline.values import ProviderCapabilities, TextIndexKind, ValidatedQuery
-from esra.core.prompts.model import Prompt
-from esra.core.query import ResultRow
+from esra.core._audit.record import AuditRecord
+from esra.core._clock import Clock
+from esra.core._config.snapshot import ConfigSnapshot
+from esra.core._config.source import SourceHealth
+from esra.core._pipeline.values import ProviderCapabilities, TextIndexKind, ValidatedQuery
+from esra.core._prompts.model import Prompt
+from esra.core._query import ResultRow
 
 __all__ = [
     "AuditSink",
@@ -53,7 +53,7 @@ class SearchProvider(Protocol):
     """**Protocol:** executes validator-issued queries against one source, read-only.
 
     Implementations must refuse anything that is not a ``ValidatedQuery`` issued by the
-    validator (``esra.core.pipeline.values.ensure_validated``), carry every value as a bind
+    validator (``esra.core._pipeline.values.ensure_validated``), carry every value as a bind
     parameter, cap rows in the statement, order by score descending then key ascending, and
     raise only ``ProviderError`` with one of the sixteen codes.
     """

@@ -1,8 +1,8 @@
 """Fakes and in-memory implementations of every core port, for tests and embedders."""
 
-from esra.core.testing.breakers import InMemoryBreakerBroadcast
-from esra.core.testing.docstore import InMemoryDocumentRepository
-from esra.core.testing.fakes import (
+from esra.core.testing._breakers import InMemoryBreakerBroadcast
+from esra.core.testing._docstore import InMemoryDocumentRepository
+from esra.core.testing._fakes import (
     FakeClock,
     InMemoryAuditSink,
     InMemoryCache,
@@ -11,8 +11,9 @@ from esra.core.testing.fakes import (
     InMemorySecretStore,
     StaticHostAllowlist,
 )
-from esra.core.testing.model import FakeLanguageModel, Responder
-from esra.core.testing.provider import InMemorySearchProvider
+from esra.core.testing._model import FakeLanguageModel, Responder
+from esra.core.testing._provider import InMemorySearchProvider
+from esra.core.testing._secret_table import InMemorySecretTable
 
 __all__ = [
     "FakeClock",
@@ -25,6 +26,7 @@ __all__ = [
     "InMemoryQuotaStore",
     "InMemorySearchProvider",
     "InMemorySecretStore",
+    "InMemorySecretTable",
     "Responder",
     "StaticHostAllowlist",
 ]

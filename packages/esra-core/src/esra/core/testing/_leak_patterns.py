@@ -46,7 +46,7 @@ class Rule:
 
 _C = LeakCategory
 
-# ESRA's own statement vocabulary (esra.sql.builder and the engines' full-text dialects): the
+# ESRA's own statement vocabulary (esra.sql._builder and the engines' full-text dialects): the
 # result labels, and the bind names in pyformat (%(name)s) and named (:name) style, SQLAlchemy's
 # anonymous ``param_N`` included. None of it occurs in the seeded corpora, so finding it in
 # returned data means ESRA quoted its SQL. tests/sql/test_leak_fingerprints.py keeps this list

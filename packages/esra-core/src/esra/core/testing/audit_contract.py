@@ -24,11 +24,11 @@ from typing import Protocol
 
 import pytest
 
-from esra.core.audit import AuditRecord
-from esra.core.audit_batching import BatchingAuditSink
-from esra.core.audit_query import AuditCursor, AuditPage, AuditQuery
+from esra.core._audit.batching import BatchingAuditSink
+from esra.core._audit.query import AuditCursor, AuditPage, AuditQuery
+from esra.core._audit.record import AuditRecord
 from esra.core.codes import AuditEvent
-from esra.core.testing.audit_log import FlakyBackend, GatedBackend
+from esra.core.testing._audit_log import FlakyBackend, GatedBackend
 
 __all__ = ["AuditLog", "AuditLogContract", "contract_record"]
 
@@ -320,7 +320,7 @@ class AuditLogContract:
 
     async def test_a_forged_cursor_is_refused(self) -> None:
         """A cursor the reader never issued is a classified error, not a crash."""
-        from esra.core.audit_query import AuditCursorError  # noqa: PLC0415
+        from esra.core._audit.query import AuditCursorError  # noqa: PLC0415
 
         for forged in ("", "not-base64!", "eyJhdCI6IDF9", "e30"):
             with pytest.raises(AuditCursorError):

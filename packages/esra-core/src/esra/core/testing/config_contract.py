@@ -27,22 +27,25 @@ from pathlib import Path
 import attrs
 import pytest
 
-from esra.core.admin.store import (
+from esra.core._admin.store import (
     ConfigChange,
     ConfigConflictError,
     WorkspaceStore,
     adopt,
 )
-from esra.core.admin.workspace import AdminWorkspace
-from esra.core.codes import ErrorCode
-from esra.core.config import (
-    AccessPolicy,
+from esra.core._admin.workspace import AdminWorkspace
+from esra.core._config.access_policy import AccessPolicy
+from esra.core._config.capability import (
     BindingMode,
     Capability,
     CapabilityLimits,
-    ConfigSnapshot,
+    ResponseMode,
+    SourceBinding,
+)
+from esra.core._config.converter import dump_snapshot
+from esra.core._config.exposure import Exposure, RetentionClass
+from esra.core._config.mapping import (
     DefaultTemplate,
-    Exposure,
     FieldSpec,
     FieldType,
     Mapping,
@@ -50,13 +53,10 @@ from esra.core.config import (
     MaskingRule,
     Operator,
     RecordFilter,
-    ResponseMode,
-    RetentionClass,
-    Source,
-    SourceBinding,
-    SourcePolicy,
-    dump_snapshot,
 )
+from esra.core._config.snapshot import ConfigSnapshot
+from esra.core._config.source import Source, SourcePolicy
+from esra.core.codes import ErrorCode
 
 __all__ = ["WorkspaceStoreContract", "contract_snapshot"]
 

@@ -10,7 +10,7 @@ for DDL) into its engine and returns a provider over it::
             seed_my_engine(dataset.mapping, dataset.columns, dataset.rows)
             return MyProvider(...)
 
-Every query is issued by the real validator (``esra.core.pipeline.validation.validate``), so the
+Every query is issued by the real validator (``esra.core._pipeline.validation.validate``), so the
 suite also proves the provider and validator agree. Expectations use plain single words and
 literal phrases whose matching is the same under token-based full-text engines and the
 substring-based in-memory fake. Requires ``pytest`` and ``pytest-asyncio``.
@@ -27,25 +27,25 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
-from esra.core.codes import ProviderErrorCode
-from esra.core.config.capability import (
+from esra.core._config.capability import (
     BindingMode,
     Capability,
     CapabilityLimits,
     ResponseMode,
     SourceBinding,
 )
-from esra.core.config.exposure import Exposure
-from esra.core.config.mapping import FieldSpec, FieldType, Mapping, Operator, RecordFilter
-from esra.core.config.source import Source, SourceHealth
-from esra.core.context import CallerIdentity, ClaimValue, InvocationContext
+from esra.core._config.exposure import Exposure
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping, Operator, RecordFilter
+from esra.core._config.source import Source, SourceHealth
+from esra.core._context import CallerIdentity, ClaimValue, InvocationContext
+from esra.core._pipeline.scope import EffectiveScope, ScopedSource
+from esra.core._pipeline.selection import Selection
+from esra.core._pipeline.validation import validate, validate_lookup
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import PlannedFilter, PlannedQuery, ResultRow
+from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError, UnvalidatedQueryError
-from esra.core.pipeline.scope import EffectiveScope, ScopedSource
-from esra.core.pipeline.selection import Selection
-from esra.core.pipeline.validation import validate, validate_lookup
-from esra.core.pipeline.values import ValidatedQuery
 from esra.core.ports import SearchProvider
-from esra.core.query import PlannedFilter, PlannedQuery, ResultRow
 
 __all__ = [
     "CONTRACT_COLUMNS",

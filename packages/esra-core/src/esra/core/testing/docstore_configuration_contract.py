@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.model import DocumentState, IndexedContent, StoredSegment
-from esra.core.docstore.repository import DocumentRepository
-from esra.core.docstore.scanner import ScanPolicy
-from esra.core.docstore.store_configuration import ConfigurableSettings
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.model import DocumentState, IndexedContent, StoredSegment
+from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.scanner import ScanPolicy
+from esra.core._docstore.store_configuration import ConfigurableSettings
+from esra.core._docstore.upload import AcceptedUpload
 
 __all__ = ["StoreConfigurationContract"]
 

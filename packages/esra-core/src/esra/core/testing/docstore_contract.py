@@ -29,19 +29,19 @@ from typing import Protocol
 import attrs
 import pytest
 
-from esra.core.codes import DocumentRefusal
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.model import (
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.model import (
     Claim,
     DocumentState,
     IndexedContent,
     StoredDocument,
     StoredSegment,
 )
-from esra.core.docstore.refusals import REMEDIES, DocumentRefusedError
-from esra.core.docstore.repository import DocumentRepository
-from esra.core.docstore.scanner import Finding
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.refusals import REMEDIES, DocumentRefusedError
+from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.scanner import Finding
+from esra.core._docstore.upload import AcceptedUpload
+from esra.core.codes import DocumentRefusal
 from esra.core.testing.docstore_configuration_contract import StoreConfigurationContract
 from esra.core.testing.docstore_failure_contract import DocumentFailureContract
 from esra.core.testing.docstore_ownership_contract import DocumentOwnershipContract

@@ -22,13 +22,13 @@ from pathlib import Path
 import attrs
 import pytest
 
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.model import DocumentState, IndexedContent, StoredSegment
+from esra.core._docstore.ownership import UPLOADED, DocumentOwner, OwnerKind
+from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.upload import AcceptedUpload
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.model import DocumentState, IndexedContent, StoredSegment
-from esra.core.docstore.ownership import UPLOADED, DocumentOwner, OwnerKind
-from esra.core.docstore.refusals import DocumentRefusedError
-from esra.core.docstore.repository import DocumentRepository
-from esra.core.docstore.upload import AcceptedUpload
 
 __all__ = ["DocumentOwnershipContract", "VersionOneDocument"]
 

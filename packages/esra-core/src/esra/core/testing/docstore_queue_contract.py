@@ -16,18 +16,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from esra.core.codes import DocumentRefusal
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.model import (
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.model import (
     Claim,
     DocumentState,
     IndexedContent,
     StoredDocument,
     StoredSegment,
 )
-from esra.core.docstore.queue_stats import QueueStats
-from esra.core.docstore.repository import DocumentRepository
-from esra.core.docstore.upload import AcceptedUpload
+from esra.core._docstore.queue_stats import QueueStats
+from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.upload import AcceptedUpload
+from esra.core.codes import DocumentRefusal
 
 __all__ = ["QueueStatsContract"]
 

@@ -16,12 +16,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.model import DocumentState, IndexedContent, StoredDocument, StoredSegment
+from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.search import DocumentPage, DocumentSearch
+from esra.core._docstore.upload import AcceptedUpload
 from esra.core.codes import DocumentRefusal
-from esra.core.docstore.formats import DocumentFormat
-from esra.core.docstore.model import DocumentState, IndexedContent, StoredDocument, StoredSegment
-from esra.core.docstore.repository import DocumentRepository
-from esra.core.docstore.search import DocumentPage, DocumentSearch
-from esra.core.docstore.upload import AcceptedUpload
 
 __all__ = ["DocumentSearchContract"]
 

@@ -47,7 +47,11 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from esra.core.audit import AuditRecord
+from esra.core._audit.record import AuditRecord
+from esra.core._config.snapshot import ConfigSnapshot
+from esra.core._config.source import LifecycleState
+from esra.core._context import InvocationContext
+from esra.core._response import ResponseStatus, ResponseWarning, RetrievalResponse
 from esra.core.codes import (
     AuditEvent,
     DocumentRefusal,
@@ -56,11 +60,7 @@ from esra.core.codes import (
     RejectionReason,
     WarningCode,
 )
-from esra.core.config.snapshot import ConfigSnapshot
-from esra.core.config.source import LifecycleState
-from esra.core.context import InvocationContext
 from esra.core.exceptions import EsraError
-from esra.core.response import ResponseStatus, ResponseWarning, RetrievalResponse
 from esra.core.testing._leak_patterns import COMPOSED_RULES, CONTENT_RULES, LeakCategory
 
 __all__ = [

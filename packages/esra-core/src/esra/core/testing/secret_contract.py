@@ -26,12 +26,12 @@ from typing import Any
 import attrs
 import pytest
 
+from esra.core._secrets.envelope import SealedSecret
+from esra.core._secrets.keys import KeyEncryptionKeys, KeyringConfigurationError
+from esra.core._secrets.store import EncryptedSecretStore, KeyInUseError
+from esra.core._secrets.table import SecretTable
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
-from esra.core.secrets.envelope import SealedSecret
-from esra.core.secrets.keys import KeyEncryptionKeys, KeyringConfigurationError
-from esra.core.secrets.store import EncryptedSecretStore, KeyInUseError
-from esra.core.secrets.table import SecretTable
 
 __all__ = ["SecretTableContract", "TableOpener", "plaintext_forms"]
 

@@ -1,0 +1,248 @@
+"""PostgresConfigStore: the admin chain's ``WorkspaceStore`` on PostgreSQL (psycopg 3).
+
+Drafts, every change (who, when, why, what) and every publication live in the configuration
+schema (``apply_config_schema``), shared by every host on the database. Each save is one
+transaction whose ``UPDATE … WHERE tenant_id = %s AND version = %s`` (or, for a tenant's
+first version, ``INSERT … ON CONFLICT DO NOTHING``) changes one row or none. Under READ
+COMMITTED a concurrent writer of the same row waits for the first to commit, then finds the
+version moved on and changes nothing: the loser gets ``ConfigConflictError``, never a silent
+overwrite. A publication is inserted in the same transaction and announced with
+``pg_notify`` (delivered at commit), so hosts may LISTEN instead of polling
+``published_versions``.
+
+Documents are ``jsonb`` of the core converter's output; secret values are never among them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from esra.core.admin import (
+    AdminWorkspace,
+    ConfigChange,
+    ConfigConflictError,
+    check_save,
+    workspace_document,
+    workspace_from_document,
+)
+from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
+from esra.postgres._config_schema import (
+    CONFIG_NOTIFY_CHANNEL,
+    DEFAULT_CONFIG_SCHEMA,
+    apply_config_schema,
+)
+from esra.postgres._pool import Pool, open_pool, ping_pool
+
+__all__ = ["PostgresConfigStore"]
+
+
+def _change(row: Mapping[str, Any]) -> ConfigChange:
+    return ConfigChange(
+        tenant_id=row["tenant_id"],
+        version=int(row["version"]),
+        subject=row["subject"],
+        at=row["at"],
+        action=row["action"],
+        target=row["target"],
+        reason=row["reason"],
+    )
+
+
+class PostgresConfigStore:
+    """The ``WorkspaceStore`` port over the configuration schema.
+
+    Args:
+        pool: an open pool of autocommit connections (each method opens its own transaction).
+        schema: the configuration schema (``apply_config_schema`` created it).
+
+    ``open(...)`` applies the schema (idempotently) and builds one with its own pool;
+    ``close()`` closes a pool it owns.
+    """
+
+    def __init__(self, pool: Pool, *, schema: str = DEFAULT_CONFIG_SCHEMA) -> None:
+        self._pool = pool
+        self._owns_pool = False
+        self._schema = schema
+        self._tables = {
+            "w": sql.Identifier(schema, "workspaces"),
+            "c": sql.Identifier(schema, "changes"),
+            "p": sql.Identifier(schema, "published"),
+        }
+
+    @classmethod
+    async def open(
+        cls,
+        conninfo: str = "",
+        *,
+        kwargs: Mapping[str, Any] | None = None,
+        schema: str = DEFAULT_CONFIG_SCHEMA,
+        apply_schema: bool = True,
+        min_size: int = 1,
+        max_size: int = 4,
+    ) -> Self:
+        """Open a pool (``conninfo`` and/or ``kwargs``), apply the schema, and wrap it."""
+
+        async def prepare(conn: psycopg.AsyncConnection[Any]) -> None:
+            await apply_config_schema(conn, schema)
+
+        pool = await open_pool(
+            conninfo,
+            kwargs=kwargs,
+            name="esra-config",
+            min_size=min_size,
+            max_size=max_size,
+            prepare=prepare if apply_schema else None,
+        )
+        store = cls(pool, schema=schema)
+        store._owns_pool = True
+        return store
+
+    async def close(self) -> None:
+        """Close the pool if this store opened it."""
+        if self._owns_pool:
+            await self._pool.close()
+
+    async def ping(self) -> None:
+        """``SELECT 1`` on the pool (for the host's readiness check); raises if it cannot."""
+        await ping_pool(self._pool)
+
+    def _q(self, text: str) -> sql.Composed:
+        # Identifiers come from configuration; every value is a bound parameter.
+        return sql.SQL(text).format(**self._tables)
+
+    async def _one(
+        self, statement: sql.Composed, params: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(statement, params)
+            return await cur.fetchone()
+
+    # -- the port --------------------------------------------------------------------------
+
+    async def load(self, tenant_id: str) -> AdminWorkspace | None:
+        """The tenant's current workspace, or ``None`` before its first save."""
+        row = await self._one(
+            self._q("SELECT document FROM {w} WHERE tenant_id = %(tenant)s"), {"tenant": tenant_id}
+        )
+        return workspace_from_document(row["document"]) if row is not None else None
+
+    async def save(
+        self, workspace: AdminWorkspace, *, expected_version: int, change: ConfigChange
+    ) -> None:
+        """Store ``workspace`` if the tenant is still at ``expected_version``."""
+        check_save(workspace, expected_version, change)
+        params = {
+            "tenant": workspace.tenant_id,
+            "version": workspace.version,
+            "expected": expected_version,
+            "published_version": workspace.published_version,
+            "document": Jsonb(workspace_document(workspace)),
+            "at": change.at,
+            "subject": change.subject,
+            "action": change.action,
+            "target": change.target,
+            "reason": change.reason,
+        }
+        if expected_version == 0:
+            write = self._q(
+                "INSERT INTO {w} (tenant_id, version, published_version, document, updated_at)"
+                " VALUES (%(tenant)s, %(version)s, %(published_version)s, %(document)s, %(at)s)"
+                " ON CONFLICT (tenant_id) DO NOTHING"
+            )
+        else:
+            write = self._q(
+                "UPDATE {w} SET version = %(version)s, published_version = %(published_version)s,"
+                " document = %(document)s, updated_at = %(at)s"
+                " WHERE tenant_id = %(tenant)s AND version = %(expected)s"
+            )
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(write, params)
+            if cursor.rowcount != 1:
+                found = await conn.execute(
+                    self._q("SELECT version FROM {w} WHERE tenant_id = %(tenant)s"), params
+                )
+                row = await found.fetchone()
+                current = int(row[0]) if row is not None else None
+                raise ConfigConflictError(
+                    workspace.tenant_id, expected=expected_version, current=current
+                )
+            await conn.execute(
+                self._q(
+                    "INSERT INTO {c} (tenant_id, version, subject, at, action, target, reason,"
+                    " document) VALUES (%(tenant)s, %(version)s, %(subject)s, %(at)s,"
+                    " %(action)s, %(target)s, %(reason)s, %(document)s)"
+                ),
+                params,
+            )
+            if workspace.published_version == workspace.version:
+                await conn.execute(
+                    self._q(
+                        "INSERT INTO {p} (tenant_id, version, snapshot, published_at)"
+                        " VALUES (%(tenant)s, %(version)s, %(snapshot)s, %(at)s)"
+                    ),
+                    {**params, "snapshot": Jsonb(dump_snapshot(workspace.snapshot))},
+                )
+                await conn.execute(
+                    "SELECT pg_notify(%s, %s)",
+                    (
+                        CONFIG_NOTIFY_CHANNEL,
+                        f"{self._schema} {workspace.tenant_id} {workspace.version}",
+                    ),
+                )
+
+    async def history(self, tenant_id: str) -> list[ConfigChange]:
+        """Every change saved for the tenant, oldest first."""
+        async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                self._q(
+                    "SELECT tenant_id, version, subject, at, action, target, reason FROM {c}"
+                    " WHERE tenant_id = %(tenant)s ORDER BY version"
+                ),
+                {"tenant": tenant_id},
+            )
+            return [_change(row) for row in await cur.fetchall()]
+
+    async def workspace_at(self, tenant_id: str, version: int) -> AdminWorkspace | None:
+        """The workspace as it was saved at ``version``, if that version exists."""
+        row = await self._one(
+            self._q(
+                "SELECT document FROM {c} WHERE tenant_id = %(tenant)s AND version = %(version)s"
+            ),
+            {"tenant": tenant_id, "version": version},
+        )
+        return workspace_from_document(row["document"]) if row is not None else None
+
+    async def published(self, tenant_id: str) -> ConfigSnapshot | None:
+        """The tenant's latest publication, or ``None`` if it never published."""
+        row = await self._one(
+            self._q(
+                "SELECT snapshot FROM {p} WHERE tenant_id = %(tenant)s"
+                " ORDER BY version DESC LIMIT 1"
+            ),
+            {"tenant": tenant_id},
+        )
+        return load_snapshot(row["snapshot"]) if row is not None else None
+
+    async def published_at(self, tenant_id: str, version: int) -> ConfigSnapshot | None:
+        """The snapshot published at workspace ``version``."""
+        row = await self._one(
+            self._q(
+                "SELECT snapshot FROM {p} WHERE tenant_id = %(tenant)s AND version = %(version)s"
+            ),
+            {"tenant": tenant_id, "version": version},
+        )
+        return load_snapshot(row["snapshot"]) if row is not None else None
+
+    async def published_versions(self) -> dict[str, int]:
+        """Each tenant's latest published version (one aggregate over the primary key)."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q("SELECT tenant_id, max(version) FROM {p} GROUP BY tenant_id")
+            )
+            return {str(tenant): int(version) for tenant, version in await cursor.fetchall()}

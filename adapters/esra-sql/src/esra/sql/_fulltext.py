@@ -1,0 +1,129 @@
+"""The per-engine full-text strategy: how one engine turns search terms into SQL.
+
+Every SQL provider shares one statement builder (``esra.sql._builder``); only the full-text
+part differs per engine (FTS5 ``MATCH``, ``@@ plainto_tsquery``, ``MATCH ... AGAINST``,
+``CONTAINSTABLE``, Oracle Text ``CONTAINS``). A ``FullTextDialect`` supplies that part in two
+deliberately separate steps:
+
+1. ``clause(target, shape)`` builds the predicate and the score expression from the *shape*
+   alone (how many terms of each kind), with bind parameters that carry no value. It never
+   sees a term, so no term can reach the command text — by construction, not by care.
+2. ``bind_values(terms)`` returns the values for those bind parameters, per execution.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+from sqlalchemy.sql.expression import ColumnElement, FromClause
+
+__all__ = [
+    "FullTextClause",
+    "FullTextDialect",
+    "SearchTerms",
+    "TermShape",
+    "TextTarget",
+]
+
+
+@attrs.frozen
+class TermShape:
+    """How many terms of each kind a query carries: all a ``clause`` may depend on."""
+
+    required: int = 0
+    optional: int = 0
+    excluded: int = 0
+    phrases: int = 0
+
+    @property
+    def positive(self) -> int:
+        """The number of terms and phrases a row must (or may) match."""
+        return self.required + self.optional + self.phrases
+
+
+@attrs.frozen
+class SearchTerms:
+    """The literal search content of one query; only ever sent as bind values."""
+
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+
+    @property
+    def shape(self) -> TermShape:
+        """The counts that determine the command text."""
+        return TermShape(
+            required=len(self.required),
+            optional=len(self.optional),
+            excluded=len(self.excluded),
+            phrases=len(self.phrases),
+        )
+
+
+@attrs.frozen(eq=False)
+class TextTarget:
+    """The relation being searched, as SQLAlchemy objects built from configuration only.
+
+    Attributes:
+        base: the mapping's relation (aliased), carrying every configured column plus the
+            dialect's ``base_columns``.
+        key: the record-key column of ``base``.
+        searchable: the columns the mapping marks searchable (title and content fields when
+            none is marked), in configuration order.
+        text_index: the configured text-index name (an FTS table, a tsvector column, a
+            full-text catalog...) or ``None``.
+        schema: the configured schema of the relation, if any.
+    """
+
+    base: FromClause
+    key: ColumnElement[Any]
+    searchable: tuple[ColumnElement[Any], ...]
+    text_index: str | None
+    schema: str | None
+
+
+@attrs.frozen(eq=False)
+class FullTextClause:
+    """What a dialect contributes to the statement.
+
+    Attributes:
+        from_clause: what to select from — ``target.base`` or a join of it with a text index.
+        predicate: the match condition, or ``None`` when the query has no terms.
+        score: the relevance expression; higher is better.
+    """
+
+    from_clause: FromClause
+    predicate: ColumnElement[bool] | None
+    score: ColumnElement[Any]
+
+
+@runtime_checkable
+class FullTextDialect(Protocol):
+    """**Protocol:** one engine's safe full-text form (user text is only ever a literal).
+
+    Bind parameter names a dialect creates must start with ``t`` or ``q`` and be
+    deterministic for a shape; the builder owns ``f*``, ``r*`` and ``lim``.
+    """
+
+    @property
+    def name(self) -> str:
+        """A stable identifier for the compiled-statement cache key."""
+        ...
+
+    @property
+    def base_columns(self) -> tuple[str, ...]:
+        """Extra physical columns of the base relation the clause needs (SQLite: ``rowid``)."""
+        ...
+
+    def clause(self, target: TextTarget, shape: TermShape) -> FullTextClause:
+        """Return the from-clause, predicate and score for a query of ``shape``.
+
+        Must depend on ``target`` and ``shape`` only, so equal shapes give equal text.
+        """
+        ...
+
+    def bind_values(self, terms: SearchTerms) -> dict[str, object]:
+        """Return the value of every bind parameter ``clause`` created for ``terms.shape``."""
+        ...

@@ -1,0 +1,227 @@
+"""SqliteConfigStore: the admin chain's ``WorkspaceStore`` on one SQLite file, no server.
+
+The embedded default's durable configuration: drafts, every change (who, when, why, what)
+and every publication survive a restart. WAL journal and a busy timeout, so several
+processes may share the file; every save is one ``BEGIN IMMEDIATE`` transaction whose
+``UPDATE … WHERE tenant_id = ? AND version = ?`` (or, for a tenant's first version,
+``INSERT … ON CONFLICT DO NOTHING``) changes exactly one row or none — none is a stale
+write, answered ``ConfigConflictError`` with nothing written.
+
+Documents are the core converter's JSON (``esra.core.admin.workspace_document``);
+secret values are never among them. The schema (``config_schema``) is applied, idempotently,
+when the store is first used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from esra.core.admin import (
+    AdminWorkspace,
+    ConfigChange,
+    ConfigConflictError,
+    check_save,
+    workspace_document,
+    workspace_from_document,
+)
+from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
+from esra.sqlite._config_schema import apply_config_schema
+from esra.sqlite._dedicated_connection import DedicatedConnection
+
+__all__ = ["SqliteConfigStore"]
+
+
+def _ts(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _json(document: dict[str, Any]) -> str:
+    # Sorted keys: a stored row diffs like an exported file.
+    return json.dumps(document, sort_keys=True, ensure_ascii=False)
+
+
+def _change(row: sqlite3.Row) -> ConfigChange:
+    return ConfigChange(
+        tenant_id=row["tenant_id"],
+        version=int(row["version"]),
+        subject=row["subject"],
+        at=datetime.fromisoformat(row["at"]),
+        action=row["action"],
+        target=row["target"],
+        reason=row["reason"],
+    )
+
+
+class SqliteConfigStore:
+    """The ``WorkspaceStore`` port over one SQLite file (created if absent).
+
+    All statements run on one dedicated thread over one connection; other handles (in this
+    process or another) may open the same file, and ``BEGIN IMMEDIATE`` serialises writers.
+    Call ``close()`` when done.
+    """
+
+    def __init__(self, database: str | os.PathLike[str]) -> None:
+        self._db = DedicatedConnection(
+            database, thread_name="esra-config", prepare=apply_config_schema
+        )
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._db.path
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    async def initialize(self) -> int:
+        """Open the database and apply the schema (idempotent); return its version."""
+        return await self._db.run(apply_config_schema)
+
+    async def close(self) -> None:
+        """Close the connection once queued work has finished, and stop the thread."""
+        await self._db.close()
+
+    async def ping(self) -> None:
+        """Read the database file (for the host's readiness check); raises if it cannot."""
+        await self._db.ping()
+
+    # -- the port --------------------------------------------------------------------------
+
+    async def load(self, tenant_id: str) -> AdminWorkspace | None:
+        """The tenant's current workspace, or ``None`` before its first save."""
+
+        def query(connection: sqlite3.Connection) -> str | None:
+            row = connection.execute(
+                "SELECT document FROM config_workspaces WHERE tenant_id = ?", (tenant_id,)
+            ).fetchone()
+            return str(row["document"]) if row is not None else None
+
+        document = await self._db.run(query)
+        return workspace_from_document(json.loads(document)) if document is not None else None
+
+    async def save(
+        self, workspace: AdminWorkspace, *, expected_version: int, change: ConfigChange
+    ) -> None:
+        """Store ``workspace`` if the tenant is still at ``expected_version``."""
+        check_save(workspace, expected_version, change)
+        document = _json(workspace_document(workspace))
+        published = workspace.published_version == workspace.version
+        snapshot = _json(dump_snapshot(workspace.snapshot)) if published else None
+        tenant, version, at = workspace.tenant_id, workspace.version, _ts(change.at)
+
+        def write(connection: sqlite3.Connection) -> None:
+            if expected_version == 0:
+                cursor = connection.execute(
+                    "INSERT INTO config_workspaces "
+                    "(tenant_id, version, published_version, document, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO NOTHING",
+                    (tenant, version, workspace.published_version, document, at),
+                )
+            else:
+                cursor = connection.execute(
+                    "UPDATE config_workspaces SET version = ?, published_version = ?, "
+                    "document = ?, updated_at = ? WHERE tenant_id = ? AND version = ?",
+                    (
+                        version,
+                        workspace.published_version,
+                        document,
+                        at,
+                        tenant,
+                        expected_version,
+                    ),
+                )
+            if cursor.rowcount != 1:
+                row = connection.execute(
+                    "SELECT version FROM config_workspaces WHERE tenant_id = ?", (tenant,)
+                ).fetchone()
+                current = int(row["version"]) if row is not None else None
+                raise ConfigConflictError(tenant, expected=expected_version, current=current)
+            connection.execute(
+                "INSERT INTO config_changes "
+                "(tenant_id, version, subject, at, action, target, reason, document) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    tenant,
+                    version,
+                    change.subject,
+                    at,
+                    change.action,
+                    change.target,
+                    change.reason,
+                    document,
+                ),
+            )
+            if snapshot is not None:
+                connection.execute(
+                    "INSERT INTO config_published (tenant_id, version, snapshot, "
+                    "published_at) VALUES (?, ?, ?, ?)",
+                    (tenant, version, snapshot, at),
+                )
+
+        await self._db.write(write)
+
+    async def history(self, tenant_id: str) -> list[ConfigChange]:
+        """Every change saved for the tenant, oldest first."""
+
+        def query(connection: sqlite3.Connection) -> list[ConfigChange]:
+            rows = connection.execute(
+                "SELECT tenant_id, version, subject, at, action, target, reason "
+                "FROM config_changes WHERE tenant_id = ? ORDER BY version",
+                (tenant_id,),
+            ).fetchall()
+            return [_change(row) for row in rows]
+
+        return await self._db.run(query)
+
+    async def workspace_at(self, tenant_id: str, version: int) -> AdminWorkspace | None:
+        """The workspace as it was saved at ``version``, if that version exists."""
+
+        def query(connection: sqlite3.Connection) -> str | None:
+            row = connection.execute(
+                "SELECT document FROM config_changes WHERE tenant_id = ? AND version = ?",
+                (tenant_id, version),
+            ).fetchone()
+            return str(row["document"]) if row is not None else None
+
+        document = await self._db.run(query)
+        return workspace_from_document(json.loads(document)) if document is not None else None
+
+    async def published(self, tenant_id: str) -> ConfigSnapshot | None:
+        """The tenant's latest publication, or ``None`` if it never published."""
+        return await self._published(
+            "SELECT snapshot FROM config_published WHERE tenant_id = ? "
+            "ORDER BY version DESC LIMIT 1",
+            (tenant_id,),
+        )
+
+    async def published_at(self, tenant_id: str, version: int) -> ConfigSnapshot | None:
+        """The snapshot published at workspace ``version``."""
+        return await self._published(
+            "SELECT snapshot FROM config_published WHERE tenant_id = ? AND version = ?",
+            (tenant_id, version),
+        )
+
+    async def _published(self, statement: str, params: tuple[Any, ...]) -> ConfigSnapshot | None:
+        def query(connection: sqlite3.Connection) -> str | None:
+            row = connection.execute(statement, params).fetchone()
+            return str(row["snapshot"]) if row is not None else None
+
+        text = await self._db.run(query)
+        return load_snapshot(json.loads(text)) if text is not None else None
+
+    async def published_versions(self) -> dict[str, int]:
+        """Each tenant's latest published version (one indexed aggregate)."""
+
+        def query(connection: sqlite3.Connection) -> dict[str, int]:
+            rows = connection.execute(
+                "SELECT tenant_id, max(version) AS version FROM config_published GROUP BY tenant_id"
+            ).fetchall()
+            return {str(row["tenant_id"]): int(row["version"]) for row in rows}
+
+        return await self._db.run(query)

@@ -1,0 +1,52 @@
+"""The ``esra.providers`` entry point of esra-sqlserver: provider kind ``sqlserver``.
+
+The source's ``connection_ref`` is its connection template
+(``mssql://reader:${secret:env:ERP_PASSWORD}@erp.internal:1433/erp``); nothing connects until
+the first search, which resolves secrets through the tenant's ``SecretStore`` and checks the
+host against its outbound allowlist first.
+"""
+
+from __future__ import annotations
+
+from esra.core.providers import OpenedProvider, ProviderOptionError, ProviderRequest, option_value
+from esra.sqlserver._provider import SqlServerProvider
+from esra.sqlserver._session import Isolation
+
+__all__ = ["OPTIONS", "open_sqlserver_provider"]
+
+OPTIONS = frozenset({"pool_size", "max_rows", "isolation", "lock_timeout_ms", "login_timeout_s"})
+
+
+def _isolation(request: ProviderRequest) -> Isolation:
+    value = option_value(request, "isolation", str, Isolation.READ_COMMITTED.value)
+    try:
+        return Isolation(value)
+    except ValueError:
+        shown = ", ".join(repr(level.value) for level in Isolation)
+        msg = f"source {request.source.id!r}: option 'isolation' must be one of {shown}"
+        raise ProviderOptionError(msg) from None
+
+
+def open_sqlserver_provider(request: ProviderRequest) -> OpenedProvider:
+    """A pooled, read-only ``SqlServerProvider`` for the source (connections open on use).
+
+    Raises:
+        ProviderOptionError: an unknown or unusable option.
+    """
+    request.refuse_unknown_options(OPTIONS)
+    lock_timeout = request.options.get("lock_timeout_ms")
+    provider = SqlServerProvider(
+        tenant_id=request.tenant_id,
+        connection=request.source.connection_ref,
+        secrets=request.secrets,
+        allowlist=request.allowlist,
+        mappings=request.mappings,
+        pool_size=option_value(request, "pool_size", int, 4),
+        max_rows=option_value(request, "max_rows", int, 200),
+        isolation=_isolation(request),
+        lock_timeout_ms=None
+        if lock_timeout is None
+        else option_value(request, "lock_timeout_ms", int, 0),
+        login_timeout_s=option_value(request, "login_timeout_s", int, 10),
+    )
+    return OpenedProvider(provider, provider.close)

@@ -1,0 +1,1 @@
+"""Implementation of ``esra.core.admin``; import from that module, not from here."""

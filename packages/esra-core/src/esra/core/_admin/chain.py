@@ -1,0 +1,456 @@
+"""The triple-control chain: four services, four roles, one tenant workspace.
+
+``SECURITY_MANAGE`` writes the connection secret → ``ESRA_DATA_MANAGE`` models the source,
+mappings and capability → ``GOVERNANCE_MANAGE`` authors the tool's access policy →
+``ESRA_EXPOSURE_MANAGE`` binds audience and source subset and publishes. Each service checks
+its own role (and nothing else grants it), each step needs the previous one's product, and
+every attempt — allowed, denied or rejected — is audited under the tenant it targeted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable
+
+import attrs
+
+from esra.core._admin.publication import (
+    ConfigPublisher,
+    names_missing_secret,
+    publishable_snapshot,
+)
+from esra.core._admin.recording import record_admin_action
+from esra.core._admin.roles import Administrator, NotPermittedError, Role
+from esra.core._admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
+from esra.core._admin.workspace import AdminWorkspace
+from esra.core._audit.record import AuditDimension
+from esra.core._config.access_policy import AccessPolicy
+from esra.core._config.capability import Capability
+from esra.core._config.exposure import Exposure
+from esra.core._config.mapping import Mapping
+from esra.core._config.source import Source
+from esra.core.codes import AuditEvent
+from esra.core.exceptions import ConfigurationError
+from esra.core.ports import AuditSink, Clock, WritableSecretStore
+
+__all__ = [
+    "AccessPolicyService",
+    "ConnectionSecretService",
+    "DataModelService",
+    "ExposureService",
+]
+
+_Change = Callable[[AdminWorkspace], AdminWorkspace]
+_Dimensions = Callable[[AdminWorkspace], dict[str, AuditDimension]]
+
+
+class _AdminService:
+    """Role check, change, versioned save and audit — shared by the four services.
+
+    A change reads the tenant's workspace at version *v* and saves the next one naming *v*
+    (or the ``expected_version`` the caller read earlier, when it gives one), so a change
+    that raced another is refused with ``ConfigConflictError`` instead of overwriting it.
+    """
+
+    def __init__(self, workspaces: WorkspaceStore, *, audit: AuditSink, clock: Clock) -> None:
+        self._workspaces = workspaces
+        self._audit = audit
+        self._clock = clock
+
+    async def _current(self, tenant_id: str) -> AdminWorkspace:
+        return await self._workspaces.load(tenant_id) or AdminWorkspace(tenant_id=tenant_id)
+
+    async def _attempt(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        role: Role,
+        event: AuditEvent,
+        change: _Change,
+        *,
+        target: str,
+        dimensions: dict[str, AuditDimension],
+        expected_version: int | None,
+        reason: str | None,
+        dimensions_of: _Dimensions | None = None,
+        effect: Callable[[], Awaitable[None]] | None = None,
+    ) -> AdminWorkspace:
+        dims: dict[str, AuditDimension] = {"subject": admin.subject, "role": role.value}
+        dims.update(dimensions)
+        current = await self._current(tenant_id)
+        if dimensions_of is not None:
+            dims.update(dimensions_of(current))
+        if not admin.may(role, tenant_id):
+            await self._record(event, tenant_id, "denied", "role", dims, by=admin)
+            raise NotPermittedError
+        if expected_version is not None and expected_version != current.version:
+            conflict = ConfigConflictError(
+                tenant_id, expected=expected_version, current=current.version
+            )
+            await self._record(event, tenant_id, "conflict", str(conflict), dims, by=admin)
+            raise conflict
+        try:
+            updated = change(current)
+        except ConfigurationError as exc:
+            await self._record(event, tenant_id, "rejected", str(exc), dims, by=admin)
+            raise
+        record = ConfigChange(
+            tenant_id=tenant_id,
+            version=updated.version,
+            subject=admin.subject,
+            at=self._clock.now(),
+            action=event.value,
+            target=target,
+            reason=reason,
+        )
+        try:
+            await self._workspaces.save(updated, expected_version=current.version, change=record)
+        except ConfigConflictError as exc:
+            await self._record(event, tenant_id, "conflict", str(exc), dims, by=admin)
+            raise
+        dims["version"] = updated.version
+        if effect is not None:
+            # Only after the save won its version: a write refused as stale must not have
+            # changed anything outside the workspace (a secret) either. If the effect fails
+            # now, the saved change stands without it; the caller sees the error and retries
+            # from the new version.
+            try:
+                await effect()
+            except Exception as exc:
+                await self._record(event, tenant_id, "failed", type(exc).__name__, dims, by=admin)
+                raise
+        await self._record(event, tenant_id, "ok", None, dims, by=admin)
+        return updated
+
+    async def _record(
+        self,
+        event: AuditEvent,
+        tenant_id: str,
+        outcome: str,
+        reason: str | None,
+        dimensions: dict[str, AuditDimension],
+        *,
+        by: Administrator,
+    ) -> None:
+        await record_admin_action(
+            self._audit,
+            self._clock,
+            event,
+            by=by,
+            tenant_id=tenant_id,
+            outcome=outcome,
+            reason=reason,
+            dimensions=dimensions,
+        )
+
+
+def _template_changes(before: Iterable[Mapping], after: Iterable[Mapping]) -> tuple[str, ...]:
+    """``{mapping_id}:{fingerprint}`` for each mapping whose record-filter template changes.
+
+    A fingerprint (not the text) ties the audit record to the versioned configuration without
+    copying a security predicate into every audit sink.
+    """
+    old = {m.id: m.record_filter_template for m in before}
+    new = {m.id: m.record_filter_template for m in after}
+    changes = []
+    for mapping_id in sorted(old.keys() | new.keys()):
+        template = new.get(mapping_id)
+        if old.get(mapping_id) != template:
+            # surrogatepass: an unparseable template is still fingerprinted, then rejected.
+            data = template.encode("utf-8", "surrogatepass") if template is not None else None
+            digest = hashlib.sha256(data).hexdigest()[:12] if data is not None else "none"
+            changes.append(f"{mapping_id}:{digest}")
+    return tuple(changes)
+
+
+def _own_tenant(tenant_id: str, *objects: Source | Mapping | Capability | Exposure) -> None:
+    for obj in objects:
+        if obj.tenant_id != tenant_id:
+            msg = f"{type(obj).__name__} {obj.id!r} belongs to another tenant"
+            raise ConfigurationError(msg)
+
+
+class ConnectionSecretService(_AdminService):
+    """Step 1, ``SECURITY_MANAGE``: create or rotate a tenant's connection secret."""
+
+    def __init__(
+        self,
+        workspaces: WorkspaceStore,
+        secrets: WritableSecretStore,
+        *,
+        audit: AuditSink,
+        clock: Clock,
+    ) -> None:
+        super().__init__(workspaces, audit=audit, clock=clock)
+        self._secrets = secrets
+
+    async def put_secret(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        reference: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> AdminWorkspace:
+        """Write ``value`` under ``reference``; the workspace records only the reference.
+
+        ``expected_version`` (every service takes it) is the workspace version the caller
+        read; a workspace that moved on since raises ``ConfigConflictError``. ``reason`` is
+        recorded with the change.
+        """
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            if not reference:
+                raise ConfigurationError("a secret reference must not be empty")
+            rotations = dict(ws.secret_rotations)
+            rotations[reference] = rotations.get(reference, 0) + 1
+            return ws.next(secret_rotations=rotations)
+
+        async def effect() -> None:
+            await self._secrets.put(tenant_id, reference, value)
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.SECURITY_MANAGE,
+            AuditEvent.ADMIN_SECRET_WRITE,
+            change,
+            target=reference,
+            dimensions={"reference": reference},
+            expected_version=expected_version,
+            reason=reason,
+            effect=effect,
+        )
+
+
+class DataModelService(_AdminService):
+    """Step 2, ``ESRA_DATA_MANAGE``: sources, mappings, fields and capabilities."""
+
+    async def view(self, admin: Administrator, tenant_id: str) -> AdminWorkspace:
+        """Return the tenant's workspace; needs ``ESRA_DATA_READ`` (audited, denials too)."""
+        dims: dict[str, AuditDimension] = {
+            "subject": admin.subject,
+            "role": Role.ESRA_DATA_READ.value,
+        }
+        if not admin.may(Role.ESRA_DATA_READ, tenant_id):
+            await self._record(
+                AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims, by=admin
+            )
+            raise NotPermittedError
+        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims, by=admin)
+        return await self._current(tenant_id)
+
+    async def history(self, admin: Administrator, tenant_id: str) -> list[ConfigChange]:
+        """Every saved change of the tenant's configuration; needs ``ESRA_DATA_READ``."""
+        dims: dict[str, AuditDimension] = {
+            "subject": admin.subject,
+            "role": Role.ESRA_DATA_READ.value,
+            "part": "history",
+        }
+        if not admin.may(Role.ESRA_DATA_READ, tenant_id):
+            await self._record(
+                AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "denied", "role", dims, by=admin
+            )
+            raise NotPermittedError
+        await self._record(AuditEvent.ADMIN_WORKSPACE_VIEW, tenant_id, "ok", None, dims, by=admin)
+        return await self._workspaces.history(tenant_id)
+
+    async def model_source(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        source: Source,
+        mappings: Iterable[Mapping] = (),
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> AdminWorkspace:
+        """Add or replace ``source`` with exactly ``mappings``; its secret must exist.
+
+        The audit record's ``record_filter_templates`` dimension lists every mapping whose
+        record-filter template this change adds, alters or removes, as
+        ``{mapping_id}:{fingerprint}`` (``none`` once removed), never the template text.
+        """
+        new_mappings = tuple(mappings)
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            _own_tenant(tenant_id, source, *new_mappings)
+            if names_missing_secret(source.connection_ref, ws.secret_rotations):
+                raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
+            if any(m.source_id != source.id for m in new_mappings):
+                raise ConfigurationError("every mapping must belong to the modelled source")
+            snap = ws.snapshot
+            snapshot = attrs.evolve(
+                snap,
+                sources=(*(s for s in snap.sources if s.id != source.id), source),
+                mappings=(*(m for m in snap.mappings if m.source_id != source.id), *new_mappings),
+            )
+            return ws.next(snapshot=snapshot)
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_DATA_MANAGE,
+            AuditEvent.ADMIN_SOURCE_MODEL,
+            change,
+            target=source.id,
+            dimensions={"source_id": source.id, "mappings": len(new_mappings)},
+            dimensions_of=lambda ws: {
+                "record_filter_templates": _template_changes(
+                    ws.snapshot.mappings_of(source.id), new_mappings
+                )
+            },
+            expected_version=expected_version,
+            reason=reason,
+        )
+
+    async def define_capability(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        capability: Capability,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> AdminWorkspace:
+        """Add or replace ``capability``; every source it binds must be modelled."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            _own_tenant(tenant_id, capability)
+            snap = ws.snapshot
+            capabilities = (*(c for c in snap.capabilities if c.id != capability.id), capability)
+            return ws.next(snapshot=attrs.evolve(snap, capabilities=capabilities))
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_DATA_MANAGE,
+            AuditEvent.ADMIN_CAPABILITY_DEFINE,
+            change,
+            target=capability.id,
+            dimensions={"capability_id": capability.id},
+            expected_version=expected_version,
+            reason=reason,
+        )
+
+
+class AccessPolicyService(_AdminService):
+    """Step 3, ``GOVERNANCE_MANAGE``: the access policy of an exposure's tool."""
+
+    async def author_policy(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        policy: AccessPolicy,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> AdminWorkspace:
+        """Add or replace the policy for ``policy.slug``; its capability must be modelled."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            if policy.tenant_id != tenant_id:
+                raise ConfigurationError(f"policy {policy.slug!r} belongs to another tenant")
+            if ws.snapshot.capability(policy.capability_id) is None:
+                raise ConfigurationError(f"policy {policy.slug!r} names an unknown capability")
+            snap = ws.snapshot
+            policies = (*(p for p in snap.access_policies if p.slug != policy.slug), policy)
+            return ws.next(snapshot=attrs.evolve(snap, access_policies=policies))
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.GOVERNANCE_MANAGE,
+            AuditEvent.ADMIN_POLICY_AUTHOR,
+            change,
+            target=policy.slug,
+            dimensions={"slug": policy.slug, "capability_id": policy.capability_id},
+            expected_version=expected_version,
+            reason=reason,
+        )
+
+
+class ExposureService(_AdminService):
+    """Step 4, ``ESRA_EXPOSURE_MANAGE``: bind audience and source subset, then publish."""
+
+    def __init__(
+        self,
+        workspaces: WorkspaceStore,
+        publisher: ConfigPublisher,
+        *,
+        audit: AuditSink,
+        clock: Clock,
+    ) -> None:
+        super().__init__(workspaces, audit=audit, clock=clock)
+        self._publisher = publisher
+
+    async def bind_exposure(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        exposure: Exposure,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> AdminWorkspace:
+        """Add or replace ``exposure`` as a draft; its tool's access policy must exist."""
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            _own_tenant(tenant_id, exposure)
+            policy = ws.snapshot.access_policy(exposure.slug)
+            if policy is None:
+                raise ConfigurationError(f"exposure {exposure.slug!r} has no access policy")
+            if policy.capability_id != exposure.capability_id:
+                raise ConfigurationError(
+                    f"exposure {exposure.slug!r} and its policy name different capabilities"
+                )
+            draft = attrs.evolve(exposure, published=False)
+            snap = ws.snapshot
+            exposures = (*(e for e in snap.exposures if e.id != exposure.id), draft)
+            return ws.next(snapshot=attrs.evolve(snap, exposures=exposures))
+
+        return await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_EXPOSURE_MANAGE,
+            AuditEvent.ADMIN_EXPOSURE_BIND,
+            change,
+            target=exposure.slug,
+            dimensions={"slug": exposure.slug, "audience": tuple(sorted(exposure.audience))},
+            expected_version=expected_version,
+            reason=reason,
+        )
+
+    async def publish(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        slug: str,
+        *,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> AdminWorkspace:
+        """Re-validate the draft, mark ``slug`` published and hand the snapshot to the runtime.
+
+        The store keeps the published snapshot under its version, in the same write as the
+        workspace, before the runtime is told.
+        """
+
+        def change(ws: AdminWorkspace) -> AdminWorkspace:
+            return ws.next(snapshot=publishable_snapshot(ws, slug), published=True)
+
+        updated = await self._attempt(
+            admin,
+            tenant_id,
+            Role.ESRA_EXPOSURE_MANAGE,
+            AuditEvent.ADMIN_EXPOSURE_PUBLISH,
+            change,
+            target=slug,
+            dimensions={"slug": slug},
+            expected_version=expected_version,
+            reason=reason,
+        )
+        self._publisher.publish(updated.snapshot)
+        return updated

@@ -1,0 +1,1 @@
+"""Implementation of ``esra.core.audit``; import from that module, not from here."""

@@ -1,0 +1,1 @@
+"""Implementation of ``esra.core.docstore``; import from that module, not from here."""

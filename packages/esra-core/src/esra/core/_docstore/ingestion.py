@@ -1,0 +1,362 @@
+"""Ingestion: uploads reported per file, and the worker turn that drains the queue fairly.
+
+upload → inspect → persist Pending → per-file outcome; worker: claim → extract → scan →
+segment → complete (Indexed, or Quarantined with findings), each step fenced to the claim.
+A worker claims one document at a time, only when it starts on it, and renews that
+document's lease while extracting it (``LeaseHeartbeat``): no document waits under a lease
+behind a slow neighbour, and a long extraction is never mistaken for a dead worker.
+Extraction, scanning and segmenting run off the event loop, so the renewals keep their beat.
+A host may follow each document it indexed with its own work (``on_indexed``: warming a
+model's caches from the segments), which can never fail the indexing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeAlias
+
+import attrs
+
+from esra.core._docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core._docstore.extras import require_document_extra
+from esra.core._docstore.heartbeat import LeaseHeartbeat
+from esra.core._docstore.model import (
+    Claim,
+    DocumentState,
+    IndexedContent,
+    StoredDocument,
+    StoredSegment,
+    StoreSettings,
+)
+from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.scanner import Finding, ScanPolicy, scan_text
+from esra.core._docstore.upload import AcceptedUpload, UploadLimits, inspect_upload
+from esra.core._pipeline.metrics import count_ingestion
+from esra.core.codes import DocumentRefusal
+from esra.core.ports import Clock
+
+__all__ = [
+    "IndexedHook",
+    "IngestionWorker",
+    "TenantTurn",
+    "UploadOutcome",
+    "upload_files",
+]
+
+_log = logging.getLogger(__name__)
+# Called with the claim and the content of each document this worker indexed (owned and
+# Indexed, not Quarantined), once the store holds it.
+IndexedHook: TypeAlias = Callable[[Claim, IndexedContent], Awaitable[None]]
+# Refusals that re-extraction cannot cure: the document fails at once, attempts or not.
+_FINAL = frozenset(
+    {
+        DocumentRefusal.MALFORMED_DOCUMENT,
+        DocumentRefusal.PASSWORD_PROTECTED,
+        DocumentRefusal.ACTIVE_CONTENT,
+        DocumentRefusal.MACRO_ENABLED,
+        DocumentRefusal.TYPE_MISMATCH,
+        # The extraction limits are properties of the bytes: another attempt hits them again.
+        DocumentRefusal.TEXT_TOO_LONG,
+        DocumentRefusal.TOO_MANY_SEGMENTS,
+    }
+)
+
+
+@attrs.frozen
+class UploadOutcome:
+    """One file's verdict: stored (with its document), or refused with a remedy.
+
+    A file stored as Failed (a ``.docx`` that broke a safety limit) has both: its document,
+    and the refusal and remedy it failed with (``stored_as_failed``).
+    """
+
+    filename: str
+    document: StoredDocument | None = None
+    refusal: DocumentRefusal | None = None
+    remedy: str | None = None
+
+    @property
+    def stored_as_failed(self) -> bool:
+        """Whether the file was kept, as a Failed document, for the operator to review."""
+        return self.document is not None and self.document.state is DocumentState.FAILED
+
+
+async def upload_files(
+    repository: DocumentRepository,
+    tenant_id: str,
+    files: Iterable[tuple[str, bytes]],
+    *,
+    scope: str,
+    clock: Clock,
+    limits: UploadLimits | None = None,
+    uploaded_by: str | None = None,
+) -> list[UploadOutcome]:
+    """Inspect and persist each file; one bad file never affects the others.
+
+    ``files`` is consumed one at a time, so a lazy iterable keeps one file in memory.
+    ``uploaded_by`` (the operator's subject) is recorded with each stored document.
+    """
+    outcomes = []
+    for filename, data in files:
+        try:
+            accepted = inspect_upload(filename, data, limits)
+            document = await repository.add(
+                tenant_id, accepted, scope=scope, now=clock.now(), uploaded_by=uploaded_by
+            )
+        except DocumentRefusedError as refused:
+            remedy = refused.remedy
+            if refused.refusal is DocumentRefusal.DUPLICATE_DOCUMENT and refused.detail:
+                remedy = f"The same content is already stored as '{refused.detail}'."
+            outcomes.append(
+                UploadOutcome(filename=filename, refusal=refused.refusal, remedy=remedy)
+            )
+            continue
+        if document.state is DocumentState.FAILED:
+            outcomes.append(
+                UploadOutcome(
+                    filename=filename,
+                    document=document,
+                    refusal=document.failure,
+                    remedy=document.remedy,
+                )
+            )
+            continue
+        outcomes.append(UploadOutcome(filename=filename, document=document))
+    return outcomes
+
+
+@attrs.frozen
+class TenantTurn:
+    """What one tenant's turn did. ``bound_reached`` records a full batch, so a long queue is
+    distinguishable from a drained one; ``unreachable`` ends only that tenant's turn."""
+
+    tenant_id: str
+    claimed: int = 0
+    indexed: int = 0
+    quarantined: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+    bound_reached: bool = False
+    unreachable: bool = False
+
+
+@attrs.define
+class _Tally:
+    indexed: int = 0
+    quarantined: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+
+
+class IngestionWorker:
+    """Drains the ingestion queue one bounded batch per tenant per turn.
+
+    Args:
+        repository: the store.
+        worker_id: unique per worker process; the claim's owner.
+        clock: time for leases.
+        settings_for: the store settings of a tenant (the host's defaults and the worker's
+            lease); the values the tenant configured in its store (``load_configuration``)
+            replace the configurable ones at each turn.
+        pdf_limits: sandbox limits for PDF extraction.
+        on_indexed: awaited after each document this worker indexed, with its claim and
+            content; an error it raises is logged by type and indexing goes on.
+
+    Raises:
+        MissingExtraError: ``esra-core[documents]`` is not installed (at construction).
+    """
+
+    def __init__(
+        self,
+        repository: DocumentRepository,
+        *,
+        worker_id: str,
+        clock: Clock,
+        settings_for: Callable[[str], StoreSettings] = lambda _tenant: StoreSettings(),
+        pdf_limits: PdfLimits | None = None,
+        on_indexed: IndexedHook | None = None,
+    ) -> None:
+        # A worker without pypdf / python-docx would fail every PDF and DOCX as a document
+        # error; refuse to start instead, naming the extra to install.
+        require_document_extra()
+        self._repository = repository
+        self._worker_id = worker_id
+        self._clock = clock
+        self._settings_for = settings_for
+        self._pdf_limits = pdf_limits or PdfLimits()
+        self._on_indexed = on_indexed
+
+    async def run_turn(self) -> list[TenantTurn]:
+        """One pass over every tenant with work; a failing store ends only its tenant's turn."""
+        try:
+            tenants = await self._repository.tenants_with_work(now=self._clock.now())
+        except Exception:
+            _log.warning("ingestion could not list tenants with work", exc_info=True)
+            return []
+        turns = []
+        for tenant_id in tenants:
+            turns.append(await self._tenant_turn(tenant_id))
+        return turns
+
+    async def _tenant_turn(self, tenant_id: str) -> TenantTurn:
+        try:
+            # Read at every turn: an operator's "configure" applies without a restart, to
+            # every worker on the store. Unreadable settings end the turn (fail closed: a
+            # "reject" policy must never fall back to the defaults' "quarantine").
+            settings = await self._settings(tenant_id)
+            await self._repository.fail_exhausted(
+                max_attempts=settings.max_attempts, now=self._clock.now()
+            )
+        except Exception:
+            _log.warning("store of tenant %s unreachable; turn ended", tenant_id, exc_info=True)
+            return TenantTurn(tenant_id=tenant_id, unreachable=True)
+        tally = _Tally()
+        claimed = 0
+        unreachable = False
+        # One document at a time, claimed only as it is started: a claim never holds a
+        # document this worker is not working on.
+        while claimed < settings.batch_per_tenant:
+            try:
+                claims = await self._repository.claim(
+                    tenant_id,
+                    worker_id=self._worker_id,
+                    limit=1,
+                    lease_s=settings.lease_s,
+                    max_attempts=settings.max_attempts,
+                    now=self._clock.now(),
+                )
+                if not claims:
+                    break
+                claimed += len(claims)
+                for claim in claims:
+                    await self._process(claim, settings, tally)
+            except Exception:
+                # The store went away: stop this tenant; the lease of a document in hand
+                # lapses and it is reclaimed later.
+                _log.warning("store of tenant %s failed mid-turn", tenant_id, exc_info=True)
+                unreachable = True
+                break
+        bound_reached = claimed >= settings.batch_per_tenant
+        if bound_reached:
+            _log.info("tenant %s reached its batch bound of %d", tenant_id, claimed)
+        return TenantTurn(
+            tenant_id=tenant_id,
+            claimed=claimed,
+            bound_reached=bound_reached,
+            unreachable=unreachable,
+            **attrs.asdict(tally),
+        )
+
+    async def _settings(self, tenant_id: str) -> StoreSettings:
+        """The tenant's settings: the worker's, with the store's configured values in place."""
+        settings = self._settings_for(tenant_id)
+        configured = await self._repository.load_configuration(tenant_id)
+        return configured.settings.applied_to(settings) if configured is not None else settings
+
+    async def _process(self, claim: Claim, settings: StoreSettings, tally: _Tally) -> None:
+        upload = AcceptedUpload(
+            display_name=claim.title, format=claim.format, data=claim.data, sha256=""
+        )
+        heartbeat = LeaseHeartbeat(
+            self._repository,
+            claim,
+            lease_s=settings.lease_s,
+            interval_s=settings.heartbeat_interval_s,
+            clock=self._clock,
+        )
+        try:
+            # The heartbeat stops before the write that ends the claim, never during it.
+            async with heartbeat:
+                extracted = await asyncio.to_thread(
+                    _extract, upload, self._pdf_limits, settings.scan_policy
+                )
+        except DocumentRefusedError as refused:
+            final = refused.refusal in _FINAL or claim.attempt >= settings.max_attempts
+            owned = await self._repository.fail(
+                claim,
+                refused.refusal,
+                retry=not final,
+                now=self._clock.now(),
+                breach=refused.breach,
+            )
+            _count(tally, owned, "failed" if final else "retried", claim.tenant_id)
+            return
+        findings = extracted.findings
+        if findings and settings.scan_policy is ScanPolicy.REJECT:
+            owned = await self._repository.fail(
+                claim,
+                DocumentRefusal.INJECTION_SUSPECTED,
+                retry=False,
+                now=self._clock.now(),
+                findings=findings,
+            )
+            _count(tally, owned, "failed", claim.tenant_id)
+            return
+        quarantine = bool(findings) and settings.scan_policy is ScanPolicy.QUARANTINE
+        content = IndexedContent(
+            text=extracted.text,
+            segments=extracted.segments,
+            findings=findings,
+            state=DocumentState.QUARANTINED if quarantine else DocumentState.INDEXED,
+            retain_bytes=settings.retain_bytes,
+        )
+        owned = await self._repository.complete(claim, content, now=self._clock.now())
+        _count(tally, owned, "quarantined" if quarantine else "indexed", claim.tenant_id)
+        if owned and not quarantine and self._on_indexed is not None:
+            await _after_indexed(self._on_indexed, claim, content)
+
+
+@attrs.frozen
+class _Extracted:
+    text: str
+    findings: tuple[Finding, ...]
+    segments: tuple[StoredSegment, ...]
+
+
+def _extract(upload: AcceptedUpload, pdf_limits: PdfLimits, policy: ScanPolicy) -> _Extracted:
+    """Extract, scan and (unless it is to be rejected) segment one document, in a thread.
+
+    Raises:
+        DocumentRefusedError: the document cannot be extracted.
+    """
+    extraction = extract(upload, pdf_limits=pdf_limits)
+    findings = scan_text(extraction.text)
+    if findings and policy is ScanPolicy.REJECT:
+        return _Extracted(text=extraction.text, findings=findings, segments=())
+    segments = tuple(
+        StoredSegment(
+            ordinal=s.ordinal,
+            label=s.label,
+            body=s.body(extraction.text),
+            indexed=s.indexed_text(extraction.text),
+        )
+        for s in segment_extraction(extraction)
+    )
+    return _Extracted(text=extraction.text, findings=findings, segments=segments)
+
+
+async def _after_indexed(hook: IndexedHook, claim: Claim, content: IndexedContent) -> None:
+    try:
+        await hook(claim, content)
+    except Exception as exc:  # the document is indexed whatever follows
+        # By type only: a message could quote the document.
+        _log.warning(
+            "after indexing document %s of tenant %s: %s (the document stays indexed)",
+            claim.document_id,
+            claim.tenant_id,
+            type(exc).__name__,
+        )
+
+
+def _count(tally: _Tally, owned: bool, outcome: str, tenant_id: str) -> None:
+    if not owned:
+        tally.lost += 1  # the lease was lost: the retry's outcome stands, not ours
+        count_ingestion(tenant_id, "lost")
+        return
+    setattr(tally, outcome, getattr(tally, outcome) + 1)
+    count_ingestion(tenant_id, outcome)

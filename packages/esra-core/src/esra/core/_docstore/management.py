@@ -1,0 +1,389 @@
+"""Store management: the review list, release from quarantine, reindex, delete, download.
+
+The management view is the inverse of retrieval: it shows every state, including the two a
+caller can never receive, with store-wide counts that double as filters. Overriding a
+security finding (release) and pulling original bytes out (download) are separate, audited
+actions; download needs ``ESRA_DATA_MANAGE``, not just ``ESRA_DATA_READ``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+
+import attrs
+
+from esra.core._admin.roles import Administrator, Grant, NotPermittedError, Role
+from esra.core._audit.record import AuditDimension, AuditRecord
+from esra.core._docstore.ingestion import UploadOutcome, upload_files
+from esra.core._docstore.model import DocumentState, StoredDocument
+from esra.core._docstore.ownership import DocumentReadOnlyError
+from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.scanner import Finding
+from esra.core._docstore.search import DocumentCursor, DocumentSearch
+from esra.core._docstore.upload import UploadLimits
+from esra.core.codes import AuditEvent, ErrorCode
+from esra.core.ports import AuditSink, Clock
+
+__all__ = [
+    "DATA_MANAGE",
+    "DATA_READ",
+    "DocumentReadOnlyError",
+    "DocumentRow",
+    "DocumentStoreService",
+    "NotPermittedError",
+    "Operator",
+    "StoreOverview",
+    "StoreSearchPage",
+]
+
+DATA_READ = Role.ESRA_DATA_READ
+DATA_MANAGE = Role.ESRA_DATA_MANAGE
+
+
+@attrs.frozen
+class Operator:
+    """An authenticated administrator acting on one tenant's store.
+
+    ``tenant_id`` is the tenant acted on; ``roles`` are held on it, ``cross_tenant_roles``
+    on every tenant (grants with no tenant). ``home_tenant_id`` is the operator's own tenant
+    (None: the same as ``tenant_id``); it grants nothing, and an operator acting anywhere
+    else is :attr:`cross_tenant`, which every audit record of its actions says. The check is
+    ``esra.core.admin``'s role model (manage implies read), and a role name outside it
+    grants nothing.
+    """
+
+    subject: str
+    tenant_id: str
+    roles: frozenset[str] = frozenset()
+    home_tenant_id: str | None = None
+    cross_tenant_roles: frozenset[str] = frozenset()
+
+    @classmethod
+    def acting_for(cls, administrator: Administrator, tenant_id: str) -> Operator:
+        """``administrator`` acting on ``tenant_id``: its grants there and on every tenant.
+
+        Grants on other named tenants are left out: they permit nothing on this one.
+        """
+        return cls(
+            subject=administrator.subject,
+            tenant_id=tenant_id,
+            roles=frozenset(g.role.value for g in administrator.grants if g.tenant_id == tenant_id),
+            home_tenant_id=administrator.home_tenant_id,
+            cross_tenant_roles=frozenset(
+                g.role.value for g in administrator.grants if g.tenant_id is None
+            ),
+        )
+
+    @property
+    def home_tenant(self) -> str:
+        """The operator's own tenant."""
+        return self.tenant_id if self.home_tenant_id is None else self.home_tenant_id
+
+    @property
+    def cross_tenant(self) -> bool:
+        """Whether the operator acts on a tenant other than its own."""
+        return self.home_tenant != self.tenant_id
+
+    @property
+    def administrator(self) -> Administrator:
+        """The operator as the role model sees it: its grants and its home tenant."""
+        own = (Grant(Role(r), self.tenant_id) for r in self.roles if r in _ROLE_NAMES)
+        everywhere = (Grant(Role(r), None) for r in self.cross_tenant_roles if r in _ROLE_NAMES)
+        return Administrator.of(self.subject, *own, *everywhere, home_tenant_id=self.home_tenant)
+
+    def may(self, role: Role) -> bool:
+        """Whether the operator holds ``role`` (or a role implying it) on ``tenant_id``."""
+        return self.administrator.may(role, self.tenant_id)
+
+    def require(self, role: Role) -> None:
+        """Raise ``NotPermittedError`` unless the operator holds ``role`` on ``tenant_id``."""
+        if not self.may(role):
+            raise NotPermittedError
+
+    def audit_dimensions(self, tenant_id: str | None = None) -> dict[str, AuditDimension]:
+        """Who acted, for a record of an action on ``tenant_id`` (default: the one it acts on).
+
+        ``operator`` always; ``cross_tenant`` and ``operator_tenant`` when the tenant acted on
+        is not the operator's home tenant, denials included.
+        """
+        acted_on = self.tenant_id if tenant_id is None else tenant_id
+        return {"operator": self.subject, **self.administrator.acting_dimensions(acted_on)}
+
+
+_ROLE_NAMES = frozenset(r.value for r in Role)
+
+
+@attrs.frozen
+class DocumentRow:
+    """One row of the review list, with what the screen must call out.
+
+    A connector-owned document is read-only: no release, re-index or delete is available,
+    and ``read_only_reason`` says why (None for an uploaded document).
+    """
+
+    document: StoredDocument
+    zero_segments: bool
+    reindex_available: bool
+    release_available: bool
+
+    @property
+    def read_only_reason(self) -> str | None:
+        """Why an operator cannot change this document by hand (None when they can)."""
+        return self.document.owner.read_only_reason
+
+    @property
+    def delete_available(self) -> bool:
+        """Whether an operator may delete it (a connector's documents follow their source)."""
+        return not self.document.owner.read_only
+
+
+@attrs.frozen
+class StoreOverview:
+    """Counts for every state (usable as filters) and the rows matching the filter."""
+
+    counts: Mapping[DocumentState, int]
+    rows: tuple[DocumentRow, ...]
+
+
+@attrs.frozen
+class StoreSearchPage:
+    """Counts for every state (store-wide, as filters) and one page of matching rows."""
+
+    counts: Mapping[DocumentState, int]
+    rows: tuple[DocumentRow, ...]
+    next_cursor: DocumentCursor | None
+
+
+class DocumentStoreService:
+    """Management actions over one repository, each checked and audited."""
+
+    def __init__(self, repository: DocumentRepository, *, audit: AuditSink, clock: Clock) -> None:
+        self._repository = repository
+        self._audit = audit
+        self._clock = clock
+
+    async def upload(
+        self,
+        operator: Operator,
+        files: Iterable[tuple[str, bytes]],
+        *,
+        scope: str,
+        limits: UploadLimits | None = None,
+    ) -> list[UploadOutcome]:
+        """Inspect and store each file as Pending under ``scope``; one outcome per file.
+
+        Needs ``ESRA_DATA_MANAGE``. Each file is audited on its own (stored with its document
+        id, refused with the classified reason, or stored as Failed with both and the
+        ``breach``), never with its name or content. The operator is recorded as uploader.
+        """
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_UPLOAD, None)
+        outcomes = await upload_files(
+            self._repository,
+            operator.tenant_id,
+            files,
+            scope=scope,
+            clock=self._clock,
+            limits=limits,
+            uploaded_by=operator.subject,
+        )
+        for outcome in outcomes:
+            stored = outcome.document
+            breach = stored.failure_breach if stored is not None else None
+            await self._record(
+                operator,
+                AuditEvent.DOCUMENT_UPLOAD,
+                stored.id if stored else None,
+                ok=stored is not None,
+                refusal=outcome.refusal.value if outcome.refusal else None,
+                breach=breach.value if breach is not None else None,
+            )
+        return outcomes
+
+    async def document(self, operator: Operator, document_id: str) -> DocumentRow | None:
+        """One non-deleted document's row, or None; needs ``ESRA_DATA_READ``."""
+        operator.require(DATA_READ)
+        document = await self._repository.get(operator.tenant_id, document_id)
+        if document is None or document.deleted:
+            return None
+        return _row(document)
+
+    async def counts(self, operator: Operator) -> Mapping[DocumentState, int]:
+        """Store-wide counts per state (every state present); needs ``ESRA_DATA_READ``."""
+        operator.require(DATA_READ)
+        return await self._repository.counts(operator.tenant_id)
+
+    async def overview(
+        self, operator: Operator, *, states: Collection[DocumentState] | None = None
+    ) -> StoreOverview:
+        """Every state's count, and the documents (all states unless filtered)."""
+        operator.require(DATA_READ)
+        counts = await self._repository.counts(operator.tenant_id)
+        documents = await self._repository.list(operator.tenant_id, states=states)
+        return StoreOverview(counts=counts, rows=tuple(_row(d) for d in documents))
+
+    async def search(self, operator: Operator, query: DocumentSearch) -> StoreSearchPage:
+        """Every state's count, and one page of the documents ``query`` matches.
+
+        Needs ``ESRA_DATA_READ``, like ``overview`` (and, like it, reading is not audited).
+        The text goes through the store's own full-text index; see
+        ``esra.core._docstore.search``. The tenant is always the operator's.
+        """
+        operator.require(DATA_READ)
+        counts = await self._repository.counts(operator.tenant_id)
+        page = await self._repository.search_documents(operator.tenant_id, query)
+        return StoreSearchPage(
+            counts=counts,
+            rows=tuple(_row(d) for d in page.documents),
+            next_cursor=page.next_cursor,
+        )
+
+    async def findings(self, operator: Operator, document_id: str) -> tuple[Finding, ...]:
+        """What the scanner matched: shown to the operator before a release."""
+        operator.require(DATA_READ)
+        document = await self._repository.get(operator.tenant_id, document_id)
+        if document is None or document.deleted:
+            raise NotPermittedError
+        return document.findings
+
+    async def release(self, operator: Operator, document_id: str) -> StoredDocument:
+        """Release a quarantined document to Indexed; audited with the operator and findings.
+
+        Raises:
+            NotPermittedError: no ``ESRA_DATA_MANAGE``, or the document is not Quarantined.
+            DocumentReadOnlyError: a connector owns the document (the refusal is audited).
+        """
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_RELEASE, document_id)
+        await self._refuse_read_only(operator, AuditEvent.DOCUMENT_RELEASE, document_id)
+        released = await self._repository.release(
+            operator.tenant_id, document_id, operator=operator.subject, now=self._clock.now()
+        )
+        await self._record(
+            operator,
+            AuditEvent.DOCUMENT_RELEASE,
+            document_id,
+            ok=released is not None,
+            findings=len(released.findings) if released else 0,
+        )
+        if released is None:
+            raise NotPermittedError
+        return released
+
+    async def reindex(self, operator: Operator, document_id: str) -> StoredDocument:
+        """Queue a document for extraction again, attempts reset; only with retained bytes.
+
+        Raises:
+            NotPermittedError: no ``ESRA_DATA_MANAGE``, no retained bytes, or being processed.
+            DocumentReadOnlyError: a connector owns the document (the refusal is audited).
+        """
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_REINDEX, document_id)
+        await self._refuse_read_only(operator, AuditEvent.DOCUMENT_REINDEX, document_id)
+        queued = await self._repository.reindex(
+            operator.tenant_id, document_id, now=self._clock.now()
+        )
+        await self._record(
+            operator, AuditEvent.DOCUMENT_REINDEX, document_id, ok=queued is not None
+        )
+        if queued is None:
+            raise NotPermittedError
+        return queued
+
+    async def delete(self, operator: Operator, document_id: str) -> None:
+        """Soft-delete a document: gone from search, fetch and the list.
+
+        Raises:
+            NotPermittedError: no ``ESRA_DATA_MANAGE``, or no such live document.
+            DocumentReadOnlyError: a connector owns the document (the refusal is audited).
+        """
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DELETE, document_id)
+        await self._refuse_read_only(operator, AuditEvent.DOCUMENT_DELETE, document_id)
+        deleted = await self._repository.soft_delete(
+            operator.tenant_id, document_id, now=self._clock.now()
+        )
+        await self._record(operator, AuditEvent.DOCUMENT_DELETE, document_id, ok=deleted)
+        if not deleted:
+            raise NotPermittedError
+
+    async def download(self, operator: Operator, document_id: str) -> tuple[str, bytes]:
+        """The original bytes and display name; requires ``ESRA_DATA_MANAGE``.
+
+        Serve them as ``application/octet-stream`` with an attachment disposition: the
+        store never renders a document.
+        """
+        await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DOWNLOAD, document_id)
+        document = await self._repository.get(operator.tenant_id, document_id)
+        data = await self._repository.original(operator.tenant_id, document_id)
+        await self._record(operator, AuditEvent.DOCUMENT_DOWNLOAD, document_id, ok=data is not None)
+        if document is None or data is None:
+            raise NotPermittedError
+        return document.title, data
+
+    async def _require(
+        self, operator: Operator, role: Role, event: AuditEvent, document_id: str | None
+    ) -> None:
+        """Raise ``NotPermittedError`` unless the operator holds ``role``; audit a denial."""
+        if not operator.may(role):
+            await self._record(operator, event, document_id, ok=False)
+            raise NotPermittedError
+
+    async def _refuse_read_only(
+        self, operator: Operator, event: AuditEvent, document_id: str
+    ) -> None:
+        """Raise ``DocumentReadOnlyError`` for a connector-owned document; audit the refusal.
+
+        The owner never changes once stored, so checking before the action cannot race it.
+        """
+        document = await self._repository.get(operator.tenant_id, document_id)
+        if document is None or document.deleted or not document.owner.read_only:
+            return
+        await self._record(
+            operator,
+            event,
+            document_id,
+            ok=False,
+            refusal=ErrorCode.ESRA_DOCUMENT_READ_ONLY.value,
+        )
+        raise DocumentReadOnlyError(document.owner)
+
+    async def _record(
+        self,
+        operator: Operator,
+        event: AuditEvent,
+        document_id: str | None,
+        *,
+        ok: bool,
+        findings: int | None = None,
+        refusal: str | None = None,
+        breach: str | None = None,
+    ) -> None:
+        dimensions = operator.audit_dimensions()
+        if document_id is not None:
+            dimensions["document_id"] = document_id
+        if findings is not None:
+            dimensions["findings"] = findings
+        if refusal is not None:
+            dimensions["refusal"] = refusal
+        if breach is not None:
+            dimensions["breach"] = breach
+        await self._audit.record(
+            AuditRecord(
+                event=event,
+                tenant_id=operator.tenant_id,
+                correlation_id=f"{event.value}:{document_id or operator.subject}",
+                at=self._clock.now(),
+                outcome="ok" if ok else "denied",
+                dimensions=dimensions,
+            )
+        )
+
+
+def _row(document: StoredDocument) -> DocumentRow:
+    return DocumentRow(
+        document=document,
+        # Indexed yet unsearchable: nothing about the state alone says so.
+        zero_segments=document.state is DocumentState.INDEXED and document.segment_count == 0,
+        reindex_available=document.bytes_retained
+        and document.state is not DocumentState.PROCESSING
+        and not document.owner.read_only,
+        release_available=document.state is DocumentState.QUARANTINED
+        and not document.owner.read_only,
+    )

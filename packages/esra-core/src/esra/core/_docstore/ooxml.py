@@ -1,0 +1,103 @@
+"""OOXML (.docx) checks over inflated members: structure, macros, active content, safe XML.
+
+Every XML part is parsed here with DTDs, entities and external references forbidden
+(defusedxml), before any other reader sees the package. Macro-enabled packages and packages
+carrying ActiveX controls or DDE fields are refused: those can run code as Word opens the file.
+
+Embedded objects (OLE objects, a chart's workbook, embedded packages: the blobs under
+``word/embeddings/``) are ignored, as the spec says: ESRA indexes the document's own text and
+never renders anything, so an object that only runs when a person activates it in Office is
+inert here. Their bytes are inflated under the zip limits like every member, and nothing
+else: no check unzips, OLE-parses or scans them, and python-docx keeps them as opaque blobs.
+External relationships and remote images (``TargetMode="External"``) are never fetched:
+python-docx skips external targets, and nothing here resolves a URL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from xml.etree.ElementTree import ParseError
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring
+
+from esra.core._docstore.refusals import Breach, DocumentRefusedError
+from esra.core.codes import DocumentRefusal
+
+__all__ = ["check_docx_members"]
+
+_CONTENT_TYPES = "[Content_Types].xml"
+_MAIN_PART = "word/document.xml"
+_MACRO_MARKERS = ("macroenabled", "vbaproject", "vbadata")
+# ActiveX controls: content types ``application/vnd.ms-office.activeX[+xml]``, relationship
+# types ``…/activeXControlBinary``, parts under ``word/activeX/``. ``oleObject`` is not here:
+# an OLE object is an embedded object, ignored (see the module docstring).
+_ACTIVE_MARKERS = ("activex",)
+_ACTIVEX_FOLDER = "word/activex/"
+# Field instructions: <w:instrText>…</w:instrText> and <w:fldSimple w:instr="…">. A DDE
+# field's instruction starts with DDE or DDEAUTO (quoted pieces may be split across runs, the
+# keyword is not).
+_INSTRUCTIONS = re.compile(
+    rb"<w:instrText\b[^>]*>([^<]*)</w:instrText>|\bw:instr\s*=\s*[\"']([^\"']*)[\"']"
+)
+_DDE = re.compile(rb"^\s*DDE(?:AUTO)?\b", re.IGNORECASE)
+
+
+def _is_xml(name: str) -> bool:
+    return name.lower().endswith((".xml", ".rels"))
+
+
+def _parse_safely(name: str, data: bytes) -> None:
+    try:
+        fromstring(data, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as exc:
+        raise DocumentRefusedError(
+            DocumentRefusal.MALFORMED_DOCUMENT,
+            detail=f"DTD or entity in {name}",
+            breach=Breach.XML_DTD_OR_ENTITY,
+        ) from exc
+    except (ParseError, ValueError) as exc:
+        raise DocumentRefusedError(
+            DocumentRefusal.MALFORMED_DOCUMENT,
+            detail=f"invalid XML in {name}",
+            breach=Breach.XML_INVALID,
+        ) from exc
+
+
+def check_docx_members(members: Mapping[str, bytes]) -> None:
+    """Refuse anything but a plain, well-formed Word document package.
+
+    Raises:
+        DocumentRefusedError: ``TYPE_MISMATCH`` (not a Word package), ``MACRO_ENABLED``,
+            ``ACTIVE_CONTENT`` or ``MALFORMED_DOCUMENT`` (unsafe or invalid XML).
+    """
+    # XML first: an entity or DTD anywhere is refused whatever else the package is. That
+    # includes an XML-named member under word/embeddings/ (Office never writes one): which
+    # parts python-docx parses is decided by declared content types, not by folder.
+    for name, data in members.items():
+        if _is_xml(name):
+            _parse_safely(name, data)
+    if _CONTENT_TYPES not in members or _MAIN_PART not in members:
+        raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="not a Word package")
+    lowered_names = [name.lower() for name in members]
+    declared = b" ".join(
+        data.lower()
+        for name, data in members.items()
+        if name == _CONTENT_TYPES or name.endswith(".rels")
+    )
+    if any(m.encode() in declared for m in _MACRO_MARKERS) or any(
+        "vbaproject" in n for n in lowered_names
+    ):
+        raise DocumentRefusedError(DocumentRefusal.MACRO_ENABLED, detail="macro content")
+    if any(m.encode() in declared for m in _ACTIVE_MARKERS) or any(
+        n.startswith(_ACTIVEX_FOLDER) for n in lowered_names
+    ):
+        raise DocumentRefusedError(DocumentRefusal.ACTIVE_CONTENT, detail="ActiveX control")
+    # DDE lives in field instructions (w:instrText, w:fldSimple/@w:instr) of the story parts.
+    for name, data in members.items():
+        if not (name.startswith("word/") and name.endswith(".xml")):
+            continue
+        for match in _INSTRUCTIONS.finditer(data):
+            if _DDE.match(match.group(1) or match.group(2) or b""):
+                raise DocumentRefusedError(DocumentRefusal.ACTIVE_CONTENT, detail="DDE field")

@@ -1,0 +1,165 @@
+"""Upload inspection: the checks every file passes before it is stored as Pending.
+
+Order matters and is cheap-first: size, extension, header magic, then (for .docx) the zip
+structure and counted inflation, then the XML. Nothing is inflated or parsed before the type
+is known, and a refusal always carries a classified reason and a remedy.
+
+A ``.docx`` whose package breaks a safety limit (zip bomb, unsafe structure, DTD or entity,
+damaged XML) is not refused: it is accepted *as a breach* (``AcceptedUpload.breach``), and
+the repository stores it as a Failed ``MALFORMED_DOCUMENT`` naming the limit, bytes kept,
+never a partial index (spec 004). Macros, active content and type mismatches are still
+refused, since there is nothing for an operator to review.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import PurePosixPath
+
+import attrs
+
+from esra.core._docstore.filenames import sanitize_filename
+from esra.core._docstore.formats import (
+    ACCEPTED_EXTENSIONS,
+    DocumentFormat,
+    HeaderKind,
+    sniff_header,
+)
+from esra.core._docstore.ooxml import check_docx_members
+from esra.core._docstore.refusals import STORED_BREACHES, Breach, DocumentRefusedError
+from esra.core._docstore.zipguard import ZipLimits, inflate_members
+from esra.core.codes import DocumentRefusal
+
+__all__ = ["AcceptedUpload", "UploadLimits", "inspect_upload"]
+
+_LEGACY = frozenset({".doc", ".dot"})
+_MACRO = frozenset({".docm", ".dotm", ".xlsm", ".xltm", ".pptm", ".potm", ".ppsm"})
+_TEXT_FORMATS = frozenset({DocumentFormat.TXT, DocumentFormat.MD, DocumentFormat.CSV})
+# An OLE container named .docx is encrypted OOXML when it holds these streams (UTF-16LE names).
+_ENCRYPTED_OOXML = ("EncryptionInfo".encode("utf-16-le"), "EncryptedPackage".encode("utf-16-le"))
+# A spreadsheet cell that launches a DDE command: =cmd|'...'!A0, +cmd|..., @SUM(...)|...
+# Linear by construction (a 25 MB upload is matched in the request): the leading blanks
+# exclude newline and tab, which also start a cell, and the possessive runs stop at the
+# first ``|`` and then the first ``!`` of the cell instead of backtracking through it.
+_CSV_DDE = re.compile(r"(?m)(?:^|[,;\t])[ \r\f\v]*+\"?[=+\-@][^,;\t\n|]*+\|[^,;\t\n!]*+!")
+
+
+@attrs.frozen
+class UploadLimits:
+    """Per-store upload limits."""
+
+    max_bytes: int = 25 * 1024 * 1024
+    zip: ZipLimits = attrs.field(factory=ZipLimits)
+
+
+@attrs.frozen
+class AcceptedUpload:
+    """A file that passed inspection: safe display name, format, bytes and content hash.
+
+    ``breach`` names the safety limit a ``.docx`` package broke, when it did: the file is
+    stored as a Failed document with that classification instead of being queued.
+    """
+
+    display_name: str
+    format: DocumentFormat
+    data: bytes = attrs.field(repr=False)
+    sha256: str
+    breach: Breach | None = None
+
+
+def _format_for(filename: str) -> DocumentFormat:
+    suffix = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
+    if suffix in _LEGACY:
+        raise DocumentRefusedError(DocumentRefusal.LEGACY_DOC)
+    if suffix in _MACRO:
+        raise DocumentRefusedError(DocumentRefusal.MACRO_ENABLED, detail=f"{suffix} extension")
+    try:
+        return ACCEPTED_EXTENSIONS[suffix]
+    except KeyError:
+        raise DocumentRefusedError(DocumentRefusal.UNSUPPORTED_TYPE, detail=suffix) from None
+
+
+def _not_utf8() -> DocumentRefusedError:
+    # Its content is text, so "use the real extension" would mislead: say "save as UTF-8".
+    return DocumentRefusedError(
+        DocumentRefusal.TYPE_MISMATCH, detail="not UTF-8 text", breach=Breach.TEXT_NOT_UTF8
+    )
+
+
+def _check_text(data: bytes, document_format: DocumentFormat) -> None:
+    try:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            text = data.decode("utf-16")
+        else:
+            text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8() from exc
+    if "\x00" in text:
+        raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="NUL in text")
+    if document_format is DocumentFormat.CSV and _CSV_DDE.search(text):
+        raise DocumentRefusedError(DocumentRefusal.ACTIVE_CONTENT, detail="DDE formula in a cell")
+
+
+def _check_ole_docx(data: bytes) -> None:
+    if all(marker in data for marker in _ENCRYPTED_OOXML):
+        raise DocumentRefusedError(DocumentRefusal.PASSWORD_PROTECTED, detail="encrypted OOXML")
+    raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="OLE container named .docx")
+
+
+def _package_breach(data: bytes, limits: UploadLimits) -> Breach | None:
+    """Check a ``.docx`` package; return the safety limit it broke, if it broke one."""
+    try:
+        check_docx_members(inflate_members(data, limits.zip))
+    except DocumentRefusedError as refused:
+        if refused.breach in STORED_BREACHES:
+            return refused.breach
+        raise
+    return None
+
+
+def inspect_upload(
+    filename: str, data: bytes, limits: UploadLimits | None = None
+) -> AcceptedUpload:
+    """Inspect one uploaded file; return it accepted (or accepted as a breach) or refuse it.
+
+    Type is decided by magic bytes from the header and must agree with the extension.
+    ``.doc`` is refused with "convert to .docx"; macro-enabled formats are refused outright.
+    A ``.docx`` is additionally checked as a zip (structure, counted inflation, limits) and
+    as OOXML (no macros, no active content, every XML part parsed with DTDs forbidden); a
+    package that breaks one of those safety limits is returned with ``breach`` set.
+    PDF structure and encryption are checked at extraction, in a sandboxed subprocess.
+
+    Raises:
+        DocumentRefusedError: with the classified reason and its remedy.
+    """
+    limits = limits or UploadLimits()
+    if not data:
+        raise DocumentRefusedError(DocumentRefusal.EMPTY_DOCUMENT)
+    if len(data) > limits.max_bytes:
+        raise DocumentRefusedError(DocumentRefusal.TOO_LARGE)
+    document_format = _format_for(filename)
+    kind = sniff_header(data)
+    breach = None
+    if document_format is DocumentFormat.PDF:
+        if kind is not HeaderKind.PDF:
+            raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
+    elif document_format is DocumentFormat.DOCX:
+        if kind is HeaderKind.OLE:
+            _check_ole_docx(data)
+        if kind is not HeaderKind.ZIP:
+            raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
+        breach = _package_breach(data, limits)
+    elif document_format in _TEXT_FORMATS:
+        if kind is HeaderKind.NON_UTF8_TEXT:
+            raise _not_utf8()
+        if kind is not HeaderKind.TEXT:
+            raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
+        _check_text(data, document_format)
+    return AcceptedUpload(
+        display_name=sanitize_filename(filename),
+        format=document_format,
+        data=data,
+        sha256=hashlib.sha256(data).hexdigest(),
+        breach=breach,
+    )

@@ -1,0 +1,1 @@
+"""Implementation of ``esra.core.fetch``; import from that module, not from here."""

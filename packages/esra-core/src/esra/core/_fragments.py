@@ -1,0 +1,96 @@
+"""Fragments: bounded excerpts of a record's content around the terms that found it.
+
+Retrieval returns fragments, never whole records, so responses and rerank prompts stay bounded
+whatever a source stores. Marker text is stripped here too: a fragment is untrusted content
+on its way to a model or an AI client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping as AbcMapping
+from collections.abc import Sequence
+
+from esra.core._config.mapping import Mapping
+from esra.core._prompts.markers import strip_markers
+
+__all__ = ["ELLIPSIS", "content_text", "make_fragment"]
+
+ELLIPSIS = "…"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _clean(text: str) -> str:
+    # Control characters become spaces before collapsing, so words either side stay apart.
+    return " ".join(_CONTROL.sub(" ", strip_markers(text)).split())
+
+
+def _first_match(text: str, terms: Sequence[str]) -> tuple[int, int]:
+    """Return (position, length) of the earliest case-insensitive term match, or (0, 0)."""
+    best: tuple[int, int] | None = None
+    # ASCII text can only match case-insensitively as its lower case does (Unicode's other
+    # case pairs, such as K and the Kelvin sign, need a character ASCII does not have), and
+    # lowering it keeps every position; a plain find then does what the regex did, faster.
+    lowered = text.lower() if text.isascii() else None
+    for term in terms:
+        needle = " ".join(term.split())
+        if not needle:
+            continue
+        if lowered is not None and needle.isascii():
+            position = lowered.find(needle.lower())
+            if position < 0:
+                continue
+            candidate = (position, len(needle))
+        else:
+            found = re.search(re.escape(needle), text, flags=re.IGNORECASE)
+            if found is None:
+                continue
+            candidate = (found.start(), found.end() - found.start())
+        # Earliest wins; at one position the longer match shows more of what was searched.
+        if best is None or (candidate[0], -candidate[1]) < (best[0], -best[1]):
+            best = candidate
+    return best or (0, 0)
+
+
+def make_fragment(text: str, terms: Sequence[str], max_chars: int) -> str:
+    """Return at most ``max_chars`` characters of ``text`` around the first matching term.
+
+    Whitespace is collapsed, control characters and marker text removed. A text that fits is
+    returned whole; otherwise a window around the earliest match of any of ``terms`` (or the
+    start, if none matches) is cut on word boundaries where possible and marked with ``…`` on
+    each side that was cut. A term no longer than ``max_chars − 2`` is always kept whole.
+    """
+    if max_chars <= 0:
+        return ""
+    clean = _clean(text)
+    if len(clean) <= max_chars:
+        return clean
+    pos, length = _first_match(clean, terms)
+    # Two characters are reserved for the ellipses; a tiny budget gets a bare cut instead.
+    inner = max_chars - 2 if max_chars > 2 else max_chars
+    if length > inner:
+        length = 0
+    lead = (inner - length) // 3
+    start = max(0, pos - lead)
+    end = min(len(clean), start + inner)
+    start = max(0, end - inner)
+    # Snap to word boundaries, but never into the matched term.
+    if start > 0 and clean[start - 1] != " ":
+        space = clean.find(" ", start, pos)
+        if space != -1:
+            start = space + 1
+    if end < len(clean) and clean[end] != " ":
+        space = clean.rfind(" ", pos + length, end)
+        if space != -1 and space > start:
+            end = space
+    window = clean[start:end].strip()
+    if max_chars <= 2:
+        return window[:max_chars]
+    prefix = ELLIPSIS if start > 0 else ""
+    suffix = ELLIPSIS if end < len(clean) else ""
+    return f"{prefix}{window}{suffix}"
+
+
+def content_text(texts: AbcMapping[str, str], mapping: Mapping) -> str:
+    """Join the mapping's content fields present in ``texts`` (already masked), in order."""
+    return " ".join(texts[name] for name in mapping.content_fields if texts.get(name))

@@ -1,0 +1,153 @@
+"""Cache keys built by the core: tenant-partitioned, versioned, and free of prompt text.
+
+A key never contains the caller's prompt, only a SHA-256 digest of its normalized form, so a
+cache backend (or whoever can list its keys) learns nothing about what was asked. Every key
+starts with a per-tenant partition, so one tenant's entries can never be addressed by another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+from esra.core._context import ClaimValue
+
+__all__ = [
+    "KEY_VERSION",
+    "SELECTION_TTL_S",
+    "authorization_fingerprint",
+    "candidate_fingerprint",
+    "normalize_prompt",
+    "prompt_fingerprint",
+    "result_cache_key",
+    "selection_cache_key",
+    "tenant_partition",
+]
+
+KEY_VERSION = "v1"
+SELECTION_TTL_S = 300.0
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def normalize_prompt(text: str) -> str:
+    """Casefold ``text`` and collapse every run of whitespace into one space, trimmed."""
+    return _WHITESPACE.sub(" ", text.casefold()).strip()
+
+
+def prompt_fingerprint(text: str) -> str:
+    """Return the hex SHA-256 of the normalized prompt.
+
+    Prompts that differ only in case or whitespace share a fingerprint.
+    """
+    return _sha256(normalize_prompt(text))
+
+
+def candidate_fingerprint(source_ids: Iterable[str]) -> str:
+    """Return the hex SHA-256 of the candidate set, independent of order and repetition."""
+    return _sha256(json.dumps(sorted(set(source_ids))))
+
+
+def tenant_partition(tenant_id: str) -> str:
+    """Return the key prefix that partitions the cache by tenant."""
+    return f"esra:{KEY_VERSION}:{_sha256(tenant_id)[:16]}"
+
+
+def selection_cache_key(
+    *,
+    tenant_id: str,
+    exposure_id: str,
+    config_version: str,
+    candidate_ids: Iterable[str],
+    request: str,
+) -> str:
+    """Return the cache key of a source selection.
+
+    The digest covers the tenant (again, in full, so the 16-character partition is never the
+    only thing separating tenants), the exposure, the configuration version, the candidate
+    set and the normalized prompt; a change in any of them addresses a different entry.
+    """
+    material = json.dumps(
+        [
+            tenant_id,
+            exposure_id,
+            config_version,
+            candidate_fingerprint(candidate_ids),
+            prompt_fingerprint(request),
+        ]
+    )
+    return f"{tenant_partition(tenant_id)}:selection:{_sha256(material)}"
+
+
+def _claim_material(value: ClaimValue) -> object:
+    # Typed so that "1" and 1, or "true" and True, never share a fingerprint.
+    if isinstance(value, tuple):
+        return ["tuple", sorted(str(v) for v in value)]
+    return [type(value).__name__, str(value)]
+
+
+def authorization_fingerprint(
+    *,
+    client_app_id: str,
+    claims: Mapping[str, ClaimValue],
+    authorized_source_ids: Iterable[str] | None,
+    effective_source_ids: Iterable[str],
+) -> str:
+    """Return the hex SHA-256 of everything that decides what a caller may see.
+
+    Every claim counts, not only those a record filter names today: a filter added later
+    must not find entries cached under an authorization that ignored it. The subject does
+    not count — two callers with the same authorization see the same results — which is
+    why cached results never carry caller-bound document references.
+    """
+    material = json.dumps(
+        [
+            client_app_id,
+            sorted((name, _claim_material(value)) for name, value in claims.items()),
+            None if authorized_source_ids is None else sorted(set(authorized_source_ids)),
+            sorted(set(effective_source_ids)),
+        ]
+    )
+    return _sha256(material)
+
+
+def result_cache_key(
+    *,
+    tenant_id: str,
+    client_app_id: str,
+    capability_id: str,
+    exposure_id: str,
+    config_version: str,
+    authorization: str,
+    request: str,
+    filters: str = "",
+    top_k: int | None = None,
+) -> str:
+    """Return the cache key of a whole retrieval response.
+
+    Covers the tenant, client application, capability, exposure, configuration version, the
+    caller's ``authorization_fingerprint``, the normalized prompt, the caller's filters
+    (``caller_filters.filters_digest``) and the top-K the response was cut to, so a change
+    in configuration, in the caller's authorization or in what was asked for addresses a
+    different entry.
+    """
+    material = json.dumps(
+        [
+            tenant_id,
+            client_app_id,
+            capability_id,
+            exposure_id,
+            config_version,
+            authorization,
+            prompt_fingerprint(request),
+            filters,
+            top_k,
+        ]
+    )
+    return f"{tenant_partition(tenant_id)}:result:{_sha256(material)}"

@@ -1,0 +1,1 @@
+"""Implementation of ``esra.core.prompts``; import from that module, not from here."""

@@ -1,1 +1,0 @@
-"""The internal document store's core logic: upload hardening, extraction, segmentation."""
