@@ -11,6 +11,7 @@ import attrs
 import pymysql
 import pytest
 
+from esra.core._admin.secrets import InMemorySecretVault
 from esra.core._config.mapping import FieldType, Operator
 from esra.core._config.source import SourceHealth
 from esra.core._pipeline.values import ValidatedQuery, _issue
@@ -187,6 +188,47 @@ async def test_missing_select_privilege_is_permission_denied(
     assert provider.server is not None
     assert "the" in provider.server.rules.stopwords
     await provider.close()
+
+
+async def test_a_rotated_password_is_used_by_the_next_connection_a_slot_opens(
+    server: Server, contract_database: str
+) -> None:
+    """Rotating the stored secret needs no reopened provider: each connection a slot opens
+    resolves the template again, so once the server drops the old session the next one logs
+    in with the new password (the old one no longer would)."""
+    user, first, second = "esra_test_mysql_rotated", "Rotated-pw-1", "Rotated-pw-2"
+    with server.connect(contract_database) as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
+        cursor.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY %(pw)s", {"pw": first})
+        cursor.execute(
+            f"GRANT SELECT ON {quote_identifier(contract_database)}.* TO '{user}'@'%%'", {}
+        )
+    vault = InMemorySecretVault()
+    await vault.put(TENANT, "pw", first)
+    provider = MySqlProvider(
+        tenant_id=TENANT,
+        connection=server.template(contract_database, user=user, password=first),
+        secrets=vault,
+        allowlist=StaticHostAllowlist([(TENANT, server.host, server.port)]),
+        pool_size=1,
+    )
+    try:
+        assert await provider.execute(_acme(), timeout_s=5.0)
+        with server.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"ALTER USER '{user}'@'%%' IDENTIFIED BY %(pw)s", {"pw": second})
+            await vault.put(TENANT, "pw", second)
+            cursor.execute(
+                "SELECT id FROM information_schema.processlist WHERE user = %(u)s", {"u": user}
+            )
+            for (session,) in cursor.fetchall():
+                cursor.execute(f"KILL CONNECTION {int(session)}", {})
+        with pytest.raises(ProviderError):  # the session the server dropped, discarded
+            await provider.execute(_acme(), timeout_s=5.0)
+        assert await provider.execute(_acme(), timeout_s=5.0)
+    finally:
+        await provider.close()
+        with server.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
 
 
 async def test_missing_fulltext_index_is_classified(server: Server, contract_database: str) -> None:

@@ -1,6 +1,8 @@
-"""SourceConnection: one source's template, resolved anew or once and then kept."""
+"""SourceConnection: one source's template, resolved anew for every connection opened."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -42,28 +44,84 @@ async def test_resolve_reads_the_secret_anew_every_time() -> None:
 
 
 async def test_target_is_resolved_once_and_kept() -> None:
-    """``target()`` keeps its first resolution; ``resolved`` hands the same one out."""
+    """``target()`` keeps its first resolution for the engine's checks of its options."""
     secrets = _Vault("first")
     source = _source(secrets)
     kept = await source.target()
     secrets.value = "second"
     assert await source.target() is kept
-    assert source.resolved is kept
     assert kept.password == "first"
 
 
 async def test_nothing_is_kept_until_a_resolution_succeeds() -> None:
-    """Before ``target()`` succeeds, ``resolved`` is UNKNOWN and a failure is not kept."""
+    """A failed ``target()`` keeps nothing: the next call resolves again."""
     secrets = _Vault()
     source = _source(secrets)
-    with pytest.raises(ProviderError) as raised:
-        _ = source.resolved
-    assert raised.value.code is ProviderErrorCode.UNKNOWN
     with pytest.raises(ProviderError) as failed:
         await source.target()
     assert failed.value.code is ProviderErrorCode.SECRET_UNRESOLVED
     secrets.value = "now-there"
     assert (await source.target()).password == "now-there"
+
+
+async def test_a_worker_threads_opener_resolves_the_secret_as_it_is_now() -> None:
+    """A connection opened on a worker thread logs in with the secret rotated since
+    ``target()``, resolved on the loop that awaited it."""
+    secrets = _Vault("first")
+    source = _source(secrets)
+    await source.target()
+    secrets.value = "second"
+    assert (await asyncio.to_thread(source.resolve_from_thread)).password == "second"
+
+
+async def test_a_worker_thread_sees_a_host_taken_off_the_allowlist() -> None:
+    """The allowlist is asked again for every connection a thread opens."""
+
+    class _Revocable:
+        allowed = True
+
+        async def is_allowed(self, tenant_id: str, host: str, port: int) -> bool:
+            return self.allowed
+
+    allowlist = _Revocable()
+    source = SourceConnection(
+        TEMPLATE, tenant_id="tenant-a", secrets=_Vault("pw"), allowlist=allowlist, schemes=SCHEMES
+    )
+    await source.target()
+    allowlist.allowed = False
+    with pytest.raises(ProviderError) as raised:
+        await asyncio.to_thread(source.resolve_from_thread)
+    assert raised.value.code is ProviderErrorCode.HOST_NOT_ALLOWED
+
+
+async def test_a_secret_store_that_does_not_answer_is_a_timeout() -> None:
+    """A hung secret store fails the thread's connection as TIMEOUT instead of holding it."""
+    never = asyncio.Event()
+
+    class _Hung(_Vault):
+        async def resolve(self, tenant_id: str, reference: str) -> str:
+            await never.wait()
+            return "never"
+
+    source = _source(_Vault("first"))
+    await source.target()
+    source._secrets = _Hung()
+    with pytest.raises(ProviderError) as raised:
+        await asyncio.to_thread(source.resolve_from_thread, 0.05)
+    assert raised.value.code is ProviderErrorCode.TIMEOUT
+
+
+async def test_no_thread_resolution_without_a_loop_or_on_the_loop_itself() -> None:
+    """Before any ``target()`` there is no loop to resolve on; on the loop's own thread the
+    call would wait on itself: both are UNKNOWN, at once."""
+    source = _source(_Vault("first"))
+    with pytest.raises(ProviderError) as before:
+        await asyncio.to_thread(source.resolve_from_thread)
+    assert before.value.code is ProviderErrorCode.UNKNOWN
+    await source.target()
+    with pytest.raises(ProviderError) as on_loop:
+        source.resolve_from_thread()
+    assert on_loop.value.code is ProviderErrorCode.UNKNOWN
 
 
 async def test_a_host_off_the_allowlist_resolves_to_nothing() -> None:

@@ -180,6 +180,8 @@ class _MySqlEngine:
             if self._pool is None:
                 await self._resolve()
                 self._pool = SlotPool(self._connect, size=self._pool_size, thread_name="esra-mysql")
+            else:
+                await self._connection.target()  # the loop a slot's opener resolves on
             if self._server is None or self._builder is None:
                 server = await self._on_slot(self._pool, self._detect, timeout_s=None)
                 self._builder = StatementBuilder(
@@ -201,7 +203,7 @@ class _MySqlEngine:
 
     def _connect(self) -> Any:
         """Open one read-only session (runs on a slot's thread or the killer's)."""
-        target = self._connection.resolved  # _ready resolved it before any slot exists
+        target = self._connection.resolve_from_thread()  # the secret as it is now
         timeout = target.option("connect_timeout")
         ssl_ca = target.option("ssl_ca")
         connection = pymysql.connect(

@@ -178,9 +178,11 @@ class _OracleEngine:
         }
 
     def _open(self) -> oracledb.Connection:
-        """Open one connection and set its current schema (on a slot's thread; the template
-        was resolved by ``connection_kwargs`` first)."""
-        connection = oracledb.connect(**self._connect_kwargs(self._connection.resolved))
+        """Open one connection and set its current schema, on a slot's thread, its template
+        resolved anew (``connection_kwargs`` checked the template first)."""
+        connection = oracledb.connect(
+            **self._connect_kwargs(self._connection.resolve_from_thread())
+        )
         connection.outputtypehandler = _lobs_as_text
         if self._schema_sql is not None:
             connection.cursor().execute(self._schema_sql)

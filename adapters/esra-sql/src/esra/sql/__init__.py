@@ -15,6 +15,7 @@ from esra.sql._builder import (
 )
 from esra.sql._cache import CacheInfo, CompiledStatement, CompiledStatementCache
 from esra.sql._connection import (
+    RESOLVE_TIMEOUT_S,
     ConnectionTarget,
     ConnectionTemplate,
     SourceConnection,
@@ -43,6 +44,7 @@ __all__ = [
     "HEALTH_TIMEOUT_S",
     "KEY_LABEL",
     "LIMIT_BIND",
+    "RESOLVE_TIMEOUT_S",
     "SCORE_LABEL",
     "SESSION_ENDING",
     "BuiltStatement",

@@ -28,6 +28,8 @@ again after the split, as a percent-encoded template always was.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import re
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -39,12 +41,17 @@ from esra.core.exceptions import EsraError, ProviderError
 from esra.core.ports import HostAllowlist, SecretStore
 
 __all__ = [
+    "RESOLVE_TIMEOUT_S",
     "ConnectionTarget",
     "ConnectionTemplate",
     "SourceConnection",
     "encode_placeholders",
     "resolve_connection",
 ]
+
+# How long a worker thread's opener waits for the secret store, like a driver's connect
+# timeout: a store that hangs fails the connection as TIMEOUT instead of holding the thread.
+RESOLVE_TIMEOUT_S = 10.0
 
 _PLACEHOLDER = re.compile(r"\$\{secret:([A-Za-z0-9][A-Za-z0-9_.:/-]{0,199})\}")
 _ANY_PLACEHOLDER = re.compile(r"\$\{")
@@ -202,6 +209,12 @@ async def resolve_connection(
 class SourceConnection:
     """One source's connection template with what resolves it: its tenant, secrets, allowlist.
 
+    Every connection an engine opens resolves the template anew, so a rotated secret or a
+    host taken off the allowlist takes effect for the next connection without reopening the
+    provider. An async driver awaits ``resolve()``; a synchronous one opens its connections
+    on worker threads, whose opener calls ``resolve_from_thread()``: the resolution runs on
+    the event loop that last awaited ``target()``, since secret stores are asynchronous.
+
     Args:
         template: the source's connection template (``connection_ref``).
         tenant_id: the source's tenant; secrets and the allowlist are consulted with it.
@@ -225,6 +238,7 @@ class SourceConnection:
         self._allowlist = allowlist
         self._schemes = schemes
         self._kept: ConnectionTarget | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def template(self) -> str:
@@ -248,23 +262,44 @@ class SourceConnection:
         )
 
     async def target(self) -> ConnectionTarget:
-        """Resolve the template on the first call and return that target from then on.
+        """The template resolved once, checked before any work reaches a worker thread.
+
+        An engine awaits it before each piece of work it hands to a thread: the first call
+        resolves (so a bad template, host or secret fails on the event loop, classified,
+        before a thread is involved), later calls return that first resolution for the
+        engine's own checks of its options. Each call also names the running loop as the
+        one ``resolve_from_thread`` resolves on.
 
         Raises:
             ProviderError: as ``resolve`` does, until one resolution succeeds.
         """
+        self._loop = asyncio.get_running_loop()
         if self._kept is None:
             self._kept = await self.resolve()
         return self._kept
 
-    @property
-    def resolved(self) -> ConnectionTarget:
-        """The target ``target()`` kept, for a driver's opener on a worker thread.
+    def resolve_from_thread(self, timeout_s: float = RESOLVE_TIMEOUT_S) -> ConnectionTarget:
+        """Resolve the template anew for a connection a worker thread is about to open.
 
         Raises:
-            ProviderError: ``UNKNOWN`` before ``target()`` has resolved it (every caller
-                awaits ``target()`` before a connection can be opened).
+            ProviderError: as ``resolve`` does; ``TIMEOUT`` when the secret store has not
+                answered within ``timeout_s``; ``UNKNOWN`` when no event loop awaited
+                ``target()`` or when called on that loop's own thread (which would wait on
+                itself forever).
         """
-        if self._kept is None:
+        loop = self._loop
+        if loop is None or loop.is_closed() or _running_loop() is loop:
             raise ProviderError(ProviderErrorCode.UNKNOWN)
-        return self._kept
+        future = asyncio.run_coroutine_threadsafe(self.resolve(), loop)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

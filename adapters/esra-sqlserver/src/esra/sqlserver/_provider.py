@@ -169,8 +169,9 @@ class _SqlServerEngine:
         return kwargs
 
     def _open(self) -> _Connection:
-        """Open one connection (on a slot's thread; ``connection_kwargs`` resolved it first)."""
-        return pymssql.connect(**self._connect_kwargs(self._connection.resolved))
+        """Open one connection on a slot's thread, its template resolved anew (a rotated
+        secret is what it logs in with; ``connection_kwargs`` checked the template first)."""
+        return pymssql.connect(**self._connect_kwargs(self._connection.resolve_from_thread()))
 
     async def run(
         self, built: BuiltStatement, query: ValidatedQuery, budget: TimeBudget
