@@ -359,7 +359,15 @@ class BatchingAuditSink:
                 changed.notify_all()
 
     async def _write(self, batch: Sequence[AuditRecord]) -> None:
-        failing_since: float | None = None
+        # Setting up stamina's retry loop costs more than a batch's own Python work, and
+        # nearly every batch is written at the first try, so the loop starts only after a
+        # failure; from then on its attempts, backoff and test mode are stamina's.
+        try:
+            await self._backend.write_batch(batch)
+        except Exception as exc:
+            failing_since = await self._failed(batch, exc, None)
+        else:
+            return
 
         def retry(exc: BaseException) -> bool:
             # Only failed writes: stamina asks about a cancellation too, and retrying that
@@ -377,20 +385,11 @@ class BatchingAuditSink:
                     wait_jitter=self._retry_initial,
                 ):
                     with attempt:
-                        if failing_since is not None:
-                            await self._check_give_up()
+                        await self._check_give_up()
                         try:
                             await self._backend.write_batch(batch)
                         except Exception as exc:
-                            _log.warning(
-                                "audit batch of %d records not written (%s); retrying",
-                                len(batch),
-                                type(exc).__name__,
-                            )
-                            now = self._clock.monotonic()
-                            failing_since = now if failing_since is None else failing_since
-                            if now - failing_since >= self._unavailable_after:
-                                await self._mark_unavailable()
+                            failing_since = await self._failed(batch, exc, failing_since)
                             raise
                 return
             except _GiveUpError:
@@ -398,6 +397,22 @@ class BatchingAuditSink:
             except Exception:  # stamina's testing mode caps attempts: keep going
                 await asyncio.sleep(self._retry_max)
                 continue
+
+    async def _failed(
+        self, batch: Sequence[AuditRecord], exc: Exception, failing_since: float | None
+    ) -> float:
+        """Log a failed write; refuse new records once writes have failed for too long.
+
+        Returns when the writes started failing.
+        """
+        _log.warning(
+            "audit batch of %d records not written (%s); retrying", len(batch), type(exc).__name__
+        )
+        now = self._clock.monotonic()
+        since = now if failing_since is None else failing_since
+        if now - since >= self._unavailable_after:
+            await self._mark_unavailable()
+        return since
 
     async def _mark_unavailable(self) -> None:
         changed = self._condition()
