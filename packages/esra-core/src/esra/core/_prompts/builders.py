@@ -7,6 +7,7 @@ keys, and anything about sources the caller may not use.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping as AbcMapping
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ from esra.core._config.capability import CapabilityLimits
 from esra.core._config.mapping import Mapping
 from esra.core._config.source import Source
 from esra.core._pipeline.values import ProviderCapabilities
+from esra.core._prompts.config_items import ConfigItems
 from esra.core._prompts.contracts import (
     ANSWER_CONTRACT,
     PLAN_CONTRACT,
@@ -119,23 +121,10 @@ def build_selection_prompt(
 
     ``datamark`` turns on datamarking of the reference data (see ``Prompt``).
     """
-    items = []
-    for source in candidates:
-        tag, content, value = wrap_untrusted_value(
-            source.id,
-            {
-                "id": source.id,
-                "name": source.name,
-                "description": source.description,
-                "usage_guidance": source.usage_guidance,
-                "exclusion_guidance": source.exclusion_guidance,
-                "domain_tags": list(source.domain_tags),
-                "languages": list(source.languages),
-                "example_prompts": list(source.example_prompts),
-                "freshness": source.freshness,
-            },
-        )
-        items.append(ReferenceItem(tag=tag, content=content, value=value))
+    items = [
+        _CONFIG_ITEMS.item((source,), ("selection",), functools.partial(_source_item, source))
+        for source in candidates
+    ]
     return Prompt(
         task=PromptTask.SELECT_SOURCES,
         model_profile=model_profile,
@@ -164,45 +153,23 @@ def build_planning_prompt(
     that a planner can spread a long question over several queries instead of losing words.
     ``datamark`` turns on datamarking of the reference data (see ``Prompt``).
     """
-    items: list[ReferenceItem] = []
-    tag, content, value = wrap_untrusted_value(
-        "source",
-        {
-            "name": source.name,
-            "description": source.description,
-            "languages": list(source.languages),
-            "strategies": sorted(s.value for s in capabilities.strategies),
-            "max_queries": max_queries,
-            "max_rows_per_query": capabilities.max_rows,
-            "max_terms_per_query": max_terms_per_query,
-        },
-    )
-    items.append(ReferenceItem(tag=tag, content=content, value=value))
-    for mapping in mappings:
-        tag, content, value = wrap_untrusted_value(
-            mapping.id,
-            {
-                "mapping": mapping.id,
-                "business_name": mapping.business_name,
-                "description": mapping.description,
-                "supports_recent": mapping.freshness_field is not None,
-                "fields": [
-                    {
-                        "fieldName": f.name,
-                        "description": f.description,
-                        "type": f.type.value,
-                        "isSearchable": f.is_searchable,
-                        "isFilterable": f.is_filterable,
-                        "isReturnable": f.is_returnable,
-                        "allowedOperators": sorted(
-                            op.value for op in f.allowed_operators & capabilities.operators
-                        ),
-                    }
-                    for f in mapping.model_visible_fields()
-                ],
-            },
-        )
-        items.append(ReferenceItem(tag=tag, content=content, value=value))
+    items = [
+        _CONFIG_ITEMS.item(
+            (source, capabilities),
+            ("planning", max_queries, max_terms_per_query),
+            functools.partial(
+                _planning_source_item, source, capabilities, max_queries, max_terms_per_query
+            ),
+        ),
+        *(
+            _CONFIG_ITEMS.item(
+                (mapping, capabilities),
+                ("mapping",),
+                functools.partial(_mapping_item, mapping, capabilities),
+            )
+            for mapping in mappings
+        ),
+    ]
     return Prompt(
         task=PromptTask.PLAN_SEARCHES,
         model_profile=model_profile,
@@ -211,6 +178,76 @@ def build_planning_prompt(
         reference=tuple(items),
         output_contract=PLAN_CONTRACT.replace("{max_queries}", str(max_queries)),
         datamark=datamark,
+    )
+
+
+# Selection and planning describe configuration only: each item is made once per
+# configuration object (see ``config_items``), not on every invocation.
+_CONFIG_ITEMS = ConfigItems()
+
+
+def _item(tag: str, payload: object) -> ReferenceItem:
+    safe_tag, content, value = wrap_untrusted_value(tag, payload)
+    return ReferenceItem(tag=safe_tag, content=content, value=value)
+
+
+def _source_item(source: Source) -> ReferenceItem:
+    return _item(
+        source.id,
+        {
+            "id": source.id,
+            "name": source.name,
+            "description": source.description,
+            "usage_guidance": source.usage_guidance,
+            "exclusion_guidance": source.exclusion_guidance,
+            "domain_tags": list(source.domain_tags),
+            "languages": list(source.languages),
+            "example_prompts": list(source.example_prompts),
+            "freshness": source.freshness,
+        },
+    )
+
+
+def _planning_source_item(
+    source: Source, capabilities: ProviderCapabilities, max_queries: int, max_terms: int
+) -> ReferenceItem:
+    return _item(
+        "source",
+        {
+            "name": source.name,
+            "description": source.description,
+            "languages": list(source.languages),
+            "strategies": sorted(s.value for s in capabilities.strategies),
+            "max_queries": max_queries,
+            "max_rows_per_query": capabilities.max_rows,
+            "max_terms_per_query": max_terms,
+        },
+    )
+
+
+def _mapping_item(mapping: Mapping, capabilities: ProviderCapabilities) -> ReferenceItem:
+    return _item(
+        mapping.id,
+        {
+            "mapping": mapping.id,
+            "business_name": mapping.business_name,
+            "description": mapping.description,
+            "supports_recent": mapping.freshness_field is not None,
+            "fields": [
+                {
+                    "fieldName": f.name,
+                    "description": f.description,
+                    "type": f.type.value,
+                    "isSearchable": f.is_searchable,
+                    "isFilterable": f.is_filterable,
+                    "isReturnable": f.is_returnable,
+                    "allowedOperators": sorted(
+                        op.value for op in f.allowed_operators & capabilities.operators
+                    ),
+                }
+                for f in mapping.model_visible_fields()
+            ],
+        },
     )
 
 
