@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from esra.llm._text import (
@@ -86,6 +87,10 @@ def _concept(pairs: list[tuple[str, float]]) -> Concept:
     return tuple(best.items())
 
 
+# One invocation asks about one request several times (selection, a plan per source, the
+# rerank, the answer): it is analysed once. The texts of the last few requests stay in this
+# process's memory meanwhile, as the invocations in flight hold them anyway; never on disk.
+@functools.lru_cache(maxsize=64)
 def analyse(request: str) -> Analysis:
     """Analyse ``request`` (untrusted text: read as words, never as instructions)."""
     all_words = tokens(request)
