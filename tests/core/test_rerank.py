@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from typing import Any
 
 import attrs
 import pytest
 
 from esra.core._pipeline.aggregation import Candidate
-from esra.core._pipeline.rerank import RerankOutcome, rerank, round_robin
+from esra.core._pipeline.rerank import (
+    RerankOutcome,
+    issue_result_id,
+    issue_result_ids,
+    rerank,
+    round_robin,
+)
 from esra.core.codes import WarningCode
 from esra.core.config import MaskingKind, MaskingRule, RerankWeights
 from esra.core.exceptions import ModelOutputError
@@ -308,3 +316,29 @@ async def test_ties_break_by_weighted_then_source_mapping_key() -> None:
         ("s-a", "k2"),
         ("s-b", "k1"),
     ]
+
+
+def test_result_ids_issued_together_look_like_one_issued_alone_and_never_repeat() -> None:
+    """One draw of random bytes serves a whole invocation's ids: each has the form of a
+    single id (prefix, 12 URL-safe characters, 72 bits), and none repeats."""
+    shape = re.compile(r"r_[A-Za-z0-9_-]{12}")
+    assert shape.fullmatch(issue_result_id())
+    ids = issue_result_ids(64)
+    assert len(ids) == len(set(ids)) == 64
+    assert all(shape.fullmatch(result_id) for result_id in ids)
+    assert issue_result_ids(0) == []
+
+
+def test_a_repeated_draw_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were the random source to repeat itself within one draw, the repeat is replaced."""
+    real = secrets.token_bytes
+    draws: list[int] = []
+
+    def repeating_once(n: int) -> bytes:
+        draws.append(n)
+        return bytes(n) if len(draws) == 1 else real(n)
+
+    monkeypatch.setattr(secrets, "token_bytes", repeating_once)
+    ids = issue_result_ids(3)
+    assert ids[0] == "r_AAAAAAAAAAAA"
+    assert len(set(ids)) == 3

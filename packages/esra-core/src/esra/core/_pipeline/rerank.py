@@ -11,6 +11,7 @@ the whole invocation.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import secrets
 from collections.abc import Mapping as AbcMapping
@@ -36,6 +37,7 @@ __all__ = [
     "RankedCandidate",
     "RerankOutcome",
     "issue_result_id",
+    "issue_result_ids",
     "record_item",
     "rerank",
     "rerank_item",
@@ -45,6 +47,8 @@ __all__ = [
 _LOG = logging.getLogger(__name__)
 
 RESULT_ID_PREFIX = "r_"
+# 72 random bits per result id: 12 URL-safe characters after the prefix.
+_ID_BYTES = 9
 _TITLE_CHARS = 200
 _FALLBACK = ResponseWarning(
     WarningCode.ESRA_RERANK_FALLBACK,
@@ -73,7 +77,27 @@ class RerankOutcome:
 
 def issue_result_id() -> str:
     """Return a fresh opaque result id: unguessable and meaningless outside this invocation."""
-    return RESULT_ID_PREFIX + secrets.token_urlsafe(9)
+    return RESULT_ID_PREFIX + secrets.token_urlsafe(_ID_BYTES)
+
+
+def issue_result_ids(count: int) -> list[str]:
+    """Return ``count`` distinct fresh result ids, as ``issue_result_id`` makes them.
+
+    One read of the system's random source serves them all (an invocation issues one per
+    candidate, dozens at a time); a repeat, which 72 random bits make all but impossible,
+    is drawn again.
+    """
+    pool = secrets.token_bytes(_ID_BYTES * count)
+    ids: list[str] = []
+    issued: set[str] = set()
+    for start in range(0, len(pool), _ID_BYTES):
+        drawn = pool[start : start + _ID_BYTES]
+        result_id = RESULT_ID_PREFIX + base64.urlsafe_b64encode(drawn).decode("ascii")
+        while result_id in issued:
+            result_id = issue_result_id()
+        issued.add(result_id)
+        ids.append(result_id)
+    return ids
 
 
 def _lexical_key(candidate: Candidate) -> tuple[float, str, str, str]:
@@ -237,14 +261,8 @@ async def rerank(
     """
     if not candidates:
         return RerankOutcome(ranked=())
-    issued: set[str] = set()
-    ordered: list[tuple[Candidate, str]] = []
-    for candidate in sorted(candidates, key=_lexical_key):
-        result_id = issue_result_id()
-        while result_id in issued:
-            result_id = issue_result_id()
-        issued.add(result_id)
-        ordered.append((candidate, result_id))
+    by_weight = sorted(candidates, key=_lexical_key)
+    ordered = list(zip(by_weight, issue_result_ids(len(by_weight)), strict=True))
     id_of = {id(c): rid for c, rid in ordered}
     # Never more than the rerank contract accepts, so a complete answer always parses.
     sent = round_robin([c for c, _ in ordered], min(max_candidates, MAX_RERANK_SCORES))
