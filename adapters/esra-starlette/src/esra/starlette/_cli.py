@@ -335,15 +335,19 @@ def host_server(args: argparse.Namespace) -> HostServer:
             port=args.port,
             resource_url=settings.server.resource_url,
             telemetry=settings.telemetry,
+            settle_heap=True,
         )
     data_dir = args.data_dir or default_data_dir()
     if not anonymous:
-        return HostServer(lambda: open_embedded(data_dir), host=args.host, port=args.port)
+        return HostServer(
+            lambda: open_embedded(data_dir), host=args.host, port=args.port, settle_heap=True
+        )
     issuer = load_or_create_dev_issuer(data_dir)
     return HostServer(
         lambda: open_embedded(data_dir),
         host=args.host,
         port=args.port,
+        settle_heap=True,
         wrap=lambda app: DevAnonymousCaller(
             app, issuer, tenant=EMBEDDED_TENANT, client_app=EMBEDDED_CLIENT_APP
         ),

@@ -16,6 +16,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from esra.core import SystemClock
+from esra.starlette import _heap
 from esra.starlette._host import HostParts, build_app, default_resource_url
 from esra.starlette._log_redaction import uvicorn_log_config
 from esra.starlette._stores import open_tenant_stores
@@ -34,6 +35,10 @@ class HostServer:
         log_level: uvicorn's log level.
         resource_url: the endpoint's public URL, when configured (shown to the operator).
         wrap: wraps the built app (``esra serve --insecure-dev-anonymous``); none by default.
+        settle_heap: once listening, freeze the start-up heap and raise the garbage
+            collector's young threshold (see ``esra.starlette._heap``): for a process that
+            serves and nothing else, as ``esra serve`` does; off by default, since it changes
+            the whole interpreter's settings.
     """
 
     def __init__(
@@ -46,8 +51,10 @@ class HostServer:
         resource_url: str | None = None,
         wrap: Callable[[ASGIApp], ASGIApp] | None = None,
         telemetry: TelemetrySettings | None = None,
+        settle_heap: bool = False,
     ) -> None:
         self._open_parts = open_parts
+        self._settle_heap = settle_heap
         self._telemetry = telemetry
         self.host = host
         self.port = port
@@ -93,7 +100,9 @@ class HostServer:
                 # (a refused ?access_token=, say) are redacted before the line is written.
                 log_config=uvicorn_log_config(),
             )
-            server = AnnouncingServer(config, self.started)
+            server = AnnouncingServer(
+                config, self.started, on_started=_heap.settle_heap if self._settle_heap else None
+            )
             self._server = server
             if self._stop_requested.is_set():
                 return
@@ -112,13 +121,22 @@ class HostServer:
 class AnnouncingServer(uvicorn.Server):
     """uvicorn's server, announcing through an event once it listens."""
 
-    def __init__(self, config: uvicorn.Config, started: threading.Event) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        started: threading.Event,
+        *,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._started_event = started
+        self._on_started = on_started
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
+            if self._on_started is not None:
+                self._on_started()
             self._started_event.set()
 
 
