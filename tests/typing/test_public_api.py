@@ -147,9 +147,11 @@ def test_every_adapter_exports_what_it_lists(package: str) -> None:
     assert missing == []
 
 
-def test_importing_the_host_package_imports_neither_the_mcp_sdk_nor_starlette() -> None:
-    # The esra commands import esra.starlette first; its surface must not cost them the app.
-    probe = "import sys, esra.starlette; print(sorted({'mcp', 'starlette'} & set(sys.modules)))"
+def test_importing_the_host_package_imports_neither_the_app_nor_the_pipeline() -> None:
+    # The esra commands import esra.starlette first; its surface must not cost them the app
+    # (the MCP SDK, Starlette) nor the core's pipeline.
+    heavy = "{'mcp', 'starlette', 'esra.core._retriever', 'esra.core._pipeline'}"
+    probe = f"import sys, esra.starlette; print(sorted({heavy} & set(sys.modules)))"
     shown = subprocess.run(  # noqa: S603 - this interpreter, a literal program
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout

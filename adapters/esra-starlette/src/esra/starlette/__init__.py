@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from esra.core.hosting import lazy_attributes
+from esra.core import lazy_attributes
 
 __version__ = "0.1.0"
 

@@ -147,7 +147,18 @@ _PUBLIC: dict[str, str] = {
         ],
         "esra.core.exceptions",
     ),
-    "Explanation": "esra.core._explain",
+    **dict.fromkeys(
+        [
+            "Decision",
+            "ExplainedQuery",
+            "Explanation",
+            "PlannedSearch",
+            "RankedResult",
+            "StageTime",
+            "ValidationDecision",
+        ],
+        "esra.core._explain",
+    ),
     "FetchedDocument": "esra.core._fetch.result",
     "DocumentFetcher": "esra.core._fetch.service",
     "Keyring": "esra.core._fetch.tokens",
@@ -181,13 +192,9 @@ _PUBLIC: dict[str, str] = {
     "RetrievalRequest": "esra.core._request",
     "Retriever": "esra.core._retriever",
     "StaticConfigRepository": "esra.core._static_config",
+    # The PEP 562 helper this surface is built with, for adapters' surfaces to use too.
+    "lazy_attributes": "esra.core._lazy_surface",
     "ValidatedQuery": "esra.core._pipeline.values",
-    "Decision": "esra.core._explain",
-    "ExplainedQuery": "esra.core._explain",
-    "PlannedSearch": "esra.core._explain",
-    "RankedResult": "esra.core._explain",
-    "StageTime": "esra.core._explain",
-    "ValidationDecision": "esra.core._explain",
 }
 
 __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
@@ -227,7 +234,13 @@ __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
     "ProviderError",
     "QuotaUnavailableError",
     "SourceUnavailableError",
+    "Decision",
+    "ExplainedQuery",
     "Explanation",
+    "PlannedSearch",
+    "RankedResult",
+    "StageTime",
+    "ValidationDecision",
     "FetchedDocument",
     "DocumentFetcher",
     "Keyring",
@@ -260,12 +273,7 @@ __all__ = [  # noqa: RUF022 - grouped as _PUBLIC is, by where each name lives
     "StaticConfigRepository",
     "ValidatedQuery",
     "WritableSecretStore",
-    "Decision",
-    "ExplainedQuery",
-    "PlannedSearch",
-    "RankedResult",
-    "StageTime",
-    "ValidationDecision",
+    "lazy_attributes",
 ]
 
 

@@ -2,13 +2,12 @@
 
 Configuration repositories and the follower that applies publications live, the
 opened providers, the outbound host allowlist, the in-process quota store, what the
-``Executor`` reports and breaks circuits with, the limits and helpers a tool listing
-needs, and the lazy-import helper the host's own package surface uses.
+``Executor`` reports and breaks circuits with, and the limits and helpers a tool listing
+needs.
 """
 
 from esra.core._config.client_snapshot import ClientSnapshotCache
 from esra.core._durable_config import DurableConfigRepository
-from esra.core._lazy_surface import lazy_attributes
 from esra.core._live_config import DEFAULT_POLL_S, ConfigFollower
 from esra.core._opened_providers import OpenedProviders
 from esra.core._outbound_allowlist import ConfiguredHostAllowlist, parse_host_port
@@ -42,7 +41,6 @@ __all__ = [
     "QueryResult",
     "SourceFailure",
     "admitted_exposure",
-    "lazy_attributes",
     "listed_filter_fields",
     "parse_host_port",
 ]
