@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -16,7 +17,7 @@ from redis.asyncio import Redis
 
 from esra.core._quota import InProcessQuotaStore
 from esra.core.testing import FakeClock
-from esra.redis import RedisQuotaStore
+from esra.redis import RedisQuotaStore, open_redis
 
 pytestmark = [pytest.mark.redis, pytest.mark.integration]
 
@@ -25,8 +26,21 @@ NOON = datetime(2026, 3, 4, 12, 0, tzinfo=UTC)
 
 # The races test atomicity, not the fail-closed bound (tests/redis/test_failures.py does):
 # hundreds of calls queue for a pool's connections at once, and on a loaded machine the last
-# of them would outwait the default half second and be refused, which is not a grant.
+# of them would outwait the default half second (or the pool's one second) and be refused,
+# which is not a grant. So the racing hosts wait as long as it takes, at every step.
 RACE_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+async def racing_clients(redis_url: str) -> AsyncIterator[tuple[Redis, Redis]]:
+    """Two separate clients (two hosts) that wait for their pools and sockets patiently."""
+    first, second = (
+        open_redis(redis_url, pool_timeout_s=RACE_TIMEOUT_S, socket_timeout_s=RACE_TIMEOUT_S)
+        for _ in range(2)
+    )
+    yield first, second
+    await first.aclose()
+    await second.aclose()
 
 
 async def counted(client: Redis, key: str) -> int:
@@ -62,8 +76,9 @@ async def test_consumption_follows_the_in_process_store(client: Redis, namespace
 
 
 async def test_two_hosts_racing_grant_the_budget_exactly_once(
-    client: Redis, other_client: Redis, namespace: str
+    racing_clients: tuple[Redis, Redis], namespace: str
 ) -> None:
+    client, other_client = racing_clients
     clock = FakeClock(NOON)
     hosts = [
         RedisQuotaStore(client, clock=clock, prefix=namespace, timeout_s=RACE_TIMEOUT_S),
@@ -82,8 +97,9 @@ async def test_two_hosts_racing_grant_the_budget_exactly_once(
 
 
 async def test_racing_amounts_of_every_size_never_exceed_the_budget(
-    client: Redis, other_client: Redis, namespace: str
+    racing_clients: tuple[Redis, Redis], namespace: str
 ) -> None:
+    client, other_client = racing_clients
     clock = FakeClock(NOON)
     hosts = [
         RedisQuotaStore(client, clock=clock, prefix=namespace, timeout_s=RACE_TIMEOUT_S),

@@ -31,8 +31,10 @@ from esra.core.config import (
     SourceBinding,
     dump_snapshot,
 )
+from tests._databases import require_dsn
 from tests._serve_process import serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
+from tests.mysql.conftest import DSN_VARIABLE as MYSQL_DSN_VARIABLE
 from tests.mysql.conftest import Server, _server, create_database, drop_database
 from tests.mysql.conftest import seed_table as seed_mysql
 from tests.postgres.conftest import admin, pg_dsn  # noqa: F401 - the fixture
@@ -168,7 +170,8 @@ async def test_serve_config_answers_from_postgres_and_mariadb(
     pg_url, pg_host = _template(
         "postgresql", pg_dsn, pg_user, "ESRA_ENGINES_PG_PASSWORD", urlsplit(pg_dsn).path[1:]
     )
-    maria_dsn = os.environ["ESRA_TEST_MYSQL_DSN"]
+    # The same server the fixtures seeded: the variable, else the usual local address.
+    maria_dsn = require_dsn(MYSQL_DSN_VARIABLE)
     maria_url, maria_host = _template(
         "mariadb", maria_dsn, maria_reader[0], "ESRA_ENGINES_MY_PASSWORD", maria_database
     )
