@@ -13,6 +13,7 @@ from esra.core._fetch.tokens import (
     Keyring,
     TokenBinding,
     mint,
+    mint_all,
 )
 from esra.core._fetch.tokens import open as open_ref
 from esra.core.codes import ErrorCode
@@ -217,6 +218,59 @@ def test_nonce_and_body_spliced_from_two_tokens_are_not_found() -> None:
 def test_non_text_input_is_not_found() -> None:
     for value in (None, b"bytes", 42):
         _not_found(value)  # type: ignore[arg-type]
+
+
+# ---- one response's tokens, minted together ---------------------------------------------
+
+
+def _nonce(token: str) -> bytes:
+    raw = _raw(token)
+    start = 2 + raw[1]
+    return raw[start : start + 12]
+
+
+@settings(max_examples=200, deadline=None)
+@given(locators=st.lists(st.builds(DocumentLocator, text, text, text), max_size=12))
+def test_tokens_minted_together_each_open_to_their_own_locator(
+    locators: list[DocumentLocator],
+) -> None:
+    tokens = mint_all(locators, binding=BINDING, keyring=RING, clock=CLOCK, ttl_s=TTL)
+    assert len(tokens) == len(locators)
+    assert [_open(token) for token in tokens] == locators
+
+
+def test_tokens_minted_together_have_distinct_nonces_even_for_one_locator() -> None:
+    # One read of the random source is cut into the tokens' nonces: no two may share one,
+    # or AES-GCM's guarantees are gone. The same locator twice must still seal differently.
+    tokens = mint_all([LOCATOR] * 64, binding=BINDING, keyring=RING, clock=CLOCK, ttl_s=TTL)
+    assert len({_nonce(token) for token in tokens}) == 64
+    assert len(set(tokens)) == 64
+    # Nor does a later call repeat the first call's nonces.
+    again = mint_all([LOCATOR] * 64, binding=BINDING, keyring=RING, clock=CLOCK, ttl_s=TTL)
+    assert not {_nonce(t) for t in tokens} & {_nonce(t) for t in again}
+
+
+def test_tokens_minted_together_share_one_expiry() -> None:
+    clock = FakeClock()
+    first, second = mint_all(
+        [LOCATOR, DocumentLocator("s-2", "m-s-2", "K")],
+        binding=BINDING,
+        keyring=RING,
+        clock=clock,
+        ttl_s=60,
+    )
+    clock.advance(59.9)
+    assert _open(first, clock=clock) == LOCATOR
+    assert _open(second, clock=clock).record_key == "K"
+    clock.advance(0.1)
+    _not_found(first, clock=clock)
+    _not_found(second, clock=clock)
+
+
+def test_minting_no_tokens_together_gives_none_and_a_bad_lifetime_is_refused() -> None:
+    assert mint_all([], binding=BINDING, keyring=RING, clock=CLOCK, ttl_s=TTL) == []
+    with pytest.raises(ValueError, match="positive"):
+        mint_all([LOCATOR], binding=BINDING, keyring=RING, clock=CLOCK, ttl_s=0.0)
 
 
 # ---- binding ----------------------------------------------------------------------------

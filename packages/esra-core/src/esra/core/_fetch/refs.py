@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from esra.core._context import InvocationContext
-from esra.core._fetch.tokens import DocumentLocator, Keyring, TokenBinding, mint
+from esra.core._fetch.tokens import DocumentLocator, Keyring, TokenBinding, mint, mint_all
 from esra.core.ports import Clock
 
 __all__ = ["DEFAULT_REF_TTL_S", "DocumentRefMinter"]
@@ -30,6 +32,16 @@ class DocumentRefMinter:
         """Seal ``locator`` for this caller on ``exposure_id``."""
         return mint(
             locator,
+            binding=self.binding(exposure_id),
+            keyring=self.keyring,
+            clock=self.clock,
+            ttl_s=self.ttl_s,
+        )
+
+    def mint_all(self, exposure_id: str, locators: Sequence[DocumentLocator]) -> list[str]:
+        """Seal each of ``locators`` for this caller on ``exposure_id`` (one response's)."""
+        return mint_all(
+            locators,
             binding=self.binding(exposure_id),
             keyring=self.keyring,
             clock=self.clock,

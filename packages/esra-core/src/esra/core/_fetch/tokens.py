@@ -26,7 +26,7 @@ import binascii
 import re
 import secrets
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
 import attrs
@@ -45,6 +45,7 @@ __all__ = [
     "Keyring",
     "TokenBinding",
     "mint",
+    "mint_all",
     "open",
 ]
 
@@ -213,6 +214,25 @@ def mint(
     ttl_s: float,
 ) -> str:
     """Seal ``locator`` for ``binding`` under the keyring's current key, valid for ``ttl_s``."""
+    (token,) = mint_all((locator,), binding=binding, keyring=keyring, clock=clock, ttl_s=ttl_s)
+    return token
+
+
+def mint_all(
+    locators: Sequence[DocumentLocator],
+    *,
+    binding: TokenBinding,
+    keyring: Keyring,
+    clock: Clock,
+    ttl_s: float,
+) -> list[str]:
+    """Seal each of ``locators`` for one ``binding``, as :func:`mint` seals one.
+
+    What the tokens share is worked out once — the expiry (one reading of the clock), the
+    header and the associated data — and their nonces come from one read of the operating
+    system's CSPRNG, cut into 12-byte pieces: as unpredictable and as unlikely to repeat as
+    12 bytes read apart, for a fraction of the cost of a read per token.
+    """
     if not ttl_s > 0:
         msg = "a reference's lifetime must be positive"
         raise ValueError(msg)
@@ -220,19 +240,26 @@ def mint(
     if cipher is None:  # pragma: no cover - the constructor guarantees it
         msg = "the keyring has no current key"
         raise ValueError(msg)
-    plaintext = b"".join(
-        (
-            struct.pack(">Q", _epoch_ms(clock, ttl_s)),
-            _field(locator.source_id),
-            _field(locator.mapping_id),
-            _field(locator.record_key),
-        )
-    )
-    plaintext += bytes(-len(plaintext) % _PAD_TO)
+    expiry = struct.pack(">Q", _epoch_ms(clock, ttl_s))
     header = _header(keyring.current_key_id)
-    nonce = secrets.token_bytes(_NONCE_BYTES)
-    sealed = cipher.encrypt(nonce, plaintext, _associated_data(header, binding))
-    return base64.urlsafe_b64encode(header + nonce + sealed).rstrip(b"=").decode("ascii")
+    associated = _associated_data(header, binding)
+    nonces = secrets.token_bytes(_NONCE_BYTES * len(locators))
+    tokens: list[str] = []
+    for index, locator in enumerate(locators):
+        plaintext = b"".join(
+            (
+                expiry,
+                _field(locator.source_id),
+                _field(locator.mapping_id),
+                _field(locator.record_key),
+            )
+        )
+        plaintext += bytes(-len(plaintext) % _PAD_TO)
+        nonce = nonces[index * _NONCE_BYTES : (index + 1) * _NONCE_BYTES]
+        sealed = cipher.encrypt(nonce, plaintext, associated)
+        token = base64.urlsafe_b64encode(header + nonce + sealed).rstrip(b"=").decode("ascii")
+        tokens.append(token)
+    return tokens
 
 
 def _decode(token: str) -> bytes | None:

@@ -177,14 +177,15 @@ def sanitize_warnings(warnings: Sequence[ResponseWarning]) -> tuple[ResponseWarn
     return tuple(clean.values())
 
 
-def _document_ref(
-    ranked: RankedCandidate, scope: EffectiveScope, refs: DocumentRefMinter | None
-) -> str | None:
+def _document_refs(
+    capped: Sequence[_Draft], scope: EffectiveScope, refs: DocumentRefMinter | None
+) -> Sequence[str | None]:
+    """Each result's ``document_ref``, minted together: they share a caller and exposure."""
     if refs is None or not scope.exposure.fetch_enabled:
-        return None
-    candidate = ranked.candidate
-    locator = DocumentLocator(candidate.source_id, candidate.mapping.id, candidate.key)
-    return refs.mint(scope.exposure.id, locator)
+        return [None] * len(capped)
+    candidates = (d.ranked.candidate for d in capped)
+    locators = [DocumentLocator(c.source_id, c.mapping.id, c.key) for c in candidates]
+    return refs.mint_all(scope.exposure.id, locators)
 
 
 def respond(
@@ -217,7 +218,9 @@ def respond(
     final_warnings = sanitize_warnings(all_warnings)
     return RetrievalResponse(
         status=ResponseStatus.DEGRADED if final_warnings else ResponseStatus.COMPLETE,
-        results=tuple(d.item(_document_ref(d.ranked, scope, refs)) for d in capped),
+        results=tuple(
+            d.item(ref) for d, ref in zip(capped, _document_refs(capped, scope, refs), strict=True)
+        ),
         warnings=final_warnings,
         correlation_id=correlation_id,
     )
