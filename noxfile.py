@@ -124,6 +124,9 @@ def bench(session: nox.Session) -> None:
         "torch==2.13.0",
         "-e",
         "adapters/esra-llm[embeddings]",
+        # esra serve's production stack: uvloop and httptools (host_load reports which ran).
+        "-e",
+        "adapters/esra-starlette[speedups]",
     )
     for script in sorted((ROOT / "bench").glob("*.py")):
         if not script.name.startswith("_"):
@@ -167,7 +170,9 @@ def _wait_healthy(url: str, server: subprocess.Popen[bytes], timeout_s: float = 
 @nox.session
 def conformance(session: nox.Session) -> None:
     """Run the official MCP conformance suite's server scenarios against a live `esra serve`."""
-    _install_workspace(session)
+    # With the speedups extra: the suite holds the uvloop/httptools host to the protocol, as
+    # the tests session holds the asyncio/h11 one.
+    _install_workspace(session, "-e", "adapters/esra-starlette[speedups]")
     npx = shutil.which("npx")
     if npx is None:
         session.error("npx not found: install Node.js and npm")
@@ -255,7 +260,7 @@ def wheels(session: nox.Session) -> None:
             if not any(name.endswith("/licenses/LICENSE") for name in archive.namelist()):
                 session.error(f"{Path(wheel).name} carries no LICENSE")
     # The wheels only: no source tree on the path, third-party dependencies from the index.
-    session.install(*wheel_files, "esra-core[documents]")
+    session.install(*wheel_files, "esra-core[documents]", "esra-starlette[speedups]")
     scratch = Path(tempfile.mkdtemp(prefix="esra-wheel-run-"))
     home = scratch / "home"
     session.chdir(scratch)

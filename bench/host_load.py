@@ -40,6 +40,10 @@ served — every span sampled, through a ``BatchSpanProcessor`` into an exporter
 what it is handed, and a ``MeterProvider`` with an in-memory reader — so every call pays for
 recording its spans and metrics as a production host would, minus the network. Run with and
 without it and compare the ESRA/bare ratios to price tracing (target: within 5 %).
+
+Both servers run on the loop ``esra serve`` runs on (``esra.starlette._event_loop``): uvloop's
+when the ``speedups`` extra is installed (``nox -s bench`` installs it), with uvicorn then
+parsing HTTP with httptools; the header line names the stack measured.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
 import multiprocessing
@@ -82,6 +87,7 @@ from esra.core._query import ResultRow
 from esra.core.ports import AuditSink
 from esra.sqlite import SqliteFts5Provider, open_readonly
 from esra.starlette._cli import main as cli_main
+from esra.starlette._event_loop import run_serving, serving_loop_factory
 from esra.starlette._host import HostParts
 from esra.starlette._parts import open_embedded
 from esra.starlette._serve import HostServer, free_port
@@ -128,6 +134,13 @@ def _record_statements() -> Callable[[], None]:
     return stop
 
 
+def _serving_stack() -> str:
+    """The event loop and HTTP parser both servers run on, as uvicorn's "auto" picks them."""
+    loop = "asyncio" if serving_loop_factory() is None else "uvloop"
+    http = "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+    return f"{loop} event loop, {http} HTTP parser"
+
+
 @contextlib.contextmanager
 def _in_thread(
     serve: Callable[[], Coroutine[Any, Any, None]],
@@ -135,7 +148,7 @@ def _in_thread(
     stop: Callable[[], None],
 ) -> Iterator[None]:
     """Run ``serve`` on its own thread and event loop until the block ends, then stop it."""
-    thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+    thread = threading.Thread(target=lambda: run_serving(serve), daemon=True)
     thread.start()
     try:
         if not started.wait(timeout=60):
@@ -556,7 +569,7 @@ def main() -> None:
     print(
         f"host_load: {args.clients} concurrent clients ({client}), {calls} calls each side, "
         f"{statements} SQLite statements per invocation, loopback uvicorn, clients in a "
-        f"second process; audit sink: {args.audit}"
+        f"second process; {_serving_stack()}; audit sink: {args.audit}"
         + (f" ({written} records written)" if written is not None else "")
         + (f"; tracing on ({spans.count} spans recorded)" if spans is not None else "")
     )

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 from esra.core.docstore import MissingExtraError, require_document_extra
 from esra.core.exceptions import ConfigurationError
 from esra.starlette._data_dir import default_data_dir
+from esra.starlette._event_loop import run_serving
 
 if TYPE_CHECKING:
     from esra.core.docstore import StoreSettings
@@ -418,7 +419,7 @@ def _serve(args: argparse.Namespace) -> int:
     # keeps Python's own handler: KeyboardInterrupt unwinds through the parts, exit 130.)
     previous = signal.signal(signal.SIGTERM, lambda number, frame: server.stop())
     try:
-        return run_host_server(lambda: asyncio.run(server.serve()))
+        return run_host_server(lambda: run_serving(server.serve))
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -40,6 +40,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     import asyncio  # noqa: PLC0415 - the parent never needs the worker's imports
 
     from esra.starlette import _cli as cli  # noqa: PLC0415
+    from esra.starlette._event_loop import run_serving  # noqa: PLC0415
     from esra.starlette._settings import SettingsError  # noqa: PLC0415
 
     args = _worker_arguments(sys.argv[1:] if argv is None else argv)
@@ -74,7 +75,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
             announcing.cancel()
             loop.remove_reader(args.lifeline_fd)
 
-    return cli.run_host_server(lambda: asyncio.run(serve()))
+    return cli.run_host_server(lambda: run_serving(serve))
 
 
 async def _announce(started: threading.Event, ready_fd: int) -> None:
