@@ -189,6 +189,22 @@ async def test_fragments_are_bounded_and_centered_on_matched_terms() -> None:
     assert "quarterly" in fragment
 
 
+@pytest.mark.parametrize("responder", [None, _fail])
+async def test_each_sent_candidate_keeps_the_fragment_the_model_saw(responder: Any) -> None:
+    """The response shows the rerank's fragment rather than cutting it again: it must be the
+    very text the model was shown — scored or fallen back — and absent for one never sent."""
+    body = " ".join(f"filler{n}" for n in range(300)) + " quarterly " + "tail " * 50
+    sent = candidate("s-a", "k", 0.7, values={"title": "T", "body": body}, terms=("quarterly",))
+    unsent = candidate("s-a", "u", 0.1, values={"title": "U", "body": body})
+    model = _model(responder)
+    outcome = await _rerank([sent, unsent], model, max_candidates=1, fragment_chars=80)
+    (payload,) = item_payloads(model.prompts[0])
+    by_key = {r.candidate.key: r for r in outcome.ranked}
+    assert by_key["k"].fragment == payload["fragments"][0]
+    assert "quarterly" in (by_key["k"].fragment or "")
+    assert by_key["u"].fragment is None
+
+
 async def test_final_score_uses_the_capabilitys_weights() -> None:
     """final = w_sem × semantic + w_lex × weighted, and the order follows final, not the
     model's array order."""

@@ -5,13 +5,16 @@ from __future__ import annotations
 from datetime import date
 from typing import Any, cast
 
+import attrs
+
 from esra.core._masking import MASK
-from esra.core._pipeline.rerank import RankedCandidate
+from esra.core._pipeline.rerank import RankedCandidate, rerank
 from esra.core._pipeline.respond import MAX_WARNING_CHARS, respond
 from esra.core._query import RowValue
 from esra.core._response import ResponseStatus, ResponseWarning, ResultItem, RetrievalResponse
 from esra.core.codes import ErrorCode, WarningCode
-from esra.core.config import MaskingKind, MaskingRule
+from esra.core.config import MaskingKind, MaskingRule, RerankWeights
+from esra.core.testing import FakeLanguageModel
 from tests.core._ranking_fixtures import candidate, mapping, ranked, scope
 
 NAMES = {"s-a": "Alpha Wiki", "s-b": "Beta Tickets"}
@@ -129,6 +132,33 @@ def test_size_cap_shortens_fragments_before_dropping_results() -> None:
     assert "0 result(s) dropped" in warning.message
     assert "3 fragment(s) shortened" in warning.message
     assert response.status is ResponseStatus.DEGRADED
+
+
+async def test_the_response_shows_the_fragment_the_rerank_showed_the_model() -> None:
+    """A reranked candidate carries its fragment; the response shows it unchanged — equal to
+    cutting the content afresh — and cuts it shorter from the content when the cap needs."""
+    items = [_long(n) for n in range(3)]
+    fresh = _respond(items, fragment_chars=200)
+    outcome = await rerank(
+        "needle",
+        [r.candidate for r in items],
+        model=FakeLanguageModel(),
+        weights=RerankWeights(),
+        max_candidates=40,
+        fragment_chars=200,
+        source_names=NAMES,
+        model_profile="default",
+    )
+    assert all(r.fragment is not None for r in outcome.ranked)
+    handed = _respond(list(outcome.ranked), fragment_chars=200)
+    assert sorted(r.fragment for r in handed.results) == sorted(r.fragment for r in fresh.results)
+    # The given fragment is what is shown, not recomputed...
+    marked = [attrs.evolve(items[0], fragment="the rerank's own fragment")]
+    assert _respond(marked, fragment_chars=200).results[0].fragment == "the rerank's own fragment"
+    # ...until the size cap shortens it, which cuts from the whole content around the term.
+    cap = 3 * len("T0") + 3 * 100
+    capped = _respond(list(outcome.ranked), fragment_chars=200, size_cap_chars=cap)
+    assert all("needle" in r.fragment and len(r.fragment) <= 100 for r in capped.results)
 
 
 def test_size_cap_drops_trailing_results_when_fragments_are_at_the_floor() -> None:

@@ -64,6 +64,10 @@ class RankedCandidate:
     result_id: str
     semantic: float | None
     final: float
+    # The content fragment the rerank showed the model (exposure's fragment size, masked,
+    # marker-free), or None when the candidate was not sent: the response shows the same
+    # fragment, so it is not cut from the whole content a second time.
+    fragment: str | None = None
 
 
 @attrs.frozen
@@ -224,10 +228,16 @@ def _source_labels(
 
 
 def _lexical(
-    ordered: Sequence[tuple[Candidate, str]], warnings: tuple[ResponseWarning, ...], unknown: int
+    ordered: Sequence[tuple[Candidate, str]],
+    warnings: tuple[ResponseWarning, ...],
+    unknown: int,
+    fragments: AbcMapping[str, str] | None = None,
 ) -> RerankOutcome:
+    shown = fragments or {}
     ranked = tuple(
-        RankedCandidate(candidate=c, result_id=rid, semantic=None, final=c.weighted)
+        RankedCandidate(
+            candidate=c, result_id=rid, semantic=None, final=c.weighted, fragment=shown.get(rid)
+        )
         for c, rid in ordered
     )
     return RerankOutcome(ranked=ranked, warnings=warnings, unknown_ids=unknown)
@@ -273,9 +283,10 @@ async def rerank(
         rerank_item(c, id_of[id(c)], fragment_chars=fragment_chars, source_name=labels[_place(c)])
         for c in sent
     ]
+    fragments = {item.result_id: "".join(item.fragments) for item in items}
     if timeout_s is not None and timeout_s <= 0:
         _LOG.warning("no time left for the rerank model call; using weighted order")
-        return _lexical(ordered, (_FALLBACK,), 0)
+        return _lexical(ordered, (_FALLBACK,), 0, fragments)
     budget = asyncio.timeout(timeout_s)
     try:
         prompt = build_rerank_prompt(request, items, model_profile=model_profile, datamark=datamark)
@@ -290,19 +301,20 @@ async def rerank(
         else:
             # The exception text may quote the model or the prompt: only its type is logged.
             _LOG.warning("rerank model call failed (%s); using weighted order", type(exc).__name__)
-        return _lexical(ordered, (_FALLBACK,), 0)
-    sent_ids = {item.result_id for item in items}
-    known = {rid: score for rid, score in scores.items() if rid in sent_ids}
+        return _lexical(ordered, (_FALLBACK,), 0, fragments)
+    known = {rid: score for rid, score in scores.items() if rid in fragments}
     unknown = len(scores) - len(known)
     if not known:
-        return _lexical(ordered, (_FALLBACK,), unknown)
+        return _lexical(ordered, (_FALLBACK,), unknown, fragments)
     ranked = []
     for candidate, result_id in ordered:
         semantic = known.get(result_id)
         final = weights.lexical * candidate.weighted
         if semantic is not None:
             final += weights.semantic * semantic
-        ranked.append(RankedCandidate(candidate, result_id, semantic, final))
+        ranked.append(
+            RankedCandidate(candidate, result_id, semantic, final, fragments.get(result_id))
+        )
     # Never keyed on the result id, which is random: the order depends on the scores alone.
     ranked.sort(
         key=lambda r: (r.semantic is None, -r.final, *_lexical_key(r.candidate)),

@@ -113,7 +113,11 @@ def _draft(ranked: RankedCandidate, fragment_chars: int, source_name: str) -> _D
         source=source_name,
         title=texts.get(mapping.title_field, ""),
         content=content,
-        fragment=make_fragment(content, candidate.matched_terms, fragment_chars),
+        fragment=(
+            ranked.fragment
+            if ranked.fragment is not None
+            else make_fragment(content, candidate.matched_terms, fragment_chars)
+        ),
         fields={k: v for k, v in texts.items() if k not in shown},
     )
 
