@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esra.core._fragments import ELLIPSIS, _first_match, content_text, make_fragment
+from esra.core import _fragments as fragments
+from esra.core._fragments import (
+    ELLIPSIS,
+    _clean,
+    _cut,
+    _first_match,
+    content_text,
+    make_fragment,
+)
 from tests.core._ranking_fixtures import mapping
 
 LONG = " ".join(f"word{n}" for n in range(200))
@@ -118,3 +127,73 @@ def test_the_first_match_is_where_a_case_insensitive_regex_finds_it(
     text: str, terms: list[str]
 ) -> None:
     assert _first_match(text, terms) == _first_match_by_regex(text, terms)
+
+
+def _whole_text_fragment(text: str, terms: list[str], max_chars: int) -> str:
+    """The fragment as cut from the whole cleaned text, which the head shortcut must equal."""
+    clean = _clean(text)
+    if max_chars <= 0:
+        return ""
+    if len(clean) <= max_chars:
+        return clean
+    return _cut(clean, *_first_match(clean, terms), max_chars)
+
+
+# Pieces that stress where a long text's head may be cut: full stops, marker tokens however
+# spelt or disguised (fullwidth, Cyrillic, invisible and combining characters), "<<" before
+# spaced tokens, control characters, ESRA's ellipsis, and letters whose case pairs leave ASCII.
+_PIECES = (
+    "esra", "ESRA", "-", "_", "data", "DATA", "<<", ">>", " ", "  ", "\n", ".", ". ", "word",
+    "Word", "\u200b", "\u0301", "\u0435", "\uff25\uff33\uff32\uff21", "K", "\u212a", "\u017f",
+    "end", "END-", "\x00", "\x85", "\u2026", "alpha beta", "gamma", "x",
+)  # fmt: skip
+_TERMS = (
+    "word",
+    "data",
+    "esra data",
+    "x",
+    "kx",
+    "s",
+    "gamma",
+    "alpha beta",
+    " word ",
+    "",
+    "\u212a",
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(_PIECES), min_size=50, max_size=400).map("".join),
+    terms=st.lists(st.sampled_from(_TERMS), max_size=3),
+    max_chars=st.integers(1, 40),
+)
+def test_a_long_texts_fragment_cut_from_its_head_is_the_whole_texts(
+    text: str, terms: list[str], max_chars: int
+) -> None:
+    assert make_fragment(text, terms, max_chars) == _whole_text_fragment(text, terms, max_chars)
+
+
+def test_a_match_near_the_start_of_a_long_text_cleans_only_its_head(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cost follows the window, not the record: the far end of the text is not read."""
+    cleaned: list[int] = []
+    original = fragments._clean
+
+    def counting(text: str) -> str:
+        cleaned.append(len(text))
+        return original(text)
+
+    monkeypatch.setattr(fragments, "_clean", counting)
+    text = "The needle is here. " + "Filler sentence of a long record. " * 3000
+    fragment = make_fragment(text, ["needle"], 100)
+    assert fragment == _whole_text_fragment(text, ["needle"], 100)
+    assert "needle" in fragment
+    assert cleaned
+    assert max(cleaned) < 1000 < len(text)
+    # No match in the head: the whole text is cleaned, and the window is still found.
+    cleaned.clear()
+    late = make_fragment(text + " The late needle.", ["late needle"], 100)
+    assert "late needle" in late
+    assert max(cleaned) == len(text) + len(" The late needle.")

@@ -52,6 +52,14 @@ def _first_match(text: str, terms: Sequence[str]) -> tuple[int, int]:
     return best or (0, 0)
 
 
+# A long text is first cleaned only up to a full stop past this many characters per fragment
+# character (plus a little): enough that a window around a match near its start is known
+# without cleaning the rest (see ``_head``). Full stops are looked for this far past that.
+_HEAD_CHARS_PER_FRAGMENT_CHAR = 3
+_HEAD_SLACK_CHARS = 64
+_FULL_STOP_SEARCH_CHARS = 4096
+
+
 def make_fragment(text: str, terms: Sequence[str], max_chars: int) -> str:
     """Return at most ``max_chars`` characters of ``text`` around the first matching term.
 
@@ -59,21 +67,76 @@ def make_fragment(text: str, terms: Sequence[str], max_chars: int) -> str:
     returned whole; otherwise a window around the earliest match of any of ``terms`` (or the
     start, if none matches) is cut on word boundaries where possible and marked with ``…`` on
     each side that was cut. A term no longer than ``max_chars − 2`` is always kept whole.
+
+    The work grows with the window, not the record, when a term matches near the start of a
+    long text: only its head is cleaned, and the window cut from it is exactly the one the
+    whole text gives (else the whole text is cleaned).
     """
     if max_chars <= 0:
         return ""
+    head = _head(text, max_chars)
+    if head is not None:
+        window = _head_window(_clean(head), terms, max_chars)
+        if window is not None:
+            return window
     clean = _clean(text)
     if len(clean) <= max_chars:
         return clean
     pos, length = _first_match(clean, terms)
+    return _cut(clean, pos, length, max_chars)
+
+
+def _head(text: str, max_chars: int) -> str | None:
+    """The start of a long ``text`` up to and including a full stop, or ``None``.
+
+    Cleaning it gives the start of cleaning the whole text: no marker token holds a full stop,
+    in the text or folded (folding is per character and keeps ``.``), so marker stripping never
+    joins what stands either side of one, and whitespace collapsing is local. ``None`` when
+    the text is not long enough to be worth it or no full stop comes soon enough.
+    """
+    at_least = _HEAD_CHARS_PER_FRAGMENT_CHAR * max_chars + _HEAD_SLACK_CHARS
+    if len(text) <= 2 * at_least:
+        return None
+    stop = text.find(".", at_least, at_least + _FULL_STOP_SEARCH_CHARS)
+    return text[: stop + 1] if stop != -1 else None
+
+
+def _head_window(clean: str, terms: Sequence[str], max_chars: int) -> str | None:
+    """The fragment of a text whose cleaned start is ``clean``, when the rest cannot change it.
+
+    That is when a term matched, no match starting at or before it can run past the head,
+    and the window ends inside the head; otherwise ``None``.
+    """
+    if len(clean) <= max_chars:
+        return None
+    pos, length = _first_match(clean, terms)
+    longest = max((len(" ".join(term.split())) for term in terms), default=0)
+    if length == 0 or pos + longest > len(clean):
+        return None
+    if _start_and_end(len(clean), pos, length, max_chars)[1] >= len(clean):
+        return None
+    return _cut(clean, pos, length, max_chars)
+
+
+def _inner(max_chars: int) -> int:
     # Two characters are reserved for the ellipses; a tiny budget gets a bare cut instead.
-    inner = max_chars - 2 if max_chars > 2 else max_chars
-    if length > inner:
-        length = 0
-    lead = (inner - length) // 3
+    return max_chars - 2 if max_chars > 2 else max_chars
+
+
+def _start_and_end(size: int, pos: int, length: int, max_chars: int) -> tuple[int, int]:
+    """The window's bounds before snapping to words, in a cleaned text of ``size``."""
+    inner = _inner(max_chars)
+    lead = (inner - (0 if length > inner else length)) // 3
     start = max(0, pos - lead)
-    end = min(len(clean), start + inner)
-    start = max(0, end - inner)
+    end = min(size, start + inner)
+    return max(0, end - inner), end
+
+
+def _cut(clean: str, pos: int, length: int, max_chars: int) -> str:
+    """The window of ``clean`` (longer than ``max_chars``) around the match at ``pos``."""
+    if length > _inner(max_chars):
+        length = 0
+    start, end = _start_and_end(len(clean), pos, length, max_chars)
     # Snap to word boundaries, but never into the matched term.
     if start > 0 and clean[start - 1] != " ":
         space = clean.find(" ", start, pos)
