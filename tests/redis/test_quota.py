@@ -33,9 +33,16 @@ RACE_TIMEOUT_S = 30.0
 
 @pytest.fixture
 async def racing_clients(redis_url: str) -> AsyncIterator[tuple[Redis, Redis]]:
-    """Two separate clients (two hosts) that wait for their pools and sockets patiently."""
+    """Two separate clients (two hosts) that wait for their pools, connections and sockets
+    patiently: on a loaded machine, opening a pool's worth of connections at once can take
+    longer than the production connect bound (test_failures.py tests the bounds)."""
     first, second = (
-        open_redis(redis_url, pool_timeout_s=RACE_TIMEOUT_S, socket_timeout_s=RACE_TIMEOUT_S)
+        open_redis(
+            redis_url,
+            pool_timeout_s=RACE_TIMEOUT_S,
+            socket_timeout_s=RACE_TIMEOUT_S,
+            connect_timeout_s=RACE_TIMEOUT_S,
+        )
         for _ in range(2)
     )
     yield first, second
