@@ -162,7 +162,7 @@ _TERMS = (
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(
     text=st.lists(st.sampled_from(_PIECES), min_size=50, max_size=400).map("".join),
     terms=st.lists(st.sampled_from(_TERMS), max_size=3),
