@@ -187,6 +187,7 @@ _CONFIG_ITEMS = ConfigItems()
 
 
 def _item(tag: str, payload: object) -> ReferenceItem:
+    """One reference item: ``payload`` stripped of markers, as JSON text and as a value."""
     safe_tag, content, value = wrap_untrusted_value(tag, payload)
     return ReferenceItem(tag=safe_tag, content=content, value=value)
 
@@ -262,9 +263,8 @@ def build_rerank_prompt(
 
     ``datamark`` turns on datamarking of the reference data (see ``Prompt``).
     """
-    items = []
-    for candidate in candidates:
-        tag, content, value = wrap_untrusted_value(
+    items = [
+        _item(
             candidate.result_id,
             {
                 "id": candidate.result_id,
@@ -273,7 +273,8 @@ def build_rerank_prompt(
                 "fragments": list(candidate.fragments),
             },
         )
-        items.append(ReferenceItem(tag=tag, content=content, value=value))
+        for candidate in candidates
+    ]
     return Prompt(
         task=PromptTask.RERANK,
         model_profile=model_profile,
@@ -297,9 +298,8 @@ def build_answer_prompt(
     The caller passes only results of sources that permit answers. ``datamark`` turns on
     datamarking of the reference data (see ``Prompt``).
     """
-    items = []
-    for result in results:
-        tag, content, value = wrap_untrusted_value(
+    items = [
+        _item(
             result.result_id,
             {
                 "id": result.result_id,
@@ -309,7 +309,8 @@ def build_answer_prompt(
                 "fields": dict(result.fields),
             },
         )
-        items.append(ReferenceItem(tag=tag, content=content, value=value))
+        for result in results
+    ]
     return Prompt(
         task=PromptTask.ANSWER,
         model_profile=model_profile,
