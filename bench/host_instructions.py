@@ -46,6 +46,7 @@ import uvicorn
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from bench._call_parts import STAND_INS
 from bench.host_load import (
     RECORDED,
     TENANT,
@@ -72,11 +73,13 @@ _PLAIN = "import sys; sys.modules['uvloop'] = None; sys.modules['httptools'] = N
 
 @attrs.frozen
 class Count:
-    """Million instructions per call of one server on one stack."""
+    """Million instructions per call of one server on one stack (ESRA with a part replaced by
+    its stand-in when ``stand_in`` names one)."""
 
     side: str
     stack: str
     per_call: float
+    stand_in: str | None = None
 
 
 def _speedups_installed() -> bool:
@@ -209,12 +212,18 @@ def _count(
     statements: Path,
     work: Path,
     calls: int,
+    stand_in: str | None = None,
 ) -> Count:
     port = free_port()
     hide = _PLAIN if stack == "plain" else ""
     arguments: list[str] = []
     if side == "esra":
-        code = f"{hide}from esra.starlette._cli import main; main()"
+        install = ""
+        if stand_in is not None:
+            root = str(Path(__file__).resolve().parents[1])
+            install = f"sys.path.insert(0, {root!r}); from bench._call_parts import install; "
+            install += f"install({stand_in!r}); "
+        code = f"{hide}import sys; {install}from esra.starlette._cli import main; main()"
         arguments = ["serve", "--port", str(port), "--data-dir", str(data_dir)]
         path, headers = "/mcp", {**call[0], "authorization": f"Bearer {token}"}
         body, check = call[1], _esra_ok
@@ -225,7 +234,7 @@ def _count(
         path, headers = "/search", {"content-type": "application/json"}
         body, check = b'{"prompt": "bench"}', _bare_ok
     url = f"http://127.0.0.1:{port}{path}"
-    out = work / f"callgrind-{side}-{stack}"
+    out = work / f"callgrind-{side}-{stack}-{stand_in or 'deployed'}"
     env = {**os.environ, "ESRA_HOME": str(data_dir)}
     with (
         _under_callgrind([sys.executable, "-c", code, *arguments], out, env) as process,
@@ -239,12 +248,18 @@ def _count(
             _answer(client, url, headers, body, check)
         _callgrind_control("-d", str(process.pid))
         instructions = _dumped_instructions(out, process.pid)
-    return Count(side, stack, instructions / calls / 1e6)
+    return Count(side, stack, instructions / calls / 1e6, stand_in)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40, help="counted calls per server")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also count ESRA on asyncio/h11 with each part of its call replaced by a "
+        "near-free stand-in (bench/_call_parts.py) and print what each part costs",
+    )
     parser.add_argument("--serve-bare", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -254,6 +269,11 @@ def main() -> None:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("host_instructions: needs valgrind (apt-get install valgrind)")
     stacks = ["plain", "speedups"] if _speedups_installed() else ["plain"]
+    jobs: list[tuple[str, str, str | None]] = [
+        (side, stack, None) for stack in stacks for side in ("esra", "bare")
+    ]
+    if args.breakdown:
+        jobs += [("esra", "plain", part) for part in STAND_INS]
     with tempfile.TemporaryDirectory(prefix="esra-bench-instructions-") as tmp:
         work = Path(tmp)
         data_dir = work / "data"
@@ -261,7 +281,6 @@ def main() -> None:
         token = _dev_token(data_dir)
         call, statements = _record_call(data_dir, token, work)
         n_statements = len(json.loads(statements.read_text(encoding="utf-8")))
-        jobs = [(side, stack) for stack in stacks for side in ("esra", "bare")]
         # Two at a time: counts do not depend on what else runs, only the wait does.
         with ThreadPoolExecutor(max_workers=2) as pool:
             counts = list(
@@ -275,6 +294,7 @@ def main() -> None:
                         statements=statements,
                         work=work,
                         calls=args.calls,
+                        stand_in=job[2],
                     ),
                     jobs,
                 )
@@ -284,7 +304,7 @@ def main() -> None:
         f"(after {WARM_UP_CALLS} uncounted), every thread of the server process; "
         f"embedded default, {n_statements} SQLite statements per call"
     )
-    by = {(c.side, c.stack): c.per_call for c in counts}
+    by = {(c.side, c.stack): c.per_call for c in counts if c.stand_in is None}
     print(f"{'stack':<34} {'ESRA M/call':>12} {'bare M/call':>12} {'ESRA / bare':>12}")
     names = {"plain": "asyncio, h11", "speedups": "uvloop, httptools (speedups)"}
     for stack in stacks:
@@ -295,6 +315,30 @@ def main() -> None:
         esra_gain = by[("esra", "speedups")] / by[("esra", "plain")]
         bare_gain = by[("bare", "speedups")] / by[("bare", "plain")]
         print(f"speedups / plain: ESRA {esra_gain:.2f}, bare {bare_gain:.2f}")
+    if args.breakdown:
+        _print_breakdown(by[("esra", "plain")], by[("bare", "plain")], counts)
+
+
+def _print_breakdown(deployed: float, bare: float, counts: Sequence[Count]) -> None:
+    """What each part of ESRA's call costs: the deployed count less the count without it."""
+    print(f"\nbreakdown, asyncio/h11: ESRA as deployed {deployed:.2f} M/call")
+    print(f"{'part replaced by a stand-in':<62} {'M/call':>7} {'part M':>7} {'share':>6}")
+
+    def row(label: str, per_call: str, cost: float, note: str = "") -> None:
+        print(f"{label:<62} {per_call:>7} {cost:>7.2f} {cost / deployed:>6.0%}{note}")
+
+    cost: dict[str, float] = {}
+    for count in counts:
+        if count.stand_in is not None:
+            cost[count.stand_in] = deployed - count.per_call
+            label = f"{count.stand_in}: {STAND_INS[count.stand_in]}"
+            row(label, f"{count.per_call:.2f}", cost[count.stand_in])
+    parts = cost["model"] + cost["sql"] + cost["audit-writes"]
+    row("the pipeline's own work (pipeline less the three above)", "", cost["pipeline"] - parts)
+    host = deployed - cost["pipeline"]
+    row("the host around it (as deployed less pipeline)", "", host, f"  (bare: {bare:.2f})")
+    free = (deployed - cost["model"] - cost["sql"]) / bare
+    print(f"ESRA with a free model and free SQL / bare route: {free:.1f}x")
 
 
 if __name__ == "__main__":

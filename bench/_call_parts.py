@@ -1,0 +1,110 @@
+"""Stand-ins for parts of ESRA's tool call, for ``bench/host_instructions.py --breakdown``.
+
+What a part of the call costs is the server's count with the part less its count with the
+part's stand-in: each stand-in does nearly nothing, but keeps every answer valid (the bench
+checks each response), so the rest of the call runs exactly as deployed. Installed in the
+serving process before ``esra serve`` starts, by name:
+
+- ``model``: the LocalModel's reasoning. A rerank answers the prompt's result ids in the
+  order given; any other task answers what the real model answered the first time it was
+  asked the same (task, request, reference tags). Prompt building, the core's parsing of the
+  answer and everything else stay.
+- ``sql``: the SQLite statements and their worker-thread hops: a statement the engine ran
+  once answers its remembered rows at once, on the event loop. Statement building and row
+  mapping stay.
+- ``audit-writes``: the durable audit's commits: a batch is taken and dropped. The records
+  are still made, queued and waited for.
+- ``pipeline``: the whole retrieve: the first response is remembered and returned again.
+  What stays is the host around it: HTTP, the MCP SDK, authentication, tool lookup, the
+  ``esra.invoke`` audit record and the response's serialization.
+
+Bench-only: these replace private functions of the installed distributions and must never
+run in a served host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+STAND_INS: dict[str, str] = {
+    "model": "the LocalModel's reasoning (selection, planning, rerank)",
+    "sql": "SQLite statements and their thread hops",
+    "audit-writes": "the durable audit's commits",
+    "pipeline": "the whole retrieve (stages, model, SQL, audit)",
+}
+
+
+def install(part: str) -> None:
+    """Replace ``part`` (a key of ``STAND_INS``) by its stand-in in this process."""
+    installers: dict[str, Callable[[], None]] = {
+        "model": _remembered_model,
+        "sql": _remembered_rows,
+        "audit-writes": _dropped_audit_batches,
+        "pipeline": _remembered_response,
+    }
+    installers[part]()
+
+
+def _remembered_model() -> None:
+    from esra.core.prompts import Prompt, PromptTask  # noqa: PLC0415
+    from esra.llm import LocalModel  # noqa: PLC0415
+    from esra.llm._reference import items, string  # noqa: PLC0415
+
+    answer = LocalModel.answer
+    answers: dict[tuple[PromptTask, str, tuple[str, ...]], str] = {}
+
+    def remembered(self: LocalModel, prompt: Prompt) -> str:
+        if prompt.task is PromptTask.RERANK:
+            ids = [string(obj, "id") for _, obj in items(prompt)]
+            scores = [{"id": rid, "score": 1.0 / (1 + n)} for n, rid in enumerate(ids)]
+            return json.dumps({"scores": scores})
+        key = (prompt.task, prompt.request, tuple(item.tag for item in prompt.reference))
+        if key not in answers:
+            answers[key] = answer(self, prompt)
+        return answers[key]
+
+    LocalModel.answer = remembered  # type: ignore[method-assign]
+
+
+def _remembered_rows() -> None:
+    from esra.sqlite import _provider  # noqa: PLC0415
+
+    engine = _provider._SqliteEngine
+    run = engine.run
+    remembered: dict[tuple[str, str], list[Any]] = {}
+
+    async def from_memory(self: Any, built: Any, query: Any, budget: Any) -> list[Any]:
+        key = (built.sql, repr(sorted(built.params.items())))
+        if key not in remembered:
+            remembered[key] = await run(self, built, query, budget)
+        return list(remembered[key])
+
+    engine.run = from_memory  # type: ignore[method-assign]
+
+
+def _dropped_audit_batches() -> None:
+    from esra.core.audit import AuditRecord  # noqa: PLC0415
+    from esra.sqlite import SqliteAuditLog  # noqa: PLC0415
+
+    async def dropped(self: SqliteAuditLog, records: Sequence[AuditRecord]) -> None:
+        del self, records
+
+    SqliteAuditLog.write_batch = dropped  # type: ignore[method-assign]
+
+
+def _remembered_response() -> None:
+    from esra.core import InvocationContext, RetrievalRequest, RetrievalResponse, Retriever  # noqa: PLC0415
+
+    retrieve = Retriever.retrieve
+    remembered: list[RetrievalResponse] = []
+
+    async def first_response(
+        self: Retriever, ctx: InvocationContext, request: RetrievalRequest | str, **kwargs: Any
+    ) -> RetrievalResponse:
+        if not remembered:
+            remembered.append(await retrieve(self, ctx, request, **kwargs))
+        return remembered[0]
+
+    Retriever.retrieve = first_response  # type: ignore[method-assign]
