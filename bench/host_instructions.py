@@ -17,8 +17,18 @@ installed: asyncio and h11 always (uvloop and httptools hidden from the process 
 present), and uvloop with httptools when the ``speedups`` extra is installed. Printed: million
 instructions per call of each server on each stack, ESRA / bare (the issue-19 target is
 ≤ 5× for CPU per call), and each side's speedups / plain ratio. Comparing two versions of the
-code is running this script on each. Needs valgrind (Debian's package); about 4 minutes
-(servers run about 50× slower under callgrind, two at a time).
+code is running this script on each.
+
+``--breakdown`` also counts ESRA on asyncio/h11 with one part of its call at a time replaced
+by a near-free stand-in that keeps every answer valid (``bench/_call_parts.py``): the
+LocalModel's reasoning, the SQLite statements with their thread hops, the audit commits, and
+the whole retrieve. A part's cost is the deployed count less the count without it; what the
+retrieve costs beyond the three named parts is the pipeline's own work, and what is left
+with the retrieve replaced is the host around it (HTTP, the MCP SDK, authentication, tool
+lookup, the invoke audit record, serialization).
+
+Needs valgrind (Debian's package); about a minute on a quiet two-core machine, two more
+with ``--breakdown`` (servers run about 50× slower under callgrind, two at a time).
 """
 
 from __future__ import annotations
