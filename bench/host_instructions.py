@@ -27,8 +27,8 @@ retrieve costs beyond the three named parts is the pipeline's own work, and what
 with the retrieve replaced is the host around it (HTTP, the MCP SDK, authentication, tool
 lookup, the invoke audit record, serialization).
 
-Needs valgrind (Debian's package); about a minute on a quiet two-core machine, two more
-with ``--breakdown`` (servers run about 50× slower under callgrind, two at a time).
+Needs valgrind (Debian's package); about a minute on a quiet two-core machine, ``--breakdown``
+included (servers run about 50× slower under callgrind, two at a time).
 """
 
 from __future__ import annotations
