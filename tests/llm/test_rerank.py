@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from esra.core.prompts import RerankItem
-from esra.llm._rerank import _TITLE_WEIGHT, _document, _roots
+from esra.llm._rerank import _TITLE_WEIGHT, _document
+from esra.llm._text import STOPWORDS, root, stem, tokens
 from tests.llm._fixtures import RESULTS, rerank
 
 
@@ -99,17 +100,26 @@ def test_across_sources_the_words_decide() -> None:
     assert 0.0 < scores["r_1"] < 1.0
 
 
-@given(
-    title=st.text(alphabet="abc xyz Ab-é", max_size=40),
-    fragments=st.text(alphabet="abc xyz Ab-é", max_size=80),
-)
+# Words of result texts: stopwords, forms of one word, a word rooting like a stopword's form
+# ("does" is a stopword, "doe" is not, and both root to "doe"), accents, the fragment ellipsis.
+_RESULT_TEXT = st.lists(
+    st.sampled_from(
+        ["the", "and", "does", "doe", "Brakes", "braking", "brake", "…", "Émile", "a", "s", "x9"]
+    )
+    | st.text(alphabet="abc xyz Ab-é…", max_size=12),
+    max_size=30,
+).map(" ".join)
+
+
+@given(title=_RESULT_TEXT, fragments=_RESULT_TEXT)
 def test_a_documents_bag_counts_title_roots_twice_and_fragment_roots_once(
     title: str, fragments: str
 ) -> None:
-    """Counted in one pass, the bag is the title's roots at their weight plus the fragments'."""
+    """The bag is the Porter roots of the light stems of the title's words at the title's
+    weight plus the fragments' words once each, stopwords left out."""
     expected: Counter[str] = Counter()
-    for root_ in _roots(title):
-        expected[root_] += _TITLE_WEIGHT
-    for root_ in _roots(fragments):
-        expected[root_] += 1
+    for words, weight in ((tokens(title), _TITLE_WEIGHT), (tokens(fragments), 1)):
+        for word in words:
+            if word not in STOPWORDS:
+                expected[root(stem(word))] += weight
     assert _document(title, fragments) == expected

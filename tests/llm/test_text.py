@@ -110,8 +110,29 @@ def test_root_is_the_porter_stem(word: str, expected: str) -> None:
     assert root(word) == expected
 
 
-@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80) | st.text(max_size=80))
+# Texts for the shortcut: ASCII, ASCII with the ellipsis a fragment carries, and long words.
+_ASCII_WITH_ELLIPSES = st.text(
+    alphabet=st.characters(max_codepoint=127) | st.just("\u2026"), max_size=80
+)
+_LONG_WORDS = st.text(alphabet="aZ9 \u2026\u00e9", min_size=50, max_size=200)
+
+
+@given(
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=80)
+    | _ASCII_WITH_ELLIPSES
+    | _LONG_WORDS
+    | st.text(max_size=80)
+)
 def test_tokens_are_each_word_casefolded_whatever_the_alphabet(text: str) -> None:
-    """The ASCII shortcut gives exactly the words the general path gives."""
+    """The ASCII shortcut (ellipses allowed) gives exactly the words the general path gives,
+    each cut to MAX_TERM_CHARS."""
     expected = [w.casefold()[:MAX_TERM_CHARS] for w in re.findall(r"[^\W_]+", text)]
     assert tokens(text) == expected
+
+
+@given(st.text(max_size=80) | _LONG_WORDS)
+def test_no_word_stems_or_roots_to_nothing(text: str) -> None:
+    """The rerank marks stopwords with an empty root, so no word's root may be empty."""
+    for word in tokens(text):
+        assert stem(word)
+        assert root(stem(word))

@@ -29,7 +29,7 @@ import itertools
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from esra.core.prompts import Prompt
 from esra.llm._embeddings import Embedder, cosine
@@ -57,27 +57,32 @@ _ROOT_CACHE_WORDS = 65_536
 
 @functools.lru_cache(maxsize=_ROOT_CACHE_WORDS)
 def _result_root(word: str) -> str:
-    """The Porter root of ``word``'s light stem, remembered for the words of result texts.
+    """The Porter root of ``word``'s light stem, remembered for the words of result texts;
+    ``""`` for a stopword.
 
     Rooting is most of a rerank's work, and the same words recur in result after result and
     answer after answer, so they are rooted once per process rather than once per answer. Only
     single casefolded words of result texts go in (titles and fragments, already masked and
     bounded, the text the embedding cache keeps too), never the caller's request, whose stems
     are rooted per answer in ``_request_concepts``; the mapping is a pure function of the word,
-    so what is cached can never change a score.
+    so what is cached can never change a score. Answering ``""`` for a stopword lets
+    ``_roots`` drop stopwords with the same look-up: no word's root is empty (``stem`` and
+    ``root`` never strip a word to nothing), so ``""`` marks stopwords and nothing else.
     """
+    if word in STOPWORDS:
+        return ""
     return root(stem(word))
 
 
-def _roots(text: str) -> list[str]:
+def _roots(text: str) -> Iterator[str]:
     """The roots of ``text``'s words that are not stopwords, in order."""
-    return list(map(_result_root, [w for w in tokens(text) if w not in STOPWORDS]))
+    return filter(None, map(_result_root, tokens(text)))
 
 
 def _document(title: str, fragments: str) -> Counter[str]:
     """A result's bag of roots: each title root counted ``_TITLE_WEIGHT`` times, each
     fragment root once, counted in one pass."""
-    title_roots = _roots(title)
+    title_roots = list(_roots(title))
     return Counter(itertools.chain(*([title_roots] * _TITLE_WEIGHT), _roots(fragments)))
 
 

@@ -31,6 +31,8 @@ __all__ = [
 MAX_TERM_CHARS = 64
 
 _WORD = re.compile(r"[^\W_]+")
+# What a fragment of a longer text begins or ends with (the core's fragments): see ``tokens``.
+_ELLIPSIS = "\u2026"
 _QUOTED = re.compile(r"\"([^\"]{1,200})\"|“([^”]{1,200})”|«([^»]{1,200})»")
 # Sequences a planner must never emit (the validator rejects them as UNSAFE_CONTENT).
 _UNSAFE = ("--", "/*", "*/", ";", "#")
@@ -61,10 +63,15 @@ _DOUBLE_KEEP = frozenset("lsz")
 
 def tokens(text: str) -> list[str]:
     """Return the casefolded words of ``text`` in order (letters and digits only)."""
-    if text.isascii():
+    if text.isascii() or text.replace(_ELLIPSIS, "").isascii():
         # ASCII casefolds as it lowers, letter for letter, so the words are found in the
-        # lowered text at once instead of casefolding each word.
-        return [w[:MAX_TERM_CHARS] for w in _WORD.findall(text.lower())]
+        # lowered text at once instead of casefolding each word. The ellipsis ESRA puts
+        # around a fragment is no word character and lowers to itself, so it changes neither
+        # the words nor where they end.
+        words: list[str] = _WORD.findall(text.lower())
+        if max(map(len, words), default=0) <= MAX_TERM_CHARS:
+            return words  # nothing to cut: spares slicing every word
+        return [w[:MAX_TERM_CHARS] for w in words]
     return [w.casefold()[:MAX_TERM_CHARS] for w in _WORD.findall(text)]
 
 
