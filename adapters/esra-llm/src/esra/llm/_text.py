@@ -33,6 +33,9 @@ MAX_TERM_CHARS = 64
 _WORD = re.compile(r"[^\W_]+")
 # What a fragment of a longer text begins or ends with (the core's fragments): see ``tokens``.
 _ELLIPSIS = "\u2026"
+# Per byte: ASCII letters and digits (``_WORD``'s characters in ASCII) as they are, every other
+# byte a space.
+_ASCII_WORD_BYTES = bytes(b if chr(b).isascii() and chr(b).isalnum() else 0x20 for b in range(256))
 _QUOTED = re.compile(r"\"([^\"]{1,200})\"|“([^”]{1,200})”|«([^»]{1,200})»")
 # Sequences a planner must never emit (the validator rejects them as UNSAFE_CONTENT).
 _UNSAFE = ("--", "/*", "*/", ";", "#")
@@ -63,12 +66,15 @@ _DOUBLE_KEEP = frozenset("lsz")
 
 def tokens(text: str) -> list[str]:
     """Return the casefolded words of ``text`` in order (letters and digits only)."""
-    if text.isascii() or text.replace(_ELLIPSIS, "").isascii():
-        # ASCII casefolds as it lowers, letter for letter, so the words are found in the
-        # lowered text at once instead of casefolding each word. The ellipsis ESRA puts
-        # around a fragment is no word character and lowers to itself, so it changes neither
-        # the words nor where they end.
-        words: list[str] = _WORD.findall(text.lower())
+    # The ellipsis ESRA puts around a fragment is no word character: a space in its place
+    # ends a word where it did, and leaves ASCII text ASCII.
+    plain = text.replace(_ELLIPSIS, " ")
+    if plain.isascii():
+        # ASCII casefolds as it lowers, letter for letter, and its word characters other than
+        # "_" are its letters and digits: every other byte becomes a space and the words are
+        # what lies between spaces, found in C a few times faster than by the expression.
+        lowered = plain.lower().encode("ascii").translate(_ASCII_WORD_BYTES)
+        words = lowered.decode("ascii").split()
         if max(map(len, words), default=0) <= MAX_TERM_CHARS:
             return words  # nothing to cut: spares slicing every word
         return [w[:MAX_TERM_CHARS] for w in words]
