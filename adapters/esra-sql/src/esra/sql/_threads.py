@@ -71,7 +71,8 @@ SESSION_ENDING = frozenset(
 
 
 class PoolTimeoutError(Exception):
-    """No connection became free before the caller's deadline."""
+    """No connection became free before the caller's deadline, or the pool closed while the
+    caller waited."""
 
 
 @attrs.define
@@ -141,7 +142,8 @@ class SlotPool(Generic[C]):
         self._opener = opener
         self._size = size
         self._thread_name = thread_name
-        self._idle: queue.LifoQueue[ConnectionSlot[C]] = queue.LifoQueue()
+        # ``None`` is the closed pool's wake-up: each waiter that takes it puts it back.
+        self._idle: queue.LifoQueue[ConnectionSlot[C] | None] = queue.LifoQueue()
         self._created = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -149,9 +151,13 @@ class SlotPool(Generic[C]):
     def try_acquire(self) -> ConnectionSlot[C] | None:
         """Return an idle slot, or a new one while the pool has room; never wait."""
         try:
-            return self._idle.get_nowait()
+            idle = self._idle.get_nowait()
         except queue.Empty:
             pass
+        else:
+            if idle is not None:
+                return idle
+            self._idle.put(None)  # the wake-up stays for every other waiter
         with self._lock:
             if self._created >= self._size:
                 return None
@@ -162,15 +168,21 @@ class SlotPool(Generic[C]):
         """Return a slot, blocking up to ``timeout_s`` seconds for one to be released.
 
         Raises:
-            PoolTimeoutError: when every slot stayed busy for ``timeout_s``.
+            PoolTimeoutError: when every slot stayed busy for ``timeout_s``, or the pool was
+                closed meanwhile (no slot will come back to it).
         """
         slot = self.try_acquire()
         if slot is not None:
             return slot
         try:
-            return self._idle.get(timeout=max(timeout_s, 0.0))
+            released = self._idle.get(timeout=max(timeout_s, 0.0))
         except queue.Empty as exc:
             raise PoolTimeoutError from exc
+        if released is None:
+            self._idle.put(None)  # wake the next waiter too
+            msg = "the pool was closed"
+            raise PoolTimeoutError(msg)
+        return released
 
     async def acquire_async(self, timeout_s: float) -> ConnectionSlot[C]:
         """Return a slot, waiting off the event loop up to ``timeout_s`` seconds.
@@ -205,15 +217,19 @@ class SlotPool(Generic[C]):
             self._idle.put(slot)
 
     def close(self) -> None:
-        """Close idle slots now; busy ones close when released."""
+        """Close idle slots now; busy ones close when released. Callers waiting for a slot
+        give up at once rather than at their deadline (a thread parked until then would
+        also hold up the event loop's shutdown)."""
         with self._lock:
             self._closed = True
         while True:
             try:
                 slot = self._idle.get_nowait()
             except queue.Empty:
-                return
-            slot.close()
+                break
+            if slot is not None:
+                slot.close()
+        self._idle.put(None)
 
 
 class PinnedRunner(Generic[C]):
