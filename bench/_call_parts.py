@@ -9,11 +9,11 @@ serving process before ``esra serve`` starts, by name:
   order given; any other task answers what the real model answered the first time it was
   asked the same (task, request, reference tags). Prompt building, the core's parsing of the
   answer and everything else stay.
-- ``sql``: the SQLite statements and their worker-thread hops: a statement the engine ran
-  once answers its remembered rows at once, on the event loop. Statement building and row
-  mapping stay.
-- ``audit-writes``: the durable audit's commits: a batch is taken and dropped. The records
-  are still made, queued and waited for.
+- ``sql``: the statements: a statement the engine ran once answers its remembered rows at
+  once (SQLite: also without its worker-thread hop; PostgreSQL: without the pool, the
+  pipeline and the round trip). Statement building and row mapping stay.
+- ``audit-writes``: the durable audit's commits (the SQLite file's or PostgreSQL's): a
+  batch is taken and dropped. The records are still made, queued and waited for.
 - ``pipeline``: the whole retrieve: the first response is remembered and returned again.
   What stays is the host around it: HTTP, the MCP SDK, authentication, tool lookup, the
   ``esra.invoke`` audit record and the response's serialization.
@@ -25,26 +25,53 @@ run in a served host.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 STAND_INS: dict[str, str] = {
     "model": "the LocalModel's reasoning (selection, planning, rerank)",
-    "sql": "SQLite statements and their thread hops",
+    "sql": "the statements (and, on SQLite, their thread hops)",
     "audit-writes": "the durable audit's commits",
     "pipeline": "the whole retrieve (stages, model, SQL, audit)",
 }
 
 
-def install(part: str) -> None:
-    """Replace ``part`` (a key of ``STAND_INS``) by its stand-in in this process."""
+def install(part: str, engine: str = "sqlite") -> None:
+    """Replace ``part`` (a key of ``STAND_INS``) by its stand-in in this process; ``engine``
+    (``sqlite`` or ``postgres``) is the one the host's source and audit log run on."""
     installers: dict[str, Callable[[], None]] = {
         "model": _remembered_model,
-        "sql": _remembered_rows,
-        "audit-writes": _dropped_audit_batches,
+        "sql": _remembered_rows if engine == "sqlite" else _remembered_postgres_rows,
+        "audit-writes": (
+            _dropped_audit_batches if engine == "sqlite" else _dropped_postgres_audit_batches
+        ),
         "pipeline": _remembered_response,
     }
     installers[part]()
+
+
+def print_breakdown(
+    deployed: float, without: Mapping[str, float], *, bare: float | None = None
+) -> None:
+    """Print what each part costs: ``deployed`` (million instructions per call) less the
+    count ``without`` it (by stand-in name; every one of ``STAND_INS``), the pipeline's own
+    work (the retrieve less the three named parts) and the host around it."""
+    print(f"ESRA as deployed: {deployed:.2f} M/call")
+    print(f"{'part replaced by a stand-in':<62} {'M/call':>7} {'part M':>7} {'share':>6}")
+
+    def row(label: str, per_call: str, cost: float, note: str = "") -> None:
+        print(f"{label:<62} {per_call:>7} {cost:>7.2f} {cost / deployed:>6.0%}{note}")
+
+    cost = {part: deployed - count for part, count in without.items()}
+    for part, description in STAND_INS.items():
+        row(f"{part}: {description}", f"{without[part]:.2f}", cost[part])
+    named = cost["model"] + cost["sql"] + cost["audit-writes"]
+    row("the pipeline's own work (pipeline less the three above)", "", cost["pipeline"] - named)
+    note = f"  (bare route: {bare:.2f})" if bare is not None else ""
+    row("the host around it (as deployed less pipeline)", "", deployed - cost["pipeline"], note)
+    if bare is not None:
+        free = (deployed - cost["model"] - cost["sql"]) / bare
+        print(f"ESRA with a free model and free SQL / bare route: {free:.1f}x")
 
 
 def _remembered_model() -> None:
@@ -82,6 +109,32 @@ def _remembered_rows() -> None:
         return list(remembered[key])
 
     engine.run = from_memory  # type: ignore[method-assign]
+
+
+def _remembered_postgres_rows() -> None:
+    from esra.postgres import _provider  # noqa: PLC0415
+
+    engine = _provider._PostgresEngine
+    run = engine.run
+    remembered: dict[tuple[str, str], list[Any]] = {}
+
+    async def from_memory(self: Any, built: Any, query: Any, budget: Any) -> list[Any]:
+        key = (built.sql, repr(sorted(built.params.items())))
+        if key not in remembered:
+            remembered[key] = await run(self, built, query, budget)
+        return list(remembered[key])
+
+    engine.run = from_memory  # type: ignore[method-assign]
+
+
+def _dropped_postgres_audit_batches() -> None:
+    from esra.core.audit import AuditRecord  # noqa: PLC0415
+    from esra.postgres import PostgresAuditLog  # noqa: PLC0415
+
+    async def dropped(self: PostgresAuditLog, records: Sequence[AuditRecord]) -> None:
+        del self, records
+
+    PostgresAuditLog.write_batch = dropped  # type: ignore[method-assign]
 
 
 def _dropped_audit_batches() -> None:

@@ -185,21 +185,26 @@ def serve_host(
     env: dict[str, str] | None = None,
     preamble: Sequence[str] = (),
     options: Sequence[str] = (),
+    launcher: Sequence[str] = (),
+    start_timeout_s: float = START_TIMEOUT_S,
 ) -> Iterator[ServeHost]:
     """``esra serve --config settings`` on a free port until the block ends.
 
     ``preamble``: Python statements run in the host process before the command line does
     (a bench's way to change one component of an otherwise unchanged host). ``options``:
-    more ``esra serve`` options (``--workers 2``).
+    more ``esra serve`` options (``--workers 2``). ``launcher``: a command the interpreter
+    runs under (``valgrind --tool=callgrind``), the process keeping its PID.
 
     Raises:
-        RuntimeError: the process exited, or did not answer ``/healthz``, within a minute.
+        RuntimeError: the process exited, or did not answer ``/healthz``, within
+            ``start_timeout_s`` (a minute by default).
     """
     port = free_port()
     code = "\n".join(
         ["import sys", *preamble, "from esra.starlette._cli import main", "sys.exit(main())"]
     )
-    argv = [sys.executable, "-c", code, "serve", "--port", str(port), "--config", str(settings)]
+    argv = [*launcher, sys.executable, "-c", code, "serve", "--port", str(port)]
+    argv += ["--config", str(settings)]
     argv += options
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with log.open("ab") as sink:
@@ -208,7 +213,7 @@ def serve_host(
         )
     host = ServeHost(name, process, port, log)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + start_timeout_s
         while not _healthy(port):
             if process.poll() is not None or time.monotonic() > deadline:
                 msg = f"esra serve ({name}) did not start:\n{host.log_tail()}"

@@ -56,7 +56,7 @@ import uvicorn
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from bench._call_parts import STAND_INS
+from bench._call_parts import STAND_INS, print_breakdown
 from bench.host_load import (
     RECORDED,
     TENANT,
@@ -326,29 +326,9 @@ def main() -> None:
         bare_gain = by[("bare", "speedups")] / by[("bare", "plain")]
         print(f"speedups / plain: ESRA {esra_gain:.2f}, bare {bare_gain:.2f}")
     if args.breakdown:
-        _print_breakdown(by[("esra", "plain")], by[("bare", "plain")], counts)
-
-
-def _print_breakdown(deployed: float, bare: float, counts: Sequence[Count]) -> None:
-    """What each part of ESRA's call costs: the deployed count less the count without it."""
-    print(f"\nbreakdown, asyncio/h11: ESRA as deployed {deployed:.2f} M/call")
-    print(f"{'part replaced by a stand-in':<62} {'M/call':>7} {'part M':>7} {'share':>6}")
-
-    def row(label: str, per_call: str, cost: float, note: str = "") -> None:
-        print(f"{label:<62} {per_call:>7} {cost:>7.2f} {cost / deployed:>6.0%}{note}")
-
-    cost: dict[str, float] = {}
-    for count in counts:
-        if count.stand_in is not None:
-            cost[count.stand_in] = deployed - count.per_call
-            label = f"{count.stand_in}: {STAND_INS[count.stand_in]}"
-            row(label, f"{count.per_call:.2f}", cost[count.stand_in])
-    parts = cost["model"] + cost["sql"] + cost["audit-writes"]
-    row("the pipeline's own work (pipeline less the three above)", "", cost["pipeline"] - parts)
-    host = deployed - cost["pipeline"]
-    row("the host around it (as deployed less pipeline)", "", host, f"  (bare: {bare:.2f})")
-    free = (deployed - cost["model"] - cost["sql"]) / bare
-    print(f"ESRA with a free model and free SQL / bare route: {free:.1f}x")
+        without = {c.stand_in: c.per_call for c in counts if c.stand_in is not None}
+        print("\nbreakdown, asyncio/h11:")
+        print_breakdown(by[("esra", "plain")], without, bare=by[("bare", "plain")])
 
 
 if __name__ == "__main__":
