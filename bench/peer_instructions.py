@@ -18,7 +18,8 @@ audit commits, and the whole retrieve; see ``bench/host_instructions.py``.
 Counts are of user space only: what the kernel does for the process's system calls (the
 PostgreSQL protocol and HTTP sockets) is not in them, while ``bench/peer_dbhub.py``'s CPU
 time includes it. Skipped, with a message and exit status 0, when PostgreSQL cannot be
-reached or valgrind is not installed. About a minute, three more with ``--breakdown``.
+reached or valgrind is not installed. About a minute on a quiet two-core machine,
+``--breakdown`` included.
 """
 
 from __future__ import annotations
