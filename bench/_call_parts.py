@@ -41,13 +41,23 @@ def install(part: str, engine: str = "sqlite") -> None:
     (``sqlite`` or ``postgres``) is the one the host's source and audit log run on."""
     installers: dict[str, Callable[[], None]] = {
         "model": _remembered_model,
-        "sql": _remembered_rows if engine == "sqlite" else _remembered_postgres_rows,
-        "audit-writes": (
-            _dropped_audit_batches if engine == "sqlite" else _dropped_postgres_audit_batches
-        ),
+        "sql": lambda: _remembered_rows(_engine_parts(engine)[0]),
+        "audit-writes": lambda: _dropped_audit_batches(_engine_parts(engine)[1]),
         "pipeline": _remembered_response,
     }
     installers[part]()
+
+
+def _engine_parts(engine: str) -> tuple[Any, Any]:
+    """The engine's statement runner class and audit log class (imported only when asked)."""
+    if engine == "sqlite":
+        from esra.sqlite import SqliteAuditLog, _provider  # noqa: PLC0415
+
+        return _provider._SqliteEngine, SqliteAuditLog
+    from esra.postgres import PostgresAuditLog  # noqa: PLC0415
+    from esra.postgres import _provider as postgres_provider  # noqa: PLC0415
+
+    return postgres_provider._PostgresEngine, PostgresAuditLog
 
 
 def print_breakdown(
@@ -95,11 +105,9 @@ def _remembered_model() -> None:
     LocalModel.answer = remembered  # type: ignore[method-assign]
 
 
-def _remembered_rows() -> None:
-    from esra.sqlite import _provider  # noqa: PLC0415
-
-    engine = _provider._SqliteEngine
-    run = engine.run
+def _remembered_rows(runner: Any) -> None:
+    """``runner.run`` (an engine's statement runner) answers a statement it ran once from memory."""
+    run = runner.run
     remembered: dict[tuple[str, str], list[Any]] = {}
 
     async def from_memory(self: Any, built: Any, query: Any, budget: Any) -> list[Any]:
@@ -108,43 +116,16 @@ def _remembered_rows() -> None:
             remembered[key] = await run(self, built, query, budget)
         return list(remembered[key])
 
-    engine.run = from_memory  # type: ignore[method-assign]
+    runner.run = from_memory
 
 
-def _remembered_postgres_rows() -> None:
-    from esra.postgres import _provider  # noqa: PLC0415
+def _dropped_audit_batches(audit_log: Any) -> None:
+    """``audit_log.write_batch`` takes a batch and drops it."""
 
-    engine = _provider._PostgresEngine
-    run = engine.run
-    remembered: dict[tuple[str, str], list[Any]] = {}
-
-    async def from_memory(self: Any, built: Any, query: Any, budget: Any) -> list[Any]:
-        key = (built.sql, repr(sorted(built.params.items())))
-        if key not in remembered:
-            remembered[key] = await run(self, built, query, budget)
-        return list(remembered[key])
-
-    engine.run = from_memory  # type: ignore[method-assign]
-
-
-def _dropped_postgres_audit_batches() -> None:
-    from esra.core.audit import AuditRecord  # noqa: PLC0415
-    from esra.postgres import PostgresAuditLog  # noqa: PLC0415
-
-    async def dropped(self: PostgresAuditLog, records: Sequence[AuditRecord]) -> None:
+    async def dropped(self: Any, records: Sequence[Any]) -> None:
         del self, records
 
-    PostgresAuditLog.write_batch = dropped  # type: ignore[method-assign]
-
-
-def _dropped_audit_batches() -> None:
-    from esra.core.audit import AuditRecord  # noqa: PLC0415
-    from esra.sqlite import SqliteAuditLog  # noqa: PLC0415
-
-    async def dropped(self: SqliteAuditLog, records: Sequence[AuditRecord]) -> None:
-        del self, records
-
-    SqliteAuditLog.write_batch = dropped  # type: ignore[method-assign]
+    audit_log.write_batch = dropped
 
 
 def _remembered_response() -> None:

@@ -392,6 +392,30 @@ kind = "database"
     return settings
 
 
+@attrs.frozen
+class OneHost:
+    """What a bench of ESRA's host alone needs: its work directory, its settings file (one
+    process, as ``--esra-workers 1``) and a caller's token."""
+
+    work: Path
+    settings: Path
+    token: str
+
+
+@contextlib.contextmanager
+def one_esra_host(dsn: str, rows: int, *, prefix: str) -> Iterator[OneHost]:
+    """A fresh schema with the table of ``rows`` documents and the settings of one ESRA host
+    over it, as this bench builds them; all of it removed when the block ends."""
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+        run = Run(uuid.uuid4().hex[:10])
+        stack.enter_context(_database(dsn, run, rows))
+        issuer = BenchIssuer()
+        token = issuer.token(TENANT, subject="bench", client=CLIENT_APP)
+        settings = _esra_settings(work, dsn, run, issuer, workers=1, redis_url=DEFAULT_REDIS)
+        yield OneHost(work, settings, token)
+
+
 def _dbhub_settings(directory: Path, dsn: str, run: Run) -> Path:
     settings = directory / "dbhub.toml"
     settings.write_text(

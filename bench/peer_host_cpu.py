@@ -17,30 +17,22 @@ Skipped, with a message and exit status 0, when PostgreSQL cannot be reached.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
-import tempfile
-import uuid
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from bench._mcp_load import _stat_fields
-from bench._serve_hosts import STATE_PASSWORD_ENV, BenchIssuer, serve_host
+from bench._serve_hosts import STATE_PASSWORD_ENV, serve_host
 from bench.peer_dbhub import (
-    CLIENT_APP,
     DEFAULT_DSN,
-    DEFAULT_REDIS,
-    TENANT,
-    Run,
     _client_process,
-    _database,
     _esra_call,
-    _esra_settings,
     _question,
     _reachable,
+    one_esra_host,
 )
 
 WARM_UP_CALLS = 300
@@ -64,22 +56,16 @@ def main() -> int:
     if not _reachable(args.dsn):
         return 0
     runs: list[tuple[float, float, float]] = []
-    with contextlib.ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esra-bench-cpu-")))
-        run = Run(uuid.uuid4().hex[:10])
-        stack.enter_context(_database(args.dsn, run, args.rows))
-        issuer = BenchIssuer()
-        token = issuer.token(TENANT, subject="bench", client=CLIENT_APP)
-        settings = _esra_settings(work, args.dsn, run, issuer, workers=1, redis_url=DEFAULT_REDIS)
-        host = stack.enter_context(
-            serve_host(
-                "ESRA",
-                settings,
-                work / "esra.log",
-                env={STATE_PASSWORD_ENV: "unused-by-trust-auth"},
-            )
-        )
-        call = _esra_call(host, token, _question())
+    with (
+        one_esra_host(args.dsn, args.rows, prefix="esra-bench-cpu-") as setup,
+        serve_host(
+            "ESRA",
+            setup.settings,
+            setup.work / "esra.log",
+            env={STATE_PASSWORD_ENV: "unused-by-trust-auth"},
+        ) as host,
+    ):
+        call = _esra_call(host, setup.token, _question())
         pid = host.process.pid
         _client_process("ESRA", host.url, call, clients=args.clients, calls=WARM_UP_CALLS)
         for _ in range(max(1, args.runs)):

@@ -25,11 +25,8 @@ reached or valgrind is not installed. About a minute on a quiet two-core machine
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shutil
 import sys
-import tempfile
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,7 +35,7 @@ import httpx2
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from bench._call_parts import STAND_INS, print_breakdown
-from bench._serve_hosts import STATE_PASSWORD_ENV, BenchIssuer, serve_host
+from bench._serve_hosts import STATE_PASSWORD_ENV, serve_host
 from bench.host_instructions import (
     START_TIMEOUT_S,
     WARM_UP_CALLS,
@@ -47,42 +44,38 @@ from bench.host_instructions import (
     _dumped_instructions,
 )
 from bench.peer_dbhub import (
-    CLIENT_APP,
     DEFAULT_DSN,
-    DEFAULT_REDIS,
-    TENANT,
-    Run,
-    _database,
+    OneHost,
     _esra_call,
     _esra_ok,
-    _esra_settings,
     _question,
     _reachable,
+    one_esra_host,
 )
 
 ROOT = str(Path(__file__).resolve().parents[1])
 
 
-def _count(settings: Path, work: Path, token: str, *, calls: int, stand_in: str | None) -> float:
+def _count(setup: OneHost, *, calls: int, stand_in: str | None) -> float:
     """Million instructions per call of one host (``stand_in`` replacing that part, if any)."""
     name = stand_in or "deployed"
     preamble: list[str] = []
     if stand_in is not None:
         preamble = [f"sys.path.insert(0, {ROOT!r})", "from bench._call_parts import install"]
         preamble.append(f"install({stand_in!r}, engine='postgres')")
-    out = work / f"callgrind-{name}"
+    out = setup.work / f"callgrind-{name}"
     launcher = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
     launcher.append(f"--callgrind-out-file={out}.%p")
     with serve_host(
         f"ESRA ({name})",
-        settings,
-        work / f"esra-{name}.log",
+        setup.settings,
+        setup.work / f"esra-{name}.log",
         env={STATE_PASSWORD_ENV: "unused-by-trust-auth"},
         preamble=preamble,
         launcher=launcher,
         start_timeout_s=START_TIMEOUT_S,
     ) as host:
-        headers, body = _esra_call(host, token, _question())
+        headers, body = _esra_call(host, setup.token, _question())
         url = f"{host.url}/mcp"
         with httpx2.Client(timeout=600) as client:
             for _ in range(WARM_UP_CALLS - 1):
@@ -111,19 +104,13 @@ def main() -> int:
         return 0
     if not _reachable(args.dsn):
         return 0
-    with contextlib.ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esra-bench-peer-")))
-        run = Run(uuid.uuid4().hex[:10])
-        stack.enter_context(_database(args.dsn, run, args.rows))
-        issuer = BenchIssuer()
-        token = issuer.token(TENANT, subject="bench", client=CLIENT_APP)
-        settings = _esra_settings(work, args.dsn, run, issuer, workers=1, redis_url=DEFAULT_REDIS)
+    with one_esra_host(args.dsn, args.rows, prefix="esra-bench-peer-") as setup:
         parts: list[str | None] = [None, *(STAND_INS if args.breakdown else ())]
         # Two at a time: counts do not depend on what else runs, only the wait does.
         with ThreadPoolExecutor(max_workers=2) as pool:
             counts = list(
                 pool.map(
-                    lambda part: _count(settings, work, token, calls=args.calls, stand_in=part),
+                    lambda part: _count(setup, calls=args.calls, stand_in=part),
                     parts,
                 )
             )
