@@ -7,7 +7,7 @@ import pytest
 
 from esra.core._prompts.builders import build_planning_prompt, build_selection_prompt
 from esra.core._prompts.config_items import ConfigItems
-from esra.core._prompts.markers import wrap_untrusted_value
+from esra.core._prompts.markers import strip_untrusted
 from esra.core._prompts.model import Prompt, ReferenceItem
 from esra.core.config import Mapping, Operator, Source
 from esra.core.ports import ProviderCapabilities, TextIndexKind
@@ -27,8 +27,7 @@ class _Counting:
 
     def __call__(self) -> ReferenceItem:
         self.made += 1
-        tag, content, value = wrap_untrusted_value("t", {"n": self.made})
-        return ReferenceItem(tag=tag, content=content, value=value)
+        return ReferenceItem.of_value(*strip_untrusted("t", {"n": self.made}))
 
 
 def test_an_item_is_made_once_per_object_and_settings() -> None:

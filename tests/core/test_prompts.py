@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -17,6 +18,7 @@ from esra.core._prompts.contracts import (
 from esra.core._prompts.model import SectionKind, datamark_text
 from esra.core.exceptions import ModelOutputError
 from esra.core.prompts import (
+    ReferenceItem,
     RerankItem,
     build_rerank_prompt,
     build_selection_prompt,
@@ -75,6 +77,28 @@ def test_reference_items_are_valid_json_whatever_the_content(values: list[str]) 
     prompt = build_rerank_prompt("q", [item], model_profile="p")
     decoded = json.loads(prompt.reference[0].content)
     assert decoded["fragments"] == [strip_markers(v) for v in values]
+
+
+def test_an_item_made_from_its_value_reads_as_one_made_from_its_text() -> None:
+    """``of_value`` defers the JSON text, and nothing else differs: the text is the sorted,
+    non-ASCII-keeping JSON of the value, the items are equal and hash alike, and neither
+    can be changed."""
+    value = {"title": "Zürich \u2026", "id": "r_1", "fragments": ['a "quoted" b']}
+    lazy = ReferenceItem.of_value("r_1", value)
+    eager = ReferenceItem("r_1", json.dumps(value, ensure_ascii=False, sort_keys=True), value)
+    assert (
+        lazy.content == eager.content == '{"fragments": ["a \\"quoted\\" b"], "id": "r_1", '
+        '"title": "Zürich \u2026"}'
+    )
+    assert lazy == eager
+    assert hash(lazy) == hash(eager)
+    assert repr(lazy) == repr(eager)
+    assert lazy != ReferenceItem("r_2", eager.content)
+    assert ReferenceItem("r_1", "{}", value) != eager  # the value takes no part in equality
+    for item in (lazy, eager):
+        with pytest.raises(AttributeError):
+            item.tag = "other"
+        assert copy.copy(item) == copy.deepcopy(item) == item
 
 
 def test_parse_selection_accepts_a_fenced_answer_and_dedupes() -> None:

@@ -24,7 +24,7 @@ from esra.core._prompts.contracts import (
     RERANK_CONTRACT,
     SELECTION_CONTRACT,
 )
-from esra.core._prompts.markers import strip_markers, wrap_untrusted_value
+from esra.core._prompts.markers import strip_markers, strip_untrusted
 from esra.core._prompts.model import Prompt, PromptTask, ReferenceItem, validate_datamark
 
 __all__ = [
@@ -187,9 +187,9 @@ _CONFIG_ITEMS = ConfigItems()
 
 
 def _item(tag: str, payload: object) -> ReferenceItem:
-    """One reference item: ``payload`` stripped of markers, as JSON text and as a value."""
-    safe_tag, content, value = wrap_untrusted_value(tag, payload)
-    return ReferenceItem(tag=safe_tag, content=content, value=value)
+    """One reference item: ``payload`` stripped of markers, as a value (and as JSON text
+    once someone reads it)."""
+    return ReferenceItem.of_value(*strip_untrusted(tag, payload))
 
 
 def _source_item(source: Source) -> ReferenceItem:

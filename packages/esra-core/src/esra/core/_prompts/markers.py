@@ -13,8 +13,8 @@ __all__ = [
     "begin_marker",
     "end_marker",
     "strip_markers",
+    "strip_untrusted",
     "wrap_untrusted",
-    "wrap_untrusted_value",
 ]
 
 MARKER_TOKEN = "ESRA-DATA"
@@ -99,18 +99,17 @@ def wrap_untrusted(tag: str, payload: Any) -> tuple[str, str]:
 
     Returns the tag (also stripped, so a tag can never close another item) and the JSON text.
     """
-    safe_tag, content, _ = wrap_untrusted_value(tag, payload)
-    return safe_tag, content
+    safe_tag, value = strip_untrusted(tag, payload)
+    return safe_tag, json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def wrap_untrusted_value(tag: str, payload: Any) -> tuple[str, str, Any]:
-    """``wrap_untrusted``, also returning the stripped value the JSON text was made from.
+def strip_untrusted(tag: str, payload: Any) -> tuple[str, Any]:
+    """The tag and the value ``wrap_untrusted`` serializes, for a reader that may never need
+    the text.
 
-    The value equals what ``json.loads`` of the text gives (dicts, lists and scalars, every
-    string stripped of markers; tuples become lists, keys strings), for a reader in the same
-    process that would otherwise parse the text straight back. It is the text's source, not
-    a copy: whoever holds it must not change it.
+    The value equals what ``json.loads`` of that text gives (dicts, lists and scalars, every
+    string stripped of markers; tuples become lists, keys strings). It is the text's source,
+    not a copy: whoever holds it must not change it.
     """
     safe_tag = re.sub(r"[^A-Za-z0-9_.:-]", "", strip_markers(tag))
-    value = _strip_all(payload)
-    return safe_tag, json.dumps(value, ensure_ascii=False, sort_keys=True), value
+    return safe_tag, _strip_all(payload)

@@ -43,19 +43,71 @@ class SectionKind(StrEnum):
     OUTPUT_CONTRACT = "output_contract"
 
 
-@attrs.frozen
 class ReferenceItem:
     """One untrusted item of reference data: its tag and its JSON content (markers stripped).
 
-    ``value``, when the core built the item, is the stripped value ``content`` was serialized
+    ``value``, when the core built the item, is the stripped value ``content`` is serialized
     from (equal to ``json.loads(content)``): an in-process model can read it instead of
     parsing the text back. It is read-only by contract, takes no part in equality, and is
     ``None`` for items built from text alone (a reader then parses ``content``).
+
+    An item made by :meth:`of_value` serializes its content only when someone reads it: a
+    model that reads ``value`` in the same process never pays for the JSON text.
     """
 
+    __slots__ = ("_content", "tag", "value")
+
     tag: str
-    content: str
-    value: Any = attrs.field(default=None, eq=False, repr=False)
+    value: Any
+    _content: str | None
+
+    def __init__(self, tag: str, content: str, value: Any = None) -> None:
+        _set = object.__setattr__
+        _set(self, "tag", tag)
+        _set(self, "_content", content)
+        _set(self, "value", value)
+
+    @classmethod
+    def of_value(cls, tag: str, value: Any) -> ReferenceItem:
+        """The item whose content is ``value`` as JSON (sorted keys, non-ASCII kept), made
+        when first read. ``value`` must be JSON-ready and stripped of markers already."""
+        item = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(item, "tag", tag)
+        _set(item, "_content", None)
+        _set(item, "value", value)
+        return item
+
+    @property
+    def content(self) -> str:
+        """The item as JSON text."""
+        content = self._content
+        if content is None:
+            content = json.dumps(self.value, ensure_ascii=False, sort_keys=True)
+            object.__setattr__(self, "_content", content)
+        return content
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise attrs.exceptions.FrozenInstanceError
+
+    def __delattr__(self, name: str) -> None:
+        raise attrs.exceptions.FrozenInstanceError
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, ReferenceItem)
+        return self.tag == other.tag and self.content == other.content
+
+    def __hash__(self) -> int:
+        return hash((self.tag, self.content))
+
+    def __repr__(self) -> str:
+        return f"ReferenceItem(tag={self.tag!r}, content={self.content!r})"
+
+    def __reduce__(self) -> tuple[type[ReferenceItem], tuple[str, str, Any]]:
+        # Copies and pickles go through the constructor: the slots refuse plain assignment.
+        return ReferenceItem, (self.tag, self.content, self.value)
 
 
 _WHITESPACE = re.compile(r"\s+")
