@@ -16,6 +16,7 @@ import attrs
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from esra.core._admin.secrets import InMemorySecretVault
 from esra.core._config.mapping import FieldType, Operator
@@ -217,6 +218,39 @@ async def test_every_execution_is_read_only_with_its_limits(provider: PostgresPr
     assert timeout.endswith("s") or timeout.endswith("ms")
     assert path.startswith('"esra_test_postgres_')
     assert path.endswith(", pg_temp")
+
+
+async def test_an_execution_is_read_only_even_where_the_session_may_write(
+    seeded: str, provider: PostgresProvider
+) -> None:
+    """The execution makes its own transaction read-only: a session whose default allows
+    writes (a pooler's server connection that never saw the pool's setting, say) still
+    cannot write through it, and the limits end with the execution."""
+    query = _acme()
+    loop = asyncio.get_running_loop()
+    pool = await provider._engine._ensure_pool(10)
+    async with pool.connection() as conn:
+        await conn.execute(b"SET default_transaction_read_only = off")
+        try:
+
+            async def run(statement: str) -> list[Any]:
+                built = BuiltStatement(sql=statement, params={}, columns=())
+                return await provider._engine._run(conn, built, query, _state(), loop.time() + 10)
+
+            ((read_only,),) = await run("SELECT current_setting('transaction_read_only')")
+            assert read_only == "on"
+            with pytest.raises(ProviderError) as raised:
+                await run(f"CREATE TABLE {seeded}.intruder (x int)")
+            assert raised.value.code is _P.PERMISSION_DENIED
+            # Nothing of the execution outlives it on the session.
+            cursor = await conn.execute(
+                "SELECT current_setting('transaction_read_only'), "
+                "current_setting('statement_timeout'), current_setting('search_path')"
+            )
+            assert await cursor.fetchone() == ("off", "0", '"$user", public')
+            assert conn.info.transaction_status is TransactionStatus.IDLE
+        finally:
+            await conn.execute(b"SET default_transaction_read_only = on")
 
 
 @pytest.mark.parametrize(

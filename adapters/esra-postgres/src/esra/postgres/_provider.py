@@ -6,13 +6,19 @@ socket opens), one direct connection is attempted so a refused or unauthenticate
 fails at once with its own code, and a ``psycopg_pool.AsyncConnectionPool`` is opened for the
 provider (one pool per source).
 
-Every execution, on a pooled autocommit connection::
+Every execution, on a pooled autocommit connection, is one pipeline and one transaction::
 
-    BEGIN READ ONLY
-    SELECT set_config('statement_timeout', %(ms)s, true),      -- what is left of timeout_s
+    SELECT set_config('transaction_read_only', 'on', true),     -- this transaction only
+           set_config('statement_timeout', %(ms)s, true),      -- what is left of timeout_s
            set_config('search_path', %(path)s, true)           -- configured, never user input
     <the StatementBuilder SELECT, every value bound>
-    COMMIT                                                     -- ROLLBACK on any failure
+    Sync                                                       -- commits; a failure rolls back
+
+In PostgreSQL's extended query protocol the statements sent before a Sync share one
+transaction, committed at the Sync (or rolled back if one failed, the rest then skipped):
+the transaction is made read-only and given its limits by its first statement, and
+``set_config(..., true)`` ends with it — what ``BEGIN READ ONLY`` … ``COMMIT`` did, in two
+statements instead of four. Pooled connections are read-only by default as well.
 
 Cancelling the awaiting task cancels the statement on the server (psycopg does so while it
 waits; ``cancel_safe()`` is called again if the connection is still busy), rolls back and
@@ -64,6 +70,12 @@ _log = logging.getLogger("esra.postgres")
 _BEGIN = b"BEGIN READ ONLY"
 _SETTINGS = (
     "SELECT set_config('statement_timeout', %(ms)s, true), "
+    "set_config('search_path', %(path)s, true)"
+)
+# The first statement of an execution's pipeline: its transaction read-only, its limits.
+_READ_ONLY_LIMITS = (
+    "SELECT set_config('transaction_read_only', 'on', true), "
+    "set_config('statement_timeout', %(ms)s, true), "
     "set_config('search_path', %(path)s, true)"
 )
 DEFAULT_HEALTH_TIMEOUT_S = HEALTH_TIMEOUT_S
@@ -177,16 +189,15 @@ class _PostgresEngine:
         schema = query.mapping.schema or self._search_path
         params = {name: scrub(value) for name, value in built.params.items()}
         try:
-            # One pipeline, one round trip: the transaction, its limits, the statement and the
-            # commit are sent together; a failure of any aborts the rest, as a failed
-            # statement aborts its transaction anyway.
+            # One pipeline, one round trip, one transaction (see the module's docstring): the
+            # limits and the statement are sent together and committed by the pipeline's Sync;
+            # a failure of either aborts the rest and rolls the transaction back.
             async with conn.pipeline():
-                await conn.execute(_BEGIN)
                 await conn.execute(
-                    _SETTINGS, {"ms": str(remaining_ms), "path": search_path_value(schema)}
+                    _READ_ONLY_LIMITS,
+                    {"ms": str(remaining_ms), "path": search_path_value(schema)},
                 )
                 cursor = await conn.execute(built.sql, params)
-                await conn.execute(b"COMMIT")
             rows = await cursor.fetchall()
         except asyncio.CancelledError:
             state.cancelled = True
