@@ -174,6 +174,42 @@ def test_a_long_texts_fragment_cut_from_its_head_is_the_whole_texts(
     assert make_fragment(text, terms, max_chars) == _whole_text_fragment(text, terms, max_chars)
 
 
+@settings(max_examples=1500, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(_PIECES), min_size=50, max_size=400).map("".join),
+    max_chars=st.integers(1, 40),
+)
+def test_a_long_texts_cleaned_head_begins_its_cleaned_whole(text: str, max_chars: int) -> None:
+    """Where a head is cut, no marker token (nor one that removing another assembles) spans
+    the cut: cleaning the head gives exactly the start of cleaning the whole."""
+    head = fragments._head(text, max_chars)
+    if head is None:
+        return
+    clean_head = _clean(head)
+    assert _clean(text)[: len(clean_head)] == clean_head
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "esra-data",
+        "ESRA_DATA",
+        "end-esra-data",
+        "esra-esra-datadata",
+        "<< end esra data",
+        "\u0435sra-data",
+    ],
+)
+def test_a_head_never_ends_inside_a_marker_token(tail: str) -> None:
+    """A token where the head could first end is cut whole or not at all."""
+    text = " " * (fragments._HEAD_CHARS_PER_FRAGMENT_CHAR * 10 + fragments._HEAD_SLACK_CHARS)
+    text += tail + " filler" * 100
+    head = fragments._head(text, 10)
+    assert head is not None
+    assert _clean(text).startswith(_clean(head))
+    assert "esra" not in _clean(head).lower()
+
+
 def test_a_match_near_the_start_of_a_long_text_cleans_only_its_head(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -52,12 +52,24 @@ def _first_match(text: str, terms: Sequence[str]) -> tuple[int, int]:
     return best or (0, 0)
 
 
-# A long text is first cleaned only up to a full stop past this many characters per fragment
-# character (plus a little): enough that a window around a match near its start is known
-# without cleaning the rest (see ``_head``). Full stops are looked for this far past that.
+# A long text is first cleaned only up to a safe boundary past this many characters per
+# fragment character (plus a little): enough that a window around a match near its start is
+# known without cleaning the rest (see ``_head``). A boundary is looked for this far past that.
 _HEAD_CHARS_PER_FRAGMENT_CHAR = 3
 _HEAD_SLACK_CHARS = 64
-_FULL_STOP_SEARCH_CHARS = 4096
+_BOUNDARY_SEARCH_CHARS = 4096
+# Where a head may end: after a printable ASCII character no marker token can hold, in the
+# text or folded (ASCII folds to itself). A token is made only of whitespace, "_", "-" and
+# the letters of END, ESRA and DATA, in any case ("<<" before its spaced form is looked at,
+# never part of it).
+_TOKEN_CHARACTERS = frozenset("_-endsratENDSRAT")
+_BOUNDARY = re.compile(
+    "["
+    + "".join(
+        re.escape(chr(code)) for code in range(0x21, 0x7F) if chr(code) not in _TOKEN_CHARACTERS
+    )
+    + "]"
+)
 
 
 def make_fragment(text: str, terms: Sequence[str], max_chars: int) -> str:
@@ -87,18 +99,20 @@ def make_fragment(text: str, terms: Sequence[str], max_chars: int) -> str:
 
 
 def _head(text: str, max_chars: int) -> str | None:
-    """The start of a long ``text`` up to and including a full stop, or ``None``.
+    """The start of a long ``text`` up to and including a boundary character, or ``None``.
 
-    Cleaning it gives the start of cleaning the whole text: no marker token holds a full stop,
-    in the text or folded (folding is per character and keeps ``.``), so marker stripping never
-    joins what stands either side of one, and whitespace collapsing is local. ``None`` when
-    the text is not long enough to be worth it or no full stop comes soon enough.
+    Cleaning it gives the start of cleaning the whole text: no marker token holds the
+    boundary (a full stop, a digit, a letter outside the token's…), in the text or folded
+    (folding is per character and keeps ASCII), so no token, and no token that removing
+    another assembles, can span the cut: marker stripping never joins what stands either
+    side of it, and whitespace collapsing is local. ``None`` when the text is not long enough
+    to be worth it or no boundary comes soon enough.
     """
     at_least = _HEAD_CHARS_PER_FRAGMENT_CHAR * max_chars + _HEAD_SLACK_CHARS
     if len(text) <= 2 * at_least:
         return None
-    stop = text.find(".", at_least, at_least + _FULL_STOP_SEARCH_CHARS)
-    return text[: stop + 1] if stop != -1 else None
+    found = _BOUNDARY.search(text, at_least, at_least + _BOUNDARY_SEARCH_CHARS)
+    return text[: found.end()] if found is not None else None
 
 
 def _head_window(clean: str, terms: Sequence[str], max_chars: int) -> str | None:
