@@ -265,6 +265,7 @@ def _count(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40, help="counted calls per server")
+    parser.add_argument("--quick", action="store_true", help="10 counted calls per server")
     parser.add_argument(
         "--breakdown",
         action="store_true",
@@ -274,6 +275,8 @@ def main() -> None:
     parser.add_argument("--serve-bare", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.calls = 10
     if args.serve_bare is not None:
         _serve_bare(args.serve_bare, args.port)
         return

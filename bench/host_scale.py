@@ -394,6 +394,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
     parser.add_argument("--calls", type=int, default=400, help="calls per run, in all")
     parser.add_argument("--rounds", type=int, default=3, help="1-host/2-host pairs")
+    parser.add_argument("--quick", action="store_true", help="one round of 100 calls a run")
     parser.add_argument(
         "--dsn",
         default=os.environ.get("ESRA_TEST_POSTGRES_DSN", "").strip() or DEFAULT_DSN,
@@ -406,6 +407,8 @@ def main() -> int:
         help="compare `esra serve --workers 1` with `--workers 2` on one port each",
     )
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.rounds = 100, 1
     if not _reachable(args.dsn, args.redis):
         return 0
     run_id = uuid.uuid4().hex[:10]

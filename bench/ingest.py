@@ -21,6 +21,8 @@ can read and that is not a byte-identical duplicate. Printed, measured in one ru
    six million rows and a 24 MB text of blank lines. They need no PostgreSQL and run first;
    ``--worst-cases`` runs only them, ``--no-worst-cases`` everything else.
 
+``--quick`` skips the worst cases and takes the first 16 PDFs only.
+
 The DSN comes from ``ESRA_TEST_POSTGRES_DSN`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``); each run uses the schema
 ``esra_bench_ingest`` (recreated). An unreachable server or a missing corpus is reported and
@@ -273,13 +275,16 @@ def worst_cases() -> None:
 
 def main() -> None:
     """Worst cases first; then raw pypdf, end to end with one and two workers."""
-    if "--no-worst-cases" not in sys.argv[1:]:
+    quick = "--quick" in sys.argv[1:]
+    if "--no-worst-cases" not in sys.argv[1:] and not quick:
         worst_cases()
     if "--worst-cases" in sys.argv[1:]:
         return
     dsn = os.environ.get("ESRA_TEST_POSTGRES_DSN", "").strip() or DEFAULT_DSN
     corpus = _corpus_dir()
     paths = sorted(corpus.rglob("*.pdf")) if corpus.is_dir() else []
+    if quick:
+        paths = paths[:16]
     if not paths:
         print(f"ingest: no PDFs under {corpus}; skipped")
         return

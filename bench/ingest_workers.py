@@ -440,8 +440,8 @@ def _print_run(run: Run) -> None:
         print(f"    not indexed: {', '.join(run.not_indexed)}")
 
 
-def main() -> int:
-    """Queue the corpus afresh for each run; drain it with 1 and 2 workers, alternating."""
+def _arguments() -> argparse.Namespace:
+    """The command line, with ``--quick`` applied."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
         "--dsn",
@@ -453,7 +453,16 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=2, help="byte-distinct copies of each file")
     parser.add_argument("--limit", type=int, default=0, help="keep the first N files (0: all)")
     parser.add_argument("--rounds", type=int, default=2, help="1-worker/2-worker pairs")
+    parser.add_argument("--quick", action="store_true", help="one round over 16 files")
     args = parser.parse_args()
+    if args.quick:
+        args.limit, args.rounds = 16, 1
+    return args
+
+
+def main() -> int:
+    """Queue the corpus afresh for each run; drain it with 1 and 2 workers, alternating."""
+    args = _arguments()
     files = _corpus_files(args.corpus)
     if args.limit > 0:
         files = files[: args.limit]

@@ -51,8 +51,11 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
     parser.add_argument("--calls", type=int, default=3000, help="calls per run")
     parser.add_argument("--runs", type=int, default=2, help="measured runs")
+    parser.add_argument("--quick", action="store_true", help="one run of 500 calls")
     parser.add_argument("--rows", type=int, default=100_000, help="documents in the table")
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.runs = 500, 1
     if not _reachable(args.dsn):
         return 0
     runs: list[tuple[float, float, float]] = []

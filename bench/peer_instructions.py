@@ -92,6 +92,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--dsn", default=DEFAULT_DSN, help=f"PostgreSQL ({DEFAULT_DSN})")
     parser.add_argument("--calls", type=int, default=40, help="counted calls per host")
+    parser.add_argument("--quick", action="store_true", help="10 counted calls per host")
     parser.add_argument("--rows", type=int, default=100_000, help="documents in the table")
     parser.add_argument(
         "--breakdown",
@@ -99,6 +100,8 @@ def main() -> int:
         help="also count the host with each part of its call replaced by a near-free stand-in",
     )
     args = parser.parse_args()
+    if args.quick:
+        args.calls = 10
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("peer_instructions: needs valgrind (apt-get install valgrind); skipped")
         return 0
