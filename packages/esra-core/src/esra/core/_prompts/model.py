@@ -94,9 +94,8 @@ class ReferenceItem:
         raise attrs.exceptions.FrozenInstanceError
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
+        if not isinstance(other, ReferenceItem) or other.__class__ is not self.__class__:
             return NotImplemented
-        assert isinstance(other, ReferenceItem)
         return self.tag == other.tag and self.content == other.content
 
     def __hash__(self) -> int:
