@@ -452,21 +452,23 @@ async def test_instance_concurrency_bound_spans_invocations() -> None:
 # --- cancellation -------------------------------------------------------------------------
 
 
-async def test_cancellation_propagates_and_is_not_a_failure() -> None:
-    """Cancelling the call cancels in-flight provider calls, raises, and trips nothing."""
+@pytest.mark.parametrize("count", [1, 2])
+async def test_cancellation_propagates_and_is_not_a_failure(count: int) -> None:
+    """Cancelling the call cancels in-flight provider calls, raises, and trips nothing —
+    a lone query (run without a task of its own) as much as several."""
     provider = GatedProvider()
     executor = Executor(clock=FakeClock(), breaker_threshold=1)
     task = asyncio.create_task(
         executor.execute(
-            _queries(s1=2), providers={"s-1": provider}, limits=_limits(), source_names=NAMES
+            _queries(s1=count), providers={"s-1": provider}, limits=_limits(), source_names=NAMES
         )
     )
     await _settle()
-    assert provider.counter.now == 2
+    assert provider.counter.now == count
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert provider.cancelled == 2
+    assert provider.cancelled == count
     assert executor.breaker("s-1", tenant_id="tenant-a").state is BreakerState.CLOSED
     assert executor.breaker("s-1", tenant_id="tenant-a").consecutive_failures == 0
 

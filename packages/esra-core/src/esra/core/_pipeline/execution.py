@@ -168,23 +168,27 @@ class Executor:
             source_id: _Slots(invocation, bounded_semaphore(limits.source_concurrency))
             for source_id in dict.fromkeys(q.source_id for q in checked)
         }
-        async with asyncio.TaskGroup() as group:
-            tasks = [
-                group.create_task(
-                    self._run(
-                        query,
-                        providers.get(query.source_id),
-                        limits,
-                        source_slots,
-                        db_system((systems or {}).get(query.source_id, "")),
-                    )
-                )
-                for query in checked
-            ]
+        runs = [
+            self._run(
+                query,
+                providers.get(query.source_id),
+                limits,
+                source_slots,
+                db_system((systems or {}).get(query.source_id, "")),
+            )
+            for query in checked
+        ]
+        if len(runs) == 1:
+            # Nothing to run beside it: awaited here, without a task and a loop turn of its
+            # own (a run returns its failure; only cancellation leaves it, as from a task).
+            outcomes = [await runs[0]]
+        else:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(run) for run in runs]
+            outcomes = [task.result() for task in tasks]
         results: list[QueryResult] = []
         failed: dict[str, ProviderErrorCode] = {}
-        for query, task in zip(checked, tasks, strict=True):
-            outcome = task.result()
+        for query, outcome in zip(checked, outcomes, strict=True):
             if isinstance(outcome, QueryResult):
                 results.append(outcome)
             else:
