@@ -14,6 +14,7 @@ from esra.core._fragments import (
     _clean,
     _cut,
     _first_match,
+    collapsed,
     content_text,
     make_fragment,
 )
@@ -208,6 +209,40 @@ def test_a_head_never_ends_inside_a_marker_token(tail: str) -> None:
     assert head is not None
     assert _clean(text).startswith(_clean(head))
     assert "esra" not in _clean(head).lower()
+
+
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+@settings(max_examples=500)
+@given(
+    text=st.text()
+    | st.text(alphabet=st.characters(max_codepoint=0x7F))
+    | st.text(
+        alphabet=st.sampled_from(
+            [
+                "a",
+                " ",
+                "\t",
+                "\n",
+                "\x00",
+                "\x1f",
+                "\x7f",
+                "\x85",
+                "\x9f",
+                "\xa0",
+                "\u2026",
+                "\u2028",
+                "\u200b",
+                "\u3000",
+            ]
+        )
+    )
+)
+def test_collapsing_is_the_control_expression_then_split_whatever_the_text(text: str) -> None:
+    """The printable and ASCII shortcuts give what replacing every control character by a
+    space and collapsing whitespace gives."""
+    assert collapsed(text) == " ".join(_CONTROLS.sub(" ", text).split())
 
 
 def test_a_match_near_the_start_of_a_long_text_cleans_only_its_head(

@@ -14,15 +14,29 @@ from collections.abc import Sequence
 from esra.core._config.mapping import Mapping
 from esra.core._prompts.markers import strip_markers
 
-__all__ = ["ELLIPSIS", "content_text", "make_fragment"]
+__all__ = ["ELLIPSIS", "collapsed", "content_text", "make_fragment"]
 
 ELLIPSIS = "…"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ASCII_CONTROLS_TO_SPACES = str.maketrans(dict.fromkeys([*range(0x20), 0x7F], " "))
+
+
+def collapsed(text: str) -> str:
+    """``text`` with every control character a space, whitespace runs one space, trimmed.
+
+    Control characters become spaces before collapsing, so words either side stay apart.
+    """
+    if text.isprintable():
+        # No control character (C0 and C1 controls are never printable): nothing to replace.
+        return " ".join(text.split())
+    if text.isascii():
+        # A byte-to-byte table: about ten times the regular expression's speed on ASCII.
+        return " ".join(text.translate(_ASCII_CONTROLS_TO_SPACES).split())
+    return " ".join(_CONTROL.sub(" ", text).split())
 
 
 def _clean(text: str) -> str:
-    # Control characters become spaces before collapsing, so words either side stay apart.
-    return " ".join(_CONTROL.sub(" ", strip_markers(text)).split())
+    return collapsed(strip_markers(text))
 
 
 def _first_match(text: str, terms: Sequence[str]) -> tuple[int, int]:

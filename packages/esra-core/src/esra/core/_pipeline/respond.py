@@ -8,7 +8,6 @@ warning.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping as AbcMapping
 from collections.abc import Sequence
 
@@ -17,7 +16,7 @@ import attrs
 from esra.core._config.mapping import Mapping
 from esra.core._fetch.refs import DocumentRefMinter
 from esra.core._fetch.tokens import DocumentLocator
-from esra.core._fragments import content_text, make_fragment
+from esra.core._fragments import collapsed, content_text, make_fragment
 from esra.core._masking import masked_values
 from esra.core._pipeline.aggregation import Candidate
 from esra.core._pipeline.rerank import RankedCandidate
@@ -40,7 +39,6 @@ MAX_WARNING_CHARS = 300
 # The size cap shortens fragments no further than this before it drops whole results: a
 # fragment shorter than a sentence no longer tells the caller why the result matched.
 FRAGMENT_FLOOR_CHARS = 40
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def allowlisted_values(candidate: Candidate) -> dict[str, RowValue]:
@@ -162,7 +160,7 @@ def _size_cap(drafts: list[_Draft], cap: int) -> tuple[list[_Draft], ResponseWar
 
 def sanitize_text(text: str, max_chars: int) -> str:
     """Return ``text`` with control characters removed, whitespace collapsed, capped."""
-    return " ".join(_CONTROL.sub(" ", str(text)).split())[:max_chars]
+    return collapsed(str(text))[:max_chars]
 
 
 def sanitize_warnings(warnings: Sequence[ResponseWarning]) -> tuple[ResponseWarning, ...]:
