@@ -229,9 +229,16 @@ async def test_an_execution_is_read_only_even_where_the_session_may_write(
     query = _acme()
     loop = asyncio.get_running_loop()
     pool = await provider._engine._ensure_pool(10)
+    settings = (
+        "SELECT current_setting('transaction_read_only'), "
+        "current_setting('statement_timeout'), current_setting('search_path')"
+    )
     async with pool.connection() as conn:
         await conn.execute(b"SET default_transaction_read_only = off")
         try:
+            before = await (await conn.execute(settings)).fetchone()
+            assert before is not None
+            assert before[0] == "off"
 
             async def run(statement: str) -> list[Any]:
                 built = BuiltStatement(sql=statement, params={}, columns=())
@@ -243,11 +250,7 @@ async def test_an_execution_is_read_only_even_where_the_session_may_write(
                 await run(f"CREATE TABLE {seeded}.intruder (x int)")
             assert raised.value.code is _P.PERMISSION_DENIED
             # Nothing of the execution outlives it on the session.
-            cursor = await conn.execute(
-                "SELECT current_setting('transaction_read_only'), "
-                "current_setting('statement_timeout'), current_setting('search_path')"
-            )
-            assert await cursor.fetchone() == ("off", "0", '"$user", public')
+            assert await (await conn.execute(settings)).fetchone() == before
             assert conn.info.transaction_status is TransactionStatus.IDLE
         finally:
             await conn.execute(b"SET default_transaction_read_only = on")
