@@ -56,7 +56,7 @@ from esra.core._prompts.model import datamark_for
 from esra.core._query import PlannedFilter
 from esra.core._request import RetrievalRequest
 from esra.core._response import ResponseWarning, RetrievalResponse
-from esra.core._telemetry import stage_span
+from esra.core._telemetry import inert_span, stage_span
 from esra.core._traced_model import TracedLanguageModel
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
@@ -584,6 +584,13 @@ async def _stage(name: str, invocation: Invocation) -> AsyncIterator[Span]:
     """One stage's span, and its time when the invocation is being explained; what the stage
     noted on the audit trail is written when it ends, returned or raised."""
     recorder = current_recorder()
+    if recorder is None and (inert := inert_span()) is not None:
+        # Nothing records and nothing is timed (the usual call): no span to open or close.
+        try:
+            yield inert
+        finally:
+            await invocation.audit.write()
+        return
     timed = recorder.stage(name) if recorder is not None else contextlib.nullcontext()
     with stage_span(name, invocation.ctx) as span, timed:
         try:
