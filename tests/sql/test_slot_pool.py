@@ -73,3 +73,13 @@ async def test_an_abandoned_async_wait_does_not_hold_up_the_loops_shutdown() -> 
     pool.close()
     await asyncio.wait_for(asyncio.get_running_loop().shutdown_default_executor(), JOIN_S)
     pool.release(held)
+
+
+def test_a_closed_pool_opens_no_slot_even_with_room_left() -> None:
+    """After close, an acquire with room left in the pool is refused at once instead of
+    opening a connection nobody will close until it is released."""
+    pool = _pool()
+    pool.close()
+    assert pool.try_acquire() is None
+    with pytest.raises(PoolTimeoutError):
+        pool.acquire(WAIT_S)

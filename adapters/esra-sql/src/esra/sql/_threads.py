@@ -149,7 +149,8 @@ class SlotPool(Generic[C]):
         self._closed = False
 
     def try_acquire(self) -> ConnectionSlot[C] | None:
-        """Return an idle slot, or a new one while the pool has room; never wait."""
+        """Return an idle slot, or a new one while the pool has room; never wait. A closed
+        pool has neither."""
         try:
             idle = self._idle.get_nowait()
         except queue.Empty:
@@ -158,8 +159,9 @@ class SlotPool(Generic[C]):
             if idle is not None:
                 return idle
             self._idle.put(None)  # the wake-up stays for every other waiter
+            return None
         with self._lock:
-            if self._created >= self._size:
+            if self._closed or self._created >= self._size:
                 return None
             self._created += 1
         return ConnectionSlot(self._opener, self._thread_name)
@@ -188,7 +190,8 @@ class SlotPool(Generic[C]):
         """Return a slot, waiting off the event loop up to ``timeout_s`` seconds.
 
         Raises:
-            PoolTimeoutError: when every slot stayed busy for ``timeout_s``.
+            PoolTimeoutError: when every slot stayed busy for ``timeout_s``, or the pool was
+                closed meanwhile.
         """
         slot = self.try_acquire()
         if slot is not None:
