@@ -14,6 +14,7 @@ __all__ = [
     "end_marker",
     "strip_markers",
     "strip_untrusted",
+    "untrusted_json",
     "wrap_untrusted",
 ]
 
@@ -100,7 +101,13 @@ def wrap_untrusted(tag: str, payload: Any) -> tuple[str, str]:
     Returns the tag (also stripped, so a tag can never close another item) and the JSON text.
     """
     safe_tag, value = strip_untrusted(tag, payload)
-    return safe_tag, json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return safe_tag, untrusted_json(value)
+
+
+def untrusted_json(value: Any) -> str:
+    """The JSON text of a reference item's value, the one form every prompt shows: sorted
+    keys, non-ASCII characters kept."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def strip_untrusted(tag: str, payload: Any) -> tuple[str, Any]:

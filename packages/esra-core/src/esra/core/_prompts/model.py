@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from esra.core._prompts.markers import begin_marker, end_marker, strip_markers
+from esra.core._prompts.markers import begin_marker, end_marker, strip_markers, untrusted_json
 
 __all__ = [
     "DEFAULT_DATAMARK",
@@ -83,7 +83,7 @@ class ReferenceItem:
         """The item as JSON text."""
         content = self._content
         if content is None:
-            content = json.dumps(self.value, ensure_ascii=False, sort_keys=True)
+            content = untrusted_json(self.value)
             object.__setattr__(self, "_content", content)
         return content
 
@@ -170,7 +170,7 @@ def _datamark_content(content: str, mark: str) -> str:
         value = json.loads(content)
     except (ValueError, RecursionError):
         return datamark_text(content, mark)
-    return json.dumps(_datamark_value(value, mark), ensure_ascii=False, sort_keys=True)
+    return untrusted_json(_datamark_value(value, mark))
 
 
 @attrs.frozen
