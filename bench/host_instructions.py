@@ -19,6 +19,10 @@ instructions per call of each server on each stack, ESRA / bare (the issue-19 ta
 ≤ 5× for CPU per call), and each side's speedups / plain ratio. Comparing two versions of the
 code is running this script on each.
 
+``--baseline REV`` also counts ESRA built from revision ``REV``'s packages, on every stack,
+in the same run (``bench/_baseline.py``), and prints the working tree's count over the
+baseline's: how two versions of the code compare, without a figure from another run.
+
 ``--breakdown`` also counts ESRA on asyncio/h11 with one part of its call at a time replaced
 by a near-free stand-in that keeps every answer valid (``bench/_call_parts.py``): the
 LocalModel's reasoning, the SQLite statements with their thread hops, the audit commits, and
@@ -57,6 +61,7 @@ import uvicorn
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from bench._baseline import exported, serving_environment
 from bench._call_parts import STAND_INS, print_breakdown
 from bench.host_load import (
     RECORDED,
@@ -85,12 +90,25 @@ _PLAIN = "import sys; sys.modules['uvloop'] = None; sys.modules['httptools'] = N
 @attrs.frozen
 class Count:
     """Million instructions per call of one server on one stack (ESRA with a part replaced by
-    its stand-in when ``stand_in`` names one)."""
+    its stand-in when ``stand_in`` names one; built from the baseline revision when
+    ``baseline``)."""
 
     side: str
     stack: str
     per_call: float
     stand_in: str | None = None
+    baseline: bool = False
+
+
+@attrs.frozen
+class Job:
+    """One server to count: ESRA or the bare route, on one stack, with a part replaced by its
+    stand-in (``stand_in``) or served from another revision's sources (``tree``)."""
+
+    side: str
+    stack: str
+    stand_in: str | None = None
+    tree: Path | None = None
 
 
 def _speedups_installed() -> bool:
@@ -214,8 +232,7 @@ def _dumped_instructions(out: Path, pid: int) -> int:
 
 
 def _count(
-    side: str,
-    stack: str,
+    job: Job,
     call: RecordedCall,
     token: str,
     *,
@@ -223,8 +240,8 @@ def _count(
     statements: Path,
     work: Path,
     calls: int,
-    stand_in: str | None = None,
 ) -> Count:
+    side, stack, stand_in = job.side, job.stack, job.stand_in
     port = free_port()
     hide = _PLAIN if stack == "plain" else ""
     arguments: list[str] = []
@@ -245,8 +262,9 @@ def _count(
         path, headers = "/search", {"content-type": "application/json"}
         body, check = b'{"prompt": "bench"}', _bare_ok
     url = f"http://127.0.0.1:{port}{path}"
-    out = work / f"callgrind-{side}-{stack}-{stand_in or 'deployed'}"
-    env = {**os.environ, "ESRA_HOME": str(data_dir)}
+    version = "baseline" if job.tree is not None else "tree"
+    out = work / f"callgrind-{side}-{stack}-{stand_in or 'deployed'}-{version}"
+    env = {**serving_environment(job.tree), "ESRA_HOME": str(data_dir)}
     with (
         _under_callgrind([sys.executable, "-c", code, *arguments], out, env) as process,
         httpx2.Client(timeout=600) as client,
@@ -259,13 +277,50 @@ def _count(
             _answer(client, url, headers, body, check)
         _callgrind_control("-d", str(process.pid))
         instructions = _dumped_instructions(out, process.pid)
-    return Count(side, stack, instructions / calls / 1e6, stand_in)
+    return Count(side, stack, instructions / calls / 1e6, stand_in, baseline=job.tree is not None)
+
+
+def _report(counts: Sequence[Count], stacks: Sequence[str], *, baseline: str | None) -> None:
+    """Print each stack's ESRA and bare counts, ESRA against the baseline revision when one
+    was counted, and the breakdown when stand-ins were."""
+    if os.environ.get("PYTHONPATH"):
+        print(f"PYTHONPATH is set: every server imports from it first ({os.environ['PYTHONPATH']})")
+    deployed = [c for c in counts if c.stand_in is None]
+    by = {(c.side, c.stack): c.per_call for c in deployed if not c.baseline}
+    print(f"{'stack':<34} {'ESRA M/call':>12} {'bare M/call':>12} {'ESRA / bare':>12}")
+    names = {"plain": "asyncio, h11", "speedups": "uvloop, httptools (speedups)"}
+    for name in stacks:
+        esra, bare = by[("esra", name)], by[("bare", name)]
+        ratio = f"{esra / bare:.1f}x"
+        print(f"{names[name]:<34} {esra:>12.2f} {bare:>12.2f} {ratio:>12}  (target <= 5x)")
+    if "speedups" in stacks:
+        esra_gain = by[("esra", "speedups")] / by[("esra", "plain")]
+        bare_gain = by[("bare", "speedups")] / by[("bare", "plain")]
+        print(f"speedups / plain: ESRA {esra_gain:.2f}, bare {bare_gain:.2f}")
+    if baseline:
+        before = {c.stack: c.per_call for c in deployed if c.baseline}
+        print(f"\nESRA against the baseline {baseline}:")
+        print(f"{'stack':<34} {'baseline M':>12} {'tree M':>12} {'tree / base':>12}")
+        for name in stacks:
+            after = by[("esra", name)]
+            ratio = f"{after / before[name]:.3f}"
+            print(f"{names[name]:<34} {before[name]:>12.2f} {after:>12.2f} {ratio:>12}")
+    if any(c.stand_in is not None for c in counts):
+        without = {c.stand_in: c.per_call for c in counts if c.stand_in is not None}
+        print("\nbreakdown, asyncio/h11:")
+        print_breakdown(by[("esra", "plain")], without, bare=by[("bare", "plain")])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40, help="counted calls per server")
     parser.add_argument("--quick", action="store_true", help="10 counted calls per server")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also count ESRA built from revision REV's packages and print the working "
+        "tree's count over it",
+    )
     parser.add_argument(
         "--breakdown",
         action="store_true",
@@ -285,12 +340,16 @@ def main() -> None:
         print("host_instructions: needs valgrind (apt-get install valgrind); skipped")
         return
     stacks = ["plain", "speedups"] if _speedups_installed() else ["plain"]
-    jobs: list[tuple[str, str, str | None]] = [
-        (side, stack, None) for stack in stacks for side in ("esra", "bare")
-    ]
-    if args.breakdown:
-        jobs += [("esra", "plain", part) for part in STAND_INS]
-    with tempfile.TemporaryDirectory(prefix="esra-bench-instructions-") as tmp:
+    with (
+        contextlib.ExitStack() as stack,
+        tempfile.TemporaryDirectory(prefix="esra-bench-instructions-") as tmp,
+    ):
+        baseline = stack.enter_context(exported(args.baseline)) if args.baseline else None
+        jobs = [Job(side, name) for name in stacks for side in ("esra", "bare")]
+        if baseline is not None:
+            jobs += [Job("esra", name, tree=baseline) for name in stacks]
+        if args.breakdown:
+            jobs += [Job("esra", "plain", stand_in=part) for part in STAND_INS]
         work = Path(tmp)
         data_dir = work / "data"
         data_dir.mkdir()
@@ -302,15 +361,13 @@ def main() -> None:
             counts = list(
                 pool.map(
                     lambda job: _count(
-                        job[0],
-                        job[1],
+                        job,
                         call,
                         token,
                         data_dir=data_dir,
                         statements=statements,
                         work=work,
                         calls=args.calls,
-                        stand_in=job[2],
                     ),
                     jobs,
                 )
@@ -320,21 +377,7 @@ def main() -> None:
         f"(after {WARM_UP_CALLS} uncounted), every thread of the server process; "
         f"embedded default, {n_statements} SQLite statements per call"
     )
-    by = {(c.side, c.stack): c.per_call for c in counts if c.stand_in is None}
-    print(f"{'stack':<34} {'ESRA M/call':>12} {'bare M/call':>12} {'ESRA / bare':>12}")
-    names = {"plain": "asyncio, h11", "speedups": "uvloop, httptools (speedups)"}
-    for stack in stacks:
-        esra, bare = by[("esra", stack)], by[("bare", stack)]
-        ratio = f"{esra / bare:.1f}x"
-        print(f"{names[stack]:<34} {esra:>12.2f} {bare:>12.2f} {ratio:>12}  (target <= 5x)")
-    if "speedups" in stacks:
-        esra_gain = by[("esra", "speedups")] / by[("esra", "plain")]
-        bare_gain = by[("bare", "speedups")] / by[("bare", "plain")]
-        print(f"speedups / plain: ESRA {esra_gain:.2f}, bare {bare_gain:.2f}")
-    if args.breakdown:
-        without = {c.stand_in: c.per_call for c in counts if c.stand_in is not None}
-        print("\nbreakdown, asyncio/h11:")
-        print_breakdown(by[("esra", "plain")], without, bare=by[("bare", "plain")])
+    _report(counts, stacks, baseline=args.baseline)
 
 
 if __name__ == "__main__":

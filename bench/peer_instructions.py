@@ -10,6 +10,9 @@ one process (``--esra-workers 1``), asking the bench's question. The host runs u
 calls are counted, every thread of the process included. Two versions of the code are
 compared by running this script on each.
 
+``--baseline REV`` also counts the host built from revision ``REV``'s packages in the same
+run (``bench/_baseline.py``) and prints the working tree's count over the baseline's.
+
 ``--breakdown`` also counts the host with one part of the call at a time replaced by a
 near-free stand-in that keeps every answer valid (``bench/_call_parts.py``, PostgreSQL
 flavour): the LocalModel's reasoning, the statements (no pool, pipeline or round trip), the
@@ -25,6 +28,8 @@ reached or valgrind is not installed. About a minute on a quiet two-core machine
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +39,7 @@ import httpx2
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from bench._baseline import exported, serving_environment
 from bench._call_parts import STAND_INS, print_breakdown
 from bench._serve_hosts import STATE_PASSWORD_ENV, serve_host
 from bench.host_instructions import (
@@ -56,9 +62,12 @@ from bench.peer_dbhub import (
 ROOT = str(Path(__file__).resolve().parents[1])
 
 
-def _count(setup: OneHost, *, calls: int, stand_in: str | None) -> float:
-    """Million instructions per call of one host (``stand_in`` replacing that part, if any)."""
+def _count(setup: OneHost, *, calls: int, stand_in: str | None, tree: Path | None = None) -> float:
+    """Million instructions per call of one host (``stand_in`` replacing that part, if any;
+    serving ``tree``'s sources instead of the working tree's, if given)."""
     name = stand_in or "deployed"
+    if tree is not None:
+        name += "-baseline"
     preamble: list[str] = []
     if stand_in is not None:
         preamble = [f"sys.path.insert(0, {ROOT!r})", "from bench._call_parts import install"]
@@ -70,7 +79,7 @@ def _count(setup: OneHost, *, calls: int, stand_in: str | None) -> float:
         f"ESRA ({name})",
         setup.settings,
         setup.work / f"esra-{name}.log",
-        env={STATE_PASSWORD_ENV: "unused-by-trust-auth"},
+        env={**serving_environment(tree), STATE_PASSWORD_ENV: "unused-by-trust-auth"},
         preamble=preamble,
         launcher=launcher,
         start_timeout_s=START_TIMEOUT_S,
@@ -95,6 +104,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="10 counted calls per host")
     parser.add_argument("--rows", type=int, default=100_000, help="documents in the table")
     parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also count the host built from revision REV's packages and print the working "
+        "tree's count over it",
+    )
+    parser.add_argument(
         "--breakdown",
         action="store_true",
         help="also count the host with each part of its call replaced by a near-free stand-in",
@@ -107,14 +122,22 @@ def main() -> int:
         return 0
     if not _reachable(args.dsn):
         return 0
-    with one_esra_host(args.dsn, args.rows, prefix="esra-bench-peer-") as setup:
-        parts: list[str | None] = [None, *(STAND_INS if args.breakdown else ())]
+    with (
+        contextlib.ExitStack() as stack,
+        one_esra_host(args.dsn, args.rows, prefix="esra-bench-peer-") as setup,
+    ):
+        baseline = stack.enter_context(exported(args.baseline)) if args.baseline else None
+        jobs: list[tuple[str | None, Path | None]] = [(None, None)]
+        if baseline is not None:
+            jobs.append((None, baseline))
+        if args.breakdown:
+            jobs += [(part, None) for part in STAND_INS]
         # Two at a time: counts do not depend on what else runs, only the wait does.
         with ThreadPoolExecutor(max_workers=2) as pool:
             counts = list(
                 pool.map(
-                    lambda part: _count(setup, calls=args.calls, stand_in=part),
-                    parts,
+                    lambda job: _count(setup, calls=args.calls, stand_in=job[0], tree=job[1]),
+                    jobs,
                 )
             )
     print(
@@ -122,11 +145,19 @@ def main() -> int:
         f"{WARM_UP_CALLS} uncounted), every thread of one `esra serve --config` process: "
         f"PostgreSQL source of {args.rows} documents, state and audit in PostgreSQL, LocalModel"
     )
+    if os.environ.get("PYTHONPATH"):
+        print(f"PYTHONPATH is set: every host imports from it first ({os.environ['PYTHONPATH']})")
     deployed = counts[0]
+    if baseline is not None:
+        before = counts[1]
+        print(f"baseline {args.baseline}: {before:.2f} M/call; working tree / baseline: ", end="")
+        print(f"{deployed / before:.3f}")
     if not args.breakdown:
         print(f"ESRA as deployed: {deployed:.2f} M/call")
         return 0
-    without = {part: count for part, count in zip(parts, counts, strict=True) if part is not None}
+    without = {
+        part: count for (part, _), count in zip(jobs, counts, strict=True) if part is not None
+    }
     print_breakdown(deployed, without)
     return 0
 
