@@ -313,6 +313,43 @@ async def test_the_providers_connection_cannot_write(
         assert cursor.fetchone()[0] == 10
 
 
+async def test_a_search_that_would_write_is_refused(server: Server, contract_database: str) -> None:
+    """An execution is one autocommit SELECT, so the session's own READ ONLY is all that
+    refuses a write through it: here a view whose every row calls a function that inserts.
+    Nothing is written, and the refusal is classified, never the driver's text."""
+    with server.connect(contract_database) as connection, connection.cursor() as cursor:
+        cursor.execute("CREATE OR REPLACE TABLE esra_side_effects (n INT) ENGINE=InnoDB", {})
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION esra_side_effect() RETURNS INT MODIFIES SQL DATA "
+            "BEGIN INSERT INTO esra_side_effects VALUES (1); RETURN 1; END",
+            {},
+        )
+        cursor.execute(
+            "CREATE OR REPLACE VIEW contract_writing AS SELECT * FROM contract_articles "
+            "WHERE esra_side_effect() = 1",
+            {},
+        )
+    provider = server.provider(contract_database)
+    try:
+        writing = attrs.evolve(CONTRACT_MAPPING, relation="contract_writing", text_index=None)
+        with pytest.raises(ProviderError) as raised:
+            await provider.execute(_acme(mapping=writing), timeout_s=10.0)
+        assert raised.value.code is C.PERMISSION_DENIED
+        # The pooled session is still usable and still read-only afterwards.
+        assert await provider.execute(_acme(), timeout_s=10.0)
+        with pytest.raises(ProviderError):
+            await provider.execute(_acme(mapping=writing), timeout_s=10.0)
+    finally:
+        await provider.close()
+        with server.connect(contract_database) as connection, connection.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*) FROM esra_side_effects", {})
+            written = cursor.fetchone()[0]
+            cursor.execute("DROP VIEW contract_writing", {})
+            cursor.execute("DROP FUNCTION esra_side_effect", {})
+            cursor.execute("DROP TABLE esra_side_effects", {})
+    assert written == 0
+
+
 async def test_short_and_stopword_required_terms_are_enforced(provider: MySqlProvider) -> None:
     """Terms MATCH cannot see (short, stopwords) are required by LIKE, never dropped."""
     only_a06 = {"a06"}

@@ -7,9 +7,12 @@ and full-text token rules.
 
 The shared shell (``esra.sql.SqlSearchProvider``) refuses anything the validator did not
 issue and builds (or reuses) the shared SQLAlchemy statement; the MySQL part here runs it on
-a pooled connection on that connection's own worker thread, as ``START TRANSACTION READ
-ONLY`` → the bounded SELECT → ``ROLLBACK``. The session is also ``SET SESSION TRANSACTION
-READ ONLY`` at connect; the current database is the template's and never changes (a
+a pooled connection on that connection's own worker thread, as one statement: the session is
+``SET SESSION TRANSACTION READ ONLY`` at connect and runs in autocommit, so the bounded
+SELECT is a read-only transaction of its own. An explicit ``START TRANSACTION READ ONLY``
+and ``ROLLBACK`` around it would be two more round trips adding nothing: the session's
+characteristic refuses every write, in a transaction or not, and one SELECT reads one
+consistent snapshot. The current database is the template's and never changes (a
 mapping's ``schema`` qualifies its table). The statement carries a
 server-side time limit (see ``esra.mysql._server``); a client-side backstop one second later,
 or cancellation of the awaiting task, sends ``KILL QUERY <connection id>`` from a separate
@@ -289,7 +292,7 @@ class _MySqlEngine:
         job: _Job,
         execution: _Execution,
     ) -> list[Any]:
-        """Slot-thread body: one read-only transaction around the bounded SELECT."""
+        """Slot-thread body: the bounded SELECT, a read-only autocommit transaction."""
         try:
             if execution.stopped():
                 raise ProviderError(self._stop_code(execution))
@@ -297,14 +300,8 @@ class _MySqlEngine:
                 connection = slot.connection()
                 execution.attach(connection.thread_id())
                 with connection.cursor() as cursor:
-                    cursor.execute("START TRANSACTION READ ONLY")
-                    try:
-                        if execution.stopped():
-                            raise ProviderError(self._stop_code(execution))
-                        cursor.execute(job.sql, job.params)
-                        rows = list(cursor.fetchall())
-                    finally:
-                        self._end_transaction(slot, connection)
+                    cursor.execute(job.sql, job.params)
+                    rows = list(cursor.fetchall())
             except ProviderError:
                 raise
             except Exception as exc:
