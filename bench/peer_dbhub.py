@@ -22,7 +22,8 @@ settings before the measured one and stopped before anything is measured, record
 statements its PostgreSQL engine runs for the question (a wrapper installed before its
 command line starts); their bound values are inlined as literals by psycopg's client-side
 binding, and that text is DBHub's ``execute_sql`` argument, read-only (``readonly = true``:
-DBHub then wraps it in ``BEGIN READ ONLY`` … ``COMMIT``, as ESRA does) and with the same
+DBHub then wraps it in ``BEGIN READ ONLY`` … ``COMMIT``; ESRA's transaction is read-only
+too, made so by its first statement) and with the same
 ``search_path``. ESRA's result cache is off (the default), so every call reaches PostgreSQL
 on both sides.
 

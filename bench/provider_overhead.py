@@ -4,13 +4,13 @@ One source, 100,000 generated documents (deterministic text, seeded once into th
 ``esra_bench_provider_overhead`` and reused while its row count and version match). Every
 iteration runs one whole invocation — scope, selection, planning (three queries for the one
 source: an OR of keywords, a phrase, a required term), validation, execution through
-``PostgresProvider`` (pool, ``BEGIN READ ONLY``, ``set_config`` of the statement timeout and
-search path, the statement, ``COMMIT``), aggregation, rerank, response — and then, side by
-side, runs the very three statements that invocation executed directly with psycopg on one
-plain autocommit connection (never server-side prepared, like ESRA's), one after the other.
-The statements are rebuilt from the recorded ``ValidatedQuery`` objects outside both timed
-windows. Printed: wall-clock p50 and
-p95 of both and their ratios (target: p50 ratio ≤ 1.25).
+``PostgresProvider`` (pool, one pipelined transaction: ``set_config`` of read-only, the
+statement timeout and the search path, then the statement), aggregation, rerank, response —
+and then, side by side, runs the very three statements that invocation executed directly
+with psycopg on one plain autocommit connection (never server-side prepared, like ESRA's),
+one after the other. The statements are rebuilt from the recorded ``ValidatedQuery`` objects
+outside both timed windows. Printed: wall-clock p50 and p95 of both and their ratios
+(target: p50 ratio ≤ 1.25).
 
 The DSN comes from ``ESRA_TEST_POSTGRES_DSN`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``); an unreachable server is reported and the

@@ -100,8 +100,8 @@ def search_path_value(schema: str) -> str:
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     """Make every pooled connection read-only by default too (defence in depth).
 
-    Each execution opens its own ``BEGIN READ ONLY`` transaction anyway; with this, even a
-    statement sent outside one could not write.
+    Each execution's transaction is made read-only by its first statement anyway; with this,
+    even a statement sent outside one could not write.
     """
     await conn.execute(b"SET default_transaction_read_only = on")
 
