@@ -6,8 +6,9 @@ same run, on the same inputs, so a change is read as a ratio and never against a
 from another day. The baseline's sources are exported with ``git archive`` into a temporary
 directory and put first on the host process's ``PYTHONPATH``; everything else — the
 interpreter, the installed third-party packages, the distributions' metadata and entry
-points, the bench itself — is the working tree's. A revision whose entry points or
-dependencies differ from the working tree's is therefore not a fair baseline.
+points, the bench itself — is the working tree's. A revision whose entry points,
+dependencies or store schemas differ from the working tree's is therefore not a fair
+baseline (a host may share the bench's state database with the working tree's).
 """
 
 from __future__ import annotations
