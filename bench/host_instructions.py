@@ -16,8 +16,7 @@ first, the databases copied) and returning the rows as JSON. Both run on each se
 installed: asyncio and h11 always (uvloop and httptools hidden from the process when
 present), and uvloop with httptools when the ``speedups`` extra is installed. Printed: million
 instructions per call of each server on each stack, ESRA / bare (the issue-19 target is
-≤ 5× for CPU per call), and each side's speedups / plain ratio. Comparing two versions of the
-code is running this script on each.
+≤ 5× for CPU per call), and each side's speedups / plain ratio.
 
 ``--baseline REV`` also counts ESRA built from revision ``REV``'s packages, on every stack,
 in the same run (``bench/_baseline.py``), and prints the working tree's count over the

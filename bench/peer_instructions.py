@@ -7,8 +7,7 @@ documents, its configuration, secrets and audit in PostgreSQL, the offline ``Loc
 one process (``--esra-workers 1``), asking the bench's question. The host runs under
 ``valgrind --tool=callgrind`` with instrumentation off until three warm-up calls are done
 (the first is the MCP SDK client's, whose request is replayed), then ``--calls`` sequential
-calls are counted, every thread of the process included. Two versions of the code are
-compared by running this script on each.
+calls are counted, every thread of the process included.
 
 ``--baseline REV`` also counts the host built from revision ``REV``'s packages in the same
 run (``bench/_baseline.py``) and prints the working tree's count over the baseline's.
