@@ -350,6 +350,32 @@ async def test_a_search_that_would_write_is_refused(server: Server, contract_dat
     assert written == 0
 
 
+async def test_a_connection_left_mid_result_is_not_reused(provider: MySqlProvider) -> None:
+    """A failure while rows are still being read leaves the connection out of step with the
+    server; the next execution must not inherit it (it would read the old rows' packets)."""
+    expected = await provider.execute(_acme(), timeout_s=10.0)
+    assert len(expected) > 1
+    pool = provider._engine._pool
+    assert pool is not None
+    slot = pool.try_acquire()
+    assert slot is not None
+    decoders = slot.connection().decoders
+    original = decoders[pymysql.constants.FIELD_TYPE.DATE]
+    failures = iter([True])
+
+    def fails_once(value: Any) -> Any:
+        if next(failures, False):
+            raise ValueError("a converter failed part-way through the rows")
+        return original(value)
+
+    decoders[pymysql.constants.FIELD_TYPE.DATE] = fails_once
+    pool.release(slot)
+    with pytest.raises(ProviderError):
+        await provider.execute(_acme(), timeout_s=10.0)
+    for _ in range(3):
+        assert await provider.execute(_acme(), timeout_s=10.0) == expected
+
+
 async def test_short_and_stopword_required_terms_are_enforced(provider: MySqlProvider) -> None:
     """Terms MATCH cannot see (short, stopwords) are required by LIKE, never dropped."""
     only_a06 = {"a06"}

@@ -300,8 +300,15 @@ class _MySqlEngine:
                 connection = slot.connection()
                 execution.attach(connection.thread_id())
                 with connection.cursor() as cursor:
-                    cursor.execute(job.sql, job.params)
-                    rows = list(cursor.fetchall())
+                    try:
+                        cursor.execute(job.sql, job.params)
+                        rows = list(cursor.fetchall())
+                    except Exception:
+                        # A failure can leave the exchange unfinished (a result half read):
+                        # a ROLLBACK that does not come back clean drops the connection
+                        # rather than hand it to the next statement. Only failures pay it.
+                        self._end_transaction(slot, connection)
+                        raise
             except ProviderError:
                 raise
             except Exception as exc:
