@@ -12,11 +12,13 @@ a pooled connection on that connection's own worker thread, as one statement: th
 SELECT is a read-only transaction of its own. An explicit ``START TRANSACTION READ ONLY``
 and ``ROLLBACK`` around it would be two more round trips adding nothing: the session's
 characteristic refuses every write, in a transaction or not, and one SELECT reads one
-consistent snapshot. The current database is the template's and never changes (a
-mapping's ``schema`` qualifies its table). The statement carries a
-server-side time limit (see ``esra.mysql._server``); a client-side backstop one second later,
-or cancellation of the awaiting task, sends ``KILL QUERY <connection id>`` from a separate
-connection. Every driver failure leaves as ``ProviderError(code)``; its text goes to the log.
+consistent snapshot. Only a failed execution is followed by a ``ROLLBACK``: one that does
+not come back clean drops a connection left mid-exchange. The current database is the
+template's and never changes (a mapping's ``schema`` qualifies its table). The statement
+carries a server-side time limit (see ``esra.mysql._server``); a client-side backstop one
+second later, or cancellation of the awaiting task, sends ``KILL QUERY <connection id>`` from
+a separate connection. Every driver failure leaves as ``ProviderError(code)``; its text goes
+to the log.
 """
 
 from __future__ import annotations
