@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["exported", "serving_environment", "source_path"]
+__all__ = ["exported", "note_inherited_pythonpath", "serving_environment", "source_path"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,3 +67,11 @@ def serving_environment(tree: Path | None) -> dict[str, str]:
         ahead = source_path(tree)
         environment["PYTHONPATH"] = f"{ahead}{os.pathsep}{inherited}" if inherited else ahead
     return environment
+
+
+def note_inherited_pythonpath() -> None:
+    """Say so when this process's ``PYTHONPATH`` is set: every host it serves, the working
+    tree's included, imports from there first, so the working tree may not be what runs."""
+    inherited = os.environ.get("PYTHONPATH")
+    if inherited:
+        print(f"PYTHONPATH is set: every host imports from it first ({inherited})")

@@ -43,7 +43,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -60,7 +59,7 @@ import uvicorn
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from bench._baseline import exported, serving_environment
+from bench._baseline import exported, note_inherited_pythonpath, serving_environment
 from bench._call_parts import STAND_INS, print_breakdown
 from bench.host_load import (
     RECORDED,
@@ -282,8 +281,7 @@ def _count(
 def _report(counts: Sequence[Count], stacks: Sequence[str], *, baseline: str | None) -> None:
     """Print each stack's ESRA and bare counts, ESRA against the baseline revision when one
     was counted, and the breakdown when stand-ins were."""
-    if os.environ.get("PYTHONPATH"):
-        print(f"PYTHONPATH is set: every server imports from it first ({os.environ['PYTHONPATH']})")
+    note_inherited_pythonpath()
     deployed = [c for c in counts if c.stand_in is None]
     by = {(c.side, c.stack): c.per_call for c in deployed if not c.baseline}
     print(f"{'stack':<34} {'ESRA M/call':>12} {'bare M/call':>12} {'ESRA / bare':>12}")

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from bench._baseline import exported, serving_environment
+from bench._baseline import exported, note_inherited_pythonpath, serving_environment
 from bench._mcp_load import _stat_fields
 from bench._serve_hosts import STATE_PASSWORD_ENV, ServeHost, serve_host
 from bench.peer_dbhub import (
@@ -128,6 +128,7 @@ def main() -> int:
         f"process, PostgreSQL source of {args.rows} documents, state and audit in PostgreSQL, "
         f"LocalModel); {args.clients} clients in a separate process, {args.calls} calls per run"
     )
+    note_inherited_pythonpath()
     medians = {name: _print_runs(name, runs[name]) for name in names}
     if args.baseline:
         (rate, user_ms, system_ms), (base_rate, base_user, base_system) = medians.values()

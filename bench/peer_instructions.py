@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +37,7 @@ import httpx2
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from bench._baseline import exported, serving_environment
+from bench._baseline import exported, note_inherited_pythonpath, serving_environment
 from bench._call_parts import STAND_INS, print_breakdown
 from bench._serve_hosts import STATE_PASSWORD_ENV, serve_host
 from bench.host_instructions import (
@@ -144,8 +143,7 @@ def main() -> int:
         f"{WARM_UP_CALLS} uncounted), every thread of one `esra serve --config` process: "
         f"PostgreSQL source of {args.rows} documents, state and audit in PostgreSQL, LocalModel"
     )
-    if os.environ.get("PYTHONPATH"):
-        print(f"PYTHONPATH is set: every host imports from it first ({os.environ['PYTHONPATH']})")
+    note_inherited_pythonpath()
     deployed = counts[0]
     if baseline is not None:
         before = counts[1]
