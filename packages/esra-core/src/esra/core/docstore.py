@@ -44,6 +44,7 @@ from esra.core._docstore.ownership import UPLOADED, DocumentOwner, DocumentReadO
 from esra.core._docstore.pdf_sandbox import PdfLimits
 from esra.core._docstore.queue_gauges import read_queue
 from esra.core._docstore.queue_stats import QueueStats
+from esra.core._docstore.ready_stores import ReadyStoresConfig, TenantStoreSource
 from esra.core._docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core._docstore.repository import DocumentRepository
 from esra.core._docstore.scanner import Finding, ScanPolicy, scan_text
@@ -120,6 +121,7 @@ __all__ = [
     "Operator",
     "PdfLimits",
     "QueueStats",
+    "ReadyStoresConfig",
     "ScanPolicy",
     "StoreConfiguration",
     "StoreConfigurationService",
@@ -137,6 +139,7 @@ __all__ = [
     "StoreStatus",
     "StoredDocument",
     "StoredSegment",
+    "TenantStoreSource",
     "TenantTurn",
     "TurnTotals",
     "UploadLimits",

@@ -70,6 +70,10 @@ class StoreNotReadyError(Exception):
 # Creates (idempotently) everything the store needs; raises StoreInitialisationError.
 StoreInitialiser = Callable[[], Awaitable[None]]
 
+# The states a schema found present may end: not Ready already, and not Initializing, where
+# this process's own initialisation is still to say how it went.
+_OBSERVABLY_READY = frozenset({StoreStatus.DISABLED, StoreStatus.ENABLED, StoreStatus.FAILED})
+
 _UNEXPECTED_REMEDY = "Check the host's log for the cause, then initialise the store again."
 
 
@@ -124,6 +128,21 @@ class StoreLifecycle:
         """The state as an operator sees it; needs ``ESRA_DATA_READ``."""
         self._require(operator, Role.ESRA_DATA_READ)
         return self._state
+
+    def observe_ready(self) -> bool:
+        """Take Ready from the store's database, where another process initialised it.
+
+        Another host or worker on the same database, or ``esra ingest`` beside a running
+        host, may initialise the store; this process learns it from the schema it finds
+        present (the host's readiness follower looks). Moves Disabled, Enabled or Failed to
+        Ready and answers whether it moved; never while this process's own initialisation
+        runs, whose outcome decides. Not audited here: the initialisation was audited where
+        it ran.
+        """
+        if self._state.status not in _OBSERVABLY_READY:
+            return False
+        self._move(StoreStatus.READY)
+        return True
 
     def require_ready(self) -> None:
         """Raise ``StoreNotReadyError`` unless the store is Ready."""
