@@ -48,6 +48,7 @@ __all__ = [
 
 BASE = "http://127.0.0.1:8000"
 TENANT = "larkspur"
+STORE_SOURCE_ID = "internal-documents"  # esra.sqlite.store_source's default
 MANAGER = Operator("mara", TENANT, frozenset({"ESRA_DATA_MANAGE"}))
 # Text the injection scanner flags (two rules), so its document is quarantined.
 INJECTION = (
@@ -119,6 +120,7 @@ def tenant_store(
 
     return TenantStore(
         tenant_id=TENANT,
+        source_id=STORE_SOURCE_ID,
         repository=repository,
         documents=DocumentStoreService(repository, audit=audit, clock=clock),
         lifecycle=StoreLifecycle(

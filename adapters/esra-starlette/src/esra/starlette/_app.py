@@ -77,7 +77,7 @@ from esra.starlette._host_check import HostHeaderCheck
 from esra.starlette._issuers import TrustedIssuer
 from esra.starlette._portal import portal_app
 from esra.starlette._readiness import host_checks, readiness_endpoint
-from esra.starlette._stores import TenantStore
+from esra.starlette._stores import TenantStore, ready_stores_config
 from esra.starlette._tools import EsraTools, TenantServices
 
 __all__ = ["LOOPBACK_HOSTS", "MCP_PATH", "PORTAL_PATH", "create_app", "metadata_path"]
@@ -185,7 +185,9 @@ def create_app(
         allowed_origins: Origin header values to accept from browsers.
         resource_name: the human-readable name in the protected-resource metadata.
         document_stores: each tenant's internal document store, opened by the caller (see
-            ``esra.starlette._stores.open_tenant_stores``); served by the admin API.
+            ``esra.starlette._stores.open_tenant_stores``); served by the admin API, and
+            searched and fetched from only while Ready (until then its source is left out
+            of every invocation's scope, as a draft source is).
         publisher: receives snapshots the admin API publishes (usually ``config`` itself);
             without one the admin API's configuration endpoints are not served.
         roles_claim: the token claim holding an administrator's roles (on its own tenant).
@@ -246,9 +248,11 @@ def create_app(
     # One per process: the spec's per-runtime-instance bound must not grow with the tenants.
     executor = executor or Executor(clock=clock or SystemClock())
     tenants: dict[str, TenantServices] = {}
+    # What the pipeline searches and fetches from: a store is a source once it is Ready.
+    searched = ready_stores_config(config, document_stores or {})
     for tenant_id, tenant_providers in providers.items():
         retriever = Retriever(
-            config=config,
+            config=searched,
             providers=tenant_providers,
             model=model,
             audit=audit,
@@ -264,7 +268,7 @@ def create_app(
         fetcher = None
         if keyring is not None:
             fetcher = DocumentFetcher(
-                config=config,
+                config=searched,
                 providers=tenant_providers,
                 audit=audit,
                 keyring=keyring,

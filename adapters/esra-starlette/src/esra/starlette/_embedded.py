@@ -11,7 +11,9 @@ The store starts Disabled, exactly like a configured one: ``esra serve`` creates
 no schema. It is initialised by the audited administrative action — enable, then initialise,
 through the admin API or the portal — or by the first ``esra ingest``, which takes that same
 action on the user's behalf as ``cli:<OS user>`` and says so (``esra.starlette._store_init``).
-Until then a search reports the store unavailable and answers from the demo sources.
+Until then the store is not a source yet: searches answer from the demo sources alone,
+complete, and a running host takes the store as Ready as soon as it finds its schema
+(``esra.starlette._stores``).
 
 What administrators change through the admin API outlives a restart too: the configuration
 workspaces (drafts, history, publications), the connection secrets (encrypted with the

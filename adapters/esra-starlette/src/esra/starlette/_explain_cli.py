@@ -113,15 +113,23 @@ async def _explain(args: argparse.Namespace) -> Explanation:
     from esra.core.admin import EXPLAIN_ROLE, Administrator, ExplainRequest, ExplainService, Grant  # noqa: PLC0415
     from esra.core.audit import TraceLinkedAuditSink  # noqa: PLC0415
     from esra.starlette._store_init import cli_subject  # noqa: PLC0415
+    from esra.starlette._stores import open_tenant_stores, ready_stores_config  # noqa: PLC0415
 
     claims = _claims(args.claims)
-    async with _parts(args) as (parts, tenant_id, client_app):
+    async with contextlib.AsyncExitStack() as stack:
+        parts, tenant_id, client_app = await stack.enter_async_context(_parts(args))
         audit = TraceLinkedAuditSink(parts.audit)
         clock = SystemClock()
+        # The stores as a serving host has them: one not Ready is explained as not searched.
+        stores = await stack.enter_async_context(
+            open_tenant_stores(
+                parts.stores, audit=audit, clock=clock, defaults=parts.store_defaults
+            )
+        )
         retrievers = {}
         if tenant_id in parts.providers:
             retrievers[tenant_id] = Retriever(
-                config=parts.config,
+                config=ready_stores_config(parts.config, stores),
                 providers=parts.providers[tenant_id],
                 model=parts.model,
                 audit=audit,

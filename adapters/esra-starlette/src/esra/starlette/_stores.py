@@ -11,12 +11,20 @@ already holds the store schema starts Ready. Any other starts Disabled: an admin
 enables and then initialises it, and initialising runs the engine's ``initialise()`` in the
 background (SQLite: create the file and apply the schema; PostgreSQL: the principal and
 allowlist checks, then the schema).
+
+Ready is also learnt from the database: while a store is not Ready, the host looks every
+``READINESS_POLL_S`` for its schema, so a store initialised by another process on the same
+database — another host, another worker of ``esra serve --workers``, ``esra ingest`` beside
+a running host — is Ready here too, for uploads and for search alike. Until then the
+pipeline does not search it (:func:`ready_stores_config`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -28,22 +36,26 @@ from esra.core.docstore import (
     DocumentStoreRegistry,
     DocumentStoreService,
     OpenedStore,
+    ReadyStoresConfig,
     StoreConfigurationService,
     StoreLifecycle,
     StoreRequest,
     StoreStatus,
+    TenantStoreSource,
     UploadLimits,
     require_document_extra,
 )
 from esra.core.hosting import ConfiguredHostAllowlist
-from esra.core.ports import AuditSink, Clock
+from esra.core.ports import AuditSink, Clock, ConfigRepository
 from esra.sqlite import schema_present, store_source
 
 __all__ = [
     "DEFAULT_UPLOAD_SCOPE",
+    "READINESS_POLL_S",
     "StoreSpec",
     "TenantStore",
     "open_tenant_stores",
+    "ready_stores_config",
     "schema_present",
     "sqlite_store_request",
     "store_request",
@@ -53,6 +65,13 @@ __all__ = [
 # need it in their ``document_scopes`` claim to find the document.
 DEFAULT_UPLOAD_SCOPE = "general"
 
+# How often a host looks for the schema of a store it does not know Ready. It bounds how long
+# after another process initialised a store this host still refuses its uploads and leaves
+# it out of search; one catalogue read per unready store per interval costs nothing.
+READINESS_POLL_S = 2.0
+
+_log = logging.getLogger(__name__)
+
 # What names a tenant's store: the request the registry opens, or — for callers that only
 # have a file (tests, tools) — the SQLite store file itself.
 StoreSpec = StoreRequest | Path
@@ -60,9 +79,14 @@ StoreSpec = StoreRequest | Path
 
 @attrs.frozen
 class TenantStore:
-    """One tenant's store and the role-checked, audited services over it."""
+    """One tenant's store and the role-checked, audited services over it.
+
+    ``source_id`` is the store's source in the tenant's configuration: the one the
+    pipeline leaves out of search until ``lifecycle`` is Ready.
+    """
 
     tenant_id: str
+    source_id: str
     repository: DocumentRepository
     documents: DocumentStoreService
     lifecycle: StoreLifecycle
@@ -96,8 +120,12 @@ async def open_tenant_stores(
     limits: UploadLimits | None = None,
     registry: DocumentStoreRegistry | None = None,
     defaults: ConfigurableSettings | None = None,
+    readiness_poll_s: float = READINESS_POLL_S,
 ) -> AsyncIterator[dict[str, TenantStore]]:
     """Open each tenant's store through ``registry``; close them all on exit.
+
+    While they are open, a store not Ready here is looked at every ``readiness_poll_s``
+    and taken as Ready once its schema is present (initialised by another process).
 
     Args:
         stores: per tenant, its store (``HostParts.stores``).
@@ -106,6 +134,7 @@ async def open_tenant_stores(
         limits: the upload limits (the defaults otherwise).
         registry: opens stores by kind (default: the installed ``esra.document_stores``).
         defaults: the settings of a store whose tenant never configured it (``[store]``).
+        readiness_poll_s: how often an unready store's schema is looked for.
 
     Raises:
         MissingExtraError: a store is configured but the ``documents`` extra (pypdf,
@@ -118,6 +147,7 @@ async def open_tenant_stores(
     registry = registry or DocumentStoreRegistry.from_entry_points()
     opened: list[OpenedStore] = []
     served: dict[str, TenantStore] = {}
+    following: asyncio.Task[None] | None = None
     try:
         for tenant_id, spec in stores.items():
             request = attrs.evolve(store_request(tenant_id, spec), audit=audit, clock=clock)
@@ -126,6 +156,7 @@ async def open_tenant_stores(
             ready = await store.schema_present()
             served[tenant_id] = TenantStore(
                 tenant_id=tenant_id,
+                source_id=request.source.id,
                 repository=store.repository,
                 documents=DocumentStoreService(store.repository, audit=audit, clock=clock),
                 lifecycle=StoreLifecycle(
@@ -140,9 +171,81 @@ async def open_tenant_stores(
                 ),
                 limits=limits or UploadLimits(),
             )
+        following = asyncio.create_task(
+            _follow_readiness(
+                [(served[t], store) for t, store in zip(served, opened, strict=True)],
+                readiness_poll_s,
+            )
+        )
         yield served
     finally:
+        if following is not None:
+            following.cancel()
+            # Waited, not awaited: a cancellation of this task (Ctrl-C) must still reach
+            # the caller, and awaiting the cancelled follower would raise one it cannot tell
+            # from its own.
+            await asyncio.wait([following])
+            if not following.cancelled() and following.exception() is not None:
+                _log.error("following the stores' readiness failed", exc_info=following.exception())
         for tenant_store in served.values():
             await tenant_store.lifecycle.wait()
         for store in opened:
             await store.close()
+
+
+def ready_stores_config(
+    config: ConfigRepository, stores: Mapping[str, TenantStore]
+) -> ConfigRepository:
+    """``config`` as the pipeline reads it: each tenant's store source searched only while
+    its store is Ready (``esra.core.docstore.ReadyStoresConfig``); ``config`` itself when
+    no tenant has a store."""
+    if not stores:
+        return config
+    return ReadyStoresConfig(
+        config,
+        {
+            tenant_id: TenantStoreSource(store.source_id, store.lifecycle)
+            for tenant_id, store in stores.items()
+        },
+    )
+
+
+async def _follow_readiness(
+    stores: Sequence[tuple[TenantStore, OpenedStore]], interval_s: float
+) -> None:
+    """Until every store is Ready, look every ``interval_s`` for the schema of those that
+    are not, and take each found as Ready (``StoreLifecycle.observe_ready``)."""
+    waiting = list(stores)
+    failing: set[str] = set()
+    while waiting:
+        await asyncio.sleep(interval_s)
+        still: list[tuple[TenantStore, OpenedStore]] = []
+        for tenant_store, store in waiting:
+            lifecycle = tenant_store.lifecycle
+            if lifecycle.current.status is not StoreStatus.READY:
+                present = await _schema_present(tenant_store.tenant_id, store, failing)
+                if present and lifecycle.observe_ready():
+                    _log.info(
+                        "the document store of tenant %s was initialised by another process;"
+                        " it is Ready here and searched",
+                        tenant_store.tenant_id,
+                    )
+            if lifecycle.current.status is not StoreStatus.READY:
+                still.append((tenant_store, store))
+        waiting = still
+
+
+async def _schema_present(tenant_id: str, store: OpenedStore, failing: set[str]) -> bool:
+    """Whether the store's schema is there; a store whose database cannot be read is not
+    Ready (logged once per run of failures, not once per poll)."""
+    try:
+        present = await store.schema_present()
+    except Exception:
+        if tenant_id not in failing:
+            failing.add(tenant_id)
+            _log.warning(
+                "looking for the document store of tenant %s failed", tenant_id, exc_info=True
+            )
+        return False
+    failing.discard(tenant_id)
+    return present
