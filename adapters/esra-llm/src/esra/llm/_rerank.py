@@ -1,14 +1,15 @@
 """Reranking: a lexical-relevance score in [0, 1] for every result id the prompt gives.
 
 The lexical score is Okapi BM25 (``k1 = 1.2``, ``b = 0.75``, the customary defaults) over
-Porter roots of the light stems, with the candidates given as the collection: ``idf = ln(1 +
+the words' Porter roots, with the candidates given as the collection: ``idf = ln(1 +
 (N − df + 0.5) / (df + 0.5))`` and document length relative to the candidates' mean. Title
 tokens count twice (a title says what its text is about). Each of the request's concepts
 contributes once — its best stem, scaled by the stem's weight (own word 1.0, expansion 0.75,
 synonym 0.5) — so a word with many synonyms does not count many times. Within one source the
 prompt's order (the engine's, ranked with the whole collection's statistics) is kept, its
-results taking that source's BM25 scores best-first; across sources the BM25 scale decides.
-Scores are divided by the best result's (the best scores 1.0, one sharing no word still 0).
+results taking that source's BM25 scores best-first, those sharing none of the request's
+words with this BM25 included (the engine matched them); across sources the BM25 scale
+decides. Scores are divided by the best result's (the best scores 1.0).
 
 With an ``Embedder`` the score blends meaning with words: ``0.7 × cosine + 0.3 × lexical``,
 where cosine is that of the request's and the result's sentence embeddings (title and
@@ -34,8 +35,8 @@ from collections.abc import Iterator, Sequence
 from esra.core.prompts import Prompt
 from esra.llm._embeddings import Embedder, cosine
 from esra.llm._reference import items, string, strings
-from esra.llm._request import Concept, analyse
-from esra.llm._text import STOPWORDS, root, stem, tokens
+from esra.llm._request import analyse
+from esra.llm._text import STOPWORDS, root, tokens
 
 __all__ = ["SEMANTIC_SHARE", "answer_rerank", "blend_scores", "score_results"]
 
@@ -57,21 +58,21 @@ _ROOT_CACHE_WORDS = 65_536
 
 @functools.lru_cache(maxsize=_ROOT_CACHE_WORDS)
 def _result_root(word: str) -> str:
-    """The Porter root of ``word``'s light stem, remembered for the words of result texts;
-    ``""`` for a stopword.
+    """The Porter root of ``word``, remembered for the words of result texts; ``""`` for a
+    stopword.
 
     Rooting is most of a rerank's work, and the same words recur in result after result and
     answer after answer, so they are rooted once per process rather than once per answer. Only
     single casefolded words of result texts go in (titles and fragments, already masked and
-    bounded, the text the embedding cache keeps too), never the caller's request, whose stems
-    are rooted per answer in ``_request_concepts``; the mapping is a pure function of the word,
+    bounded, the text the embedding cache keeps too), never the caller's request, whose words
+    are rooted per answer (``Analysis.rooted``); the mapping is a pure function of the word,
     so what is cached can never change a score. Answering ``""`` for a stopword lets
-    ``_roots`` drop stopwords with the same look-up: no word's root is empty (``stem`` and
-    ``root`` never strip a word to nothing), so ``""`` marks stopwords and nothing else.
+    ``_roots`` drop stopwords with the same look-up: no word's root is empty (``root`` never
+    strips a word to nothing), so ``""`` marks stopwords and nothing else.
     """
     if word in STOPWORDS:
         return ""
-    return root(stem(word))
+    return root(word)
 
 
 def _roots(text: str) -> Iterator[str]:
@@ -86,26 +87,9 @@ def _document(title: str, fragments: str) -> Counter[str]:
     return Counter(itertools.chain(*([title_roots] * _TITLE_WEIGHT), _roots(fragments)))
 
 
-def _request_concepts(concepts: tuple[Concept, ...]) -> tuple[Concept, ...]:
-    """The request's concepts on Porter roots: each root with its stems' best weight.
-
-    The rerank matches on Porter roots of the shared light stems: "similarity" meets
-    "similar", "conditions" meets "conditional". A concept's keys are light stems already;
-    they are rooted here, for this answer only, so nothing of the request outlives it.
-    """
-    rooted_concepts = []
-    for concept in concepts:
-        best: dict[str, float] = {}
-        for key, weight in concept:
-            rooted = root(key)
-            best[rooted] = max(best.get(rooted, 0.0), weight)
-        rooted_concepts.append(tuple(best.items()))
-    return tuple(rooted_concepts)
-
-
 def score_results(prompt: Prompt) -> list[tuple[str, float]]:
     """Return ``(result id, BM25 score / best score)`` per distinct readable result, in order."""
-    concepts = _request_concepts(analyse(prompt.request).concepts)
+    concepts = analyse(prompt.request).rooted
     documents: dict[str, Counter[str]] = {}
     sources: dict[str, str] = {}
     for _, obj in items(prompt):
@@ -154,14 +138,19 @@ def _in_engine_order(
 
     The prompt lists each source's results in its engine's order, ranked with the whole
     collection's statistics; the BM25 above knows only the candidates. So within a source the
-    engine's order stands — its matching results take that source's BM25 scores, best score
-    to first result — while across sources, whose engine scores cannot be compared, the BM25
-    scores on one scale decide. A result sharing no word with the request keeps 0.
+    engine's order stands — its results take that source's BM25 scores, best score to first
+    result — while across sources, whose engine scores cannot be compared, the BM25 scores on
+    one scale decide.
+
+    That holds for a result in which this BM25 finds none of the request's words too: the
+    engine found it by a word, and knows better — it stems otherwise, it read the whole
+    record where the prompt shows fragments, it matched a phrase or an expansion. Scoring it
+    0 sank an engine's third result below its hundredth ("computerization" of a title the
+    engine matched for "computerized").
     """
     by_source: dict[str, list[int]] = {}
-    for position, (result_id, score) in enumerate(scores):
-        if score > 0:
-            by_source.setdefault(sources.get(result_id, ""), []).append(position)
+    for position, (result_id, _) in enumerate(scores):
+        by_source.setdefault(sources.get(result_id, ""), []).append(position)
     ordered = [score for _, score in scores]
     for positions in by_source.values():
         for position, score in zip(
