@@ -135,4 +135,4 @@ def test_no_word_stems_or_roots_to_nothing(text: str) -> None:
     """The rerank marks stopwords with an empty root, so no word's root may be empty."""
     for word in tokens(text):
         assert stem(word)
-        assert root(word)
+        assert root(stem(word))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from esra.llm._text import (
@@ -11,7 +10,6 @@ from esra.llm._text import (
     content_words,
     marked_terms,
     quoted_phrases,
-    root,
     search_words,
     stem,
     tokens,
@@ -47,8 +45,6 @@ class Analysis:
             the ``(stem, weight)`` pairs that stand for it: the word itself at 1.0, its
             expansions or acronym at 0.75, its synonyms at 0.5. Scoring takes the best pair
             per concept, so a word with many synonyms does not count many times.
-        rooted: the same concepts keyed by the Porter root of each word (``root``), for the
-            rerank's stronger conflation of word forms.
     """
 
     words: tuple[str, ...]
@@ -59,7 +55,6 @@ class Analysis:
     quoted: tuple[str, ...]
     marked: tuple[str, ...]
     concepts: tuple[Concept, ...]
-    rooted: tuple[Concept, ...]
 
     @property
     def weights(self) -> dict[str, float]:
@@ -84,10 +79,10 @@ def _acronyms(request: str, all_words: list[str]) -> list[tuple[str, str]]:
     return list(found.items())
 
 
-def _concept(pairs: list[tuple[str, float]], key_of: Callable[[str], str] = stem) -> Concept:
+def _concept(pairs: list[tuple[str, float]]) -> Concept:
     best: dict[str, float] = {}
     for word, weight in pairs:
-        key = key_of(word)
+        key = stem(word)
         best[key] = max(best.get(key, 0.0), weight)
     return tuple(best.items())
 
@@ -106,7 +101,7 @@ def analyse(request: str) -> Analysis:
     )
     spelled = {stem(w): a for a, expansion in contractions for w in expansion.split()}
     used = dict(acronyms)
-    concept_words: list[list[tuple[str, float]]] = []
+    concepts: list[Concept] = []
     for word in words:
         pairs = [(word, 1.0)]
         if word in used:
@@ -114,11 +109,11 @@ def analyse(request: str) -> Analysis:
         if stem(word) in spelled:
             pairs.append((spelled[stem(word)], EXPANSION_WEIGHT))
         pairs += [(s, SYNONYM_WEIGHT) for s in synonyms_of(word)]
-        concept_words.append(pairs)
+        concepts.append(_concept(pairs))
     # Acronyms that are also stopwords ("IT", "US") are not content words: add them here.
     for acronym, expansion in used.items():
         pairs = [(acronym, 1.0), *((w, EXPANSION_WEIGHT) for w in content_words(expansion))]
-        concept_words.append(pairs)
+        concepts.append(_concept(pairs))
     return Analysis(
         words=tuple(words),
         surface=tuple(search_words(request)),
@@ -127,9 +122,5 @@ def analyse(request: str) -> Analysis:
         recency=any(w in RECENCY_WORDS for w in all_words),
         quoted=tuple(quoted_phrases(request)),
         marked=tuple(marked_terms(request)),
-        concepts=tuple(_concept(pairs) for pairs in concept_words),
-        # Porter's rules read whole words: rooting the light stem instead ("computeriz",
-        # "generat", "differenc", their -ed, -ing and final e gone) defeats the rules that
-        # conflate "computerized" with "computerization", "generated" with "generation".
-        rooted=tuple(_concept(pairs, root) for pairs in concept_words),
+        concepts=tuple(concepts),
     )

@@ -1,7 +1,7 @@
 """Reranking: a lexical-relevance score in [0, 1] for every result id the prompt gives.
 
 The lexical score is Okapi BM25 (``k1 = 1.2``, ``b = 0.75``, the customary defaults) over
-the words' Porter roots, with the candidates given as the collection: ``idf = ln(1 +
+Porter roots of the light stems, with the candidates given as the collection: ``idf = ln(1 +
 (N − df + 0.5) / (df + 0.5))`` and document length relative to the candidates' mean. Title
 tokens count twice (a title says what its text is about). Each of the request's concepts
 contributes once — its best stem, scaled by the stem's weight (own word 1.0, expansion 0.75,
@@ -35,8 +35,8 @@ from collections.abc import Iterator, Sequence
 from esra.core.prompts import Prompt
 from esra.llm._embeddings import Embedder, cosine
 from esra.llm._reference import items, string, strings
-from esra.llm._request import analyse
-from esra.llm._text import STOPWORDS, root, tokens
+from esra.llm._request import Concept, analyse
+from esra.llm._text import STOPWORDS, root, stem, tokens
 
 __all__ = ["SEMANTIC_SHARE", "answer_rerank", "blend_scores", "score_results"]
 
@@ -58,21 +58,21 @@ _ROOT_CACHE_WORDS = 65_536
 
 @functools.lru_cache(maxsize=_ROOT_CACHE_WORDS)
 def _result_root(word: str) -> str:
-    """The Porter root of ``word``, remembered for the words of result texts; ``""`` for a
-    stopword.
+    """The Porter root of ``word``'s light stem, remembered for the words of result texts;
+    ``""`` for a stopword.
 
     Rooting is most of a rerank's work, and the same words recur in result after result and
     answer after answer, so they are rooted once per process rather than once per answer. Only
     single casefolded words of result texts go in (titles and fragments, already masked and
-    bounded, the text the embedding cache keeps too), never the caller's request, whose words
-    are rooted per answer (``Analysis.rooted``); the mapping is a pure function of the word,
+    bounded, the text the embedding cache keeps too), never the caller's request, whose stems
+    are rooted per answer in ``_request_concepts``; the mapping is a pure function of the word,
     so what is cached can never change a score. Answering ``""`` for a stopword lets
-    ``_roots`` drop stopwords with the same look-up: no word's root is empty (``root`` never
-    strips a word to nothing), so ``""`` marks stopwords and nothing else.
+    ``_roots`` drop stopwords with the same look-up: no word's root is empty (``stem`` and
+    ``root`` never strip a word to nothing), so ``""`` marks stopwords and nothing else.
     """
     if word in STOPWORDS:
         return ""
-    return root(word)
+    return root(stem(word))
 
 
 def _roots(text: str) -> Iterator[str]:
@@ -87,9 +87,26 @@ def _document(title: str, fragments: str) -> Counter[str]:
     return Counter(itertools.chain(*([title_roots] * _TITLE_WEIGHT), _roots(fragments)))
 
 
+def _request_concepts(concepts: tuple[Concept, ...]) -> tuple[Concept, ...]:
+    """The request's concepts on Porter roots: each root with its stems' best weight.
+
+    The rerank matches on Porter roots of the shared light stems: "similarity" meets
+    "similar", "conditions" meets "conditional". A concept's keys are light stems already;
+    they are rooted here, for this answer only, so nothing of the request outlives it.
+    """
+    rooted_concepts = []
+    for concept in concepts:
+        best: dict[str, float] = {}
+        for key, weight in concept:
+            rooted = root(key)
+            best[rooted] = max(best.get(rooted, 0.0), weight)
+        rooted_concepts.append(tuple(best.items()))
+    return tuple(rooted_concepts)
+
+
 def score_results(prompt: Prompt) -> list[tuple[str, float]]:
     """Return ``(result id, BM25 score / best score)`` per distinct readable result, in order."""
-    concepts = analyse(prompt.request).rooted
+    concepts = _request_concepts(analyse(prompt.request).concepts)
     documents: dict[str, Counter[str]] = {}
     sources: dict[str, str] = {}
     for _, obj in items(prompt):
