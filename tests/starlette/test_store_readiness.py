@@ -85,6 +85,9 @@ async def test_a_store_ingested_beside_a_running_host_is_searched_without_a_rest
         assert before["warnings"] == []
         assert before["results"], "the demo's support desk answers this question"
         assert STORE_NAME not in _sources(before)
+        # Not a source yet, so not one a caller lacking its scope claim is told about either.
+        unscoped = await _answer(host, _token(data_dir, "--claim", "region=emea"))
+        assert unscoped["status"] == "complete", unscoped["warnings"]
         assert await _store_status(host, operator) == "disabled"
 
         ingest = subprocess.run(  # noqa: S603
@@ -102,6 +105,9 @@ async def test_a_store_ingested_beside_a_running_host_is_searched_without_a_rest
             after = await _answer(host, caller)
         assert STORE_NAME in _sources(after), after
         assert after["status"] == "complete", after["warnings"]
+        unscoped = await _answer(host, _token(data_dir, "--claim", "region=emea"))
+        codes = {warning["code"] for warning in unscoped["warnings"]}
+        assert codes == {"ESRA_SOURCE_DROPPED_MISSING_CLAIM"}, unscoped
         assert await _store_status(host, operator) == "ready"
     output = log.read_text(encoding="utf-8", errors="replace")
     assert "health check failed" not in output, output[-4000:]
