@@ -61,6 +61,7 @@ PUBLIC_MODULES: dict[str, frozenset[str]] = {
             "esra.core.testing.docstore_search_contract",
             "esra.core.testing.leaks",  # the leak scanner a test runs over what ESRA returned
             "esra.core.testing.secret_contract",
+            "esra.core.testing.store_state_contract",
         }
     ),
     "esra.sql": frozenset({"esra.sql"}),

@@ -7,6 +7,7 @@ pool on the same schema, so the concurrency tests race two real server connectio
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,14 +18,18 @@ from psycopg import sql
 
 from esra.core._admin.store import ConfigChange, WorkspaceStore
 from esra.core._admin.workspace import AdminWorkspace
+from esra.core.docstore import StoreState, StoreStateTable, StoreStatus
 from esra.core.testing.config_contract import T0, WorkspaceStoreContract, contract_snapshot
+from esra.core.testing.store_state_contract import StoreStateTableContract
 from esra.postgres._config_schema import (
     CONFIG_NOTIFY_CHANNEL,
     CONFIG_SCHEMA_VERSION,
     apply_config_schema,
     config_schema_version,
 )
+from esra.postgres._config_schema import _statements as config_statements
 from esra.postgres._config_store import PostgresConfigStore
+from esra.postgres._schema_migrations import apply_migrations
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -131,3 +136,57 @@ async def test_a_publication_is_announced_at_commit(pg_dsn: str, config_schema: 
         async for notify in listener.notifies(timeout=10, stop_after=1):
             payloads.append(notify.payload)
         assert payloads == [f"{config_schema} {TENANT} 1"]
+
+
+class TestPostgresStoreStateTable(StoreStateTableContract):
+    """The document stores' shared lifecycle state, two pools on one configuration schema."""
+
+    @pytest.fixture(autouse=True)
+    def _dsn(self, pg_dsn: str) -> None:
+        self.dsn = pg_dsn
+
+    @contextlib.asynccontextmanager
+    async def open_tables(
+        self, tmp_path: Path
+    ) -> AsyncIterator[tuple[StoreStateTable, StoreStateTable]]:
+        del tmp_path
+        schema = f"esra_test_config_{uuid.uuid4().hex[:12]}"
+        one = await _SchemaStore.open(self.dsn, schema=schema, max_size=2)
+        one.dsn, one.drop = self.dsn, schema
+        other = await PostgresConfigStore.open(self.dsn, schema=schema, max_size=2)
+        try:
+            yield one, other
+        finally:
+            await other.close()
+            await one.close()
+
+
+async def test_a_version_1_schema_gains_the_store_states_in_place(pg_dsn: str) -> None:
+    """A deployment's configuration schema from before store states is migrated, its
+    workspaces kept, the next time a host applies the schema."""
+    schema = f"esra_test_config_{uuid.uuid4().hex[:12]}"
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await apply_migrations(
+                conn,
+                schema=schema,
+                table="schema_version",
+                lock="esra.config",
+                migrations={1: config_statements(schema)},
+                target=1,
+                subject="configuration",
+            )
+        store = await PostgresConfigStore.open(pg_dsn, schema=schema, max_size=1)
+        try:
+            await _publish_one(store)
+            state = StoreState(StoreStatus.ENABLED, T0)
+            await store.write_store_state(TENANT, state)
+            assert await store.read_store_state(TENANT) == state
+            assert (await store.load(TENANT)) is not None
+        finally:
+            await store.close()
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            assert await config_schema_version(conn, schema) == CONFIG_SCHEMA_VERSION == 2
+    finally:
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

@@ -28,7 +28,11 @@ from psycopg import sql
 from esra.core._admin.store import WorkspaceStore
 from esra.core._audit.query import AuditQuery
 from esra.core.codes import AuditEvent
+from esra.core.docstore import StoreState, StoreStatus
 from esra.core.testing import FakeClock
+from esra.core.testing.config_contract import T0
+from esra.postgres._config_schema import CONFIG_SCHEMA_VERSION
+from esra.postgres._config_store import PostgresConfigStore
 from esra.starlette._durable_state import StateDatabaseError, open_state
 from esra.starlette._settings import load_settings
 from tests.core.admin.test_chain import SECRET_REF, SECRET_VALUE, Admin, run_until
@@ -157,7 +161,7 @@ async def test_the_host_runs_on_schemas_an_owner_applied_and_cannot_rewrite_them
     assert f"granted {host_role}" in first.stdout
     again = _migrate(settings_file, pg_dsn, host_role)
     assert again.returncode == 0, again.stderr
-    assert f"{schemas['config']}: already at version 1" in again.stdout
+    assert f"{schemas['config']}: already at version {CONFIG_SCHEMA_VERSION}" in again.stdout
 
     async with contextlib.AsyncExitStack() as stack:
         durable = await open_state(stack, state, policies={}, clock=FakeClock())
@@ -170,6 +174,12 @@ async def test_the_host_runs_on_schemas_an_owner_applied_and_cannot_rewrite_them
             await durable.audit.record(record)
         assert await durable.secrets.resolve(TENANT, SECRET_REF) == SECRET_VALUE
         assert await workspaces.published(TENANT) is not None
+        # The host role records its document stores' lifecycle state (``store_states``).
+        assert isinstance(workspaces, PostgresConfigStore)
+        enabled = StoreState(StoreStatus.ENABLED, T0)
+        await workspaces.write_store_state(TENANT, enabled)
+        await workspaces.write_store_state(TENANT, enabled)
+        assert await workspaces.read_store_state(TENANT) == enabled
         flush = getattr(durable.audit, "flush", None)
         assert callable(flush)
         await flush()
@@ -195,3 +205,31 @@ async def test_the_host_runs_on_schemas_an_owner_applied_and_cannot_rewrite_them
             sql.SQL("SELECT count(*) FROM {} WHERE outcome = 'rewritten'").format(records)
         ).fetchone()
     assert count == (0,)
+
+
+async def test_a_host_refuses_schemas_behind_this_release(
+    pg_dsn: str, host_role: str, schemas: dict[str, str], tmp_path: Path
+) -> None:
+    """Schemas an owner applied for an older release (the configuration schema at version
+    1, before the store states) stop the host at start with the command that fixes them,
+    rather than failing the first request that reaches the new table."""
+    settings_file = _settings(tmp_path, pg_dsn, host_role, schemas)
+    first = _migrate(settings_file, pg_dsn, host_role)
+    assert first.returncode == 0, first.stderr
+    with admin(pg_dsn) as conn:
+        versions = sql.Identifier(schemas["config"], "schema_version")
+        conn.execute(sql.SQL("DELETE FROM {} WHERE version > 1").format(versions))
+        conn.execute(
+            sql.SQL("DROP TABLE {}").format(sql.Identifier(schemas["config"], "store_states"))
+        )
+    state = load_settings(settings_file, model_key=False).state
+    with pytest.raises(StateDatabaseError, match="esra migrate"):
+        async with contextlib.AsyncExitStack() as stack:
+            await open_state(stack, state, policies={}, clock=FakeClock())
+    again = _migrate(settings_file, pg_dsn, host_role)
+    assert again.returncode == 0, again.stderr
+    assert f"{schemas['config']}: applied version {CONFIG_SCHEMA_VERSION}" in again.stdout
+    async with contextlib.AsyncExitStack() as stack:
+        durable = await open_state(stack, state, policies={}, clock=FakeClock())
+        assert durable.workspaces is not None
+        await durable.workspaces.write_store_state(TENANT, StoreState(StoreStatus.ENABLED, T0))

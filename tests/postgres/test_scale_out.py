@@ -55,7 +55,7 @@ from esra.core.config import (
 )
 from esra.postgres._store_factory import postgres_store_source
 from tests._redis import REDIS_SERVER, RedisProcess, free_port
-from tests._serve_process import ServeHost, esra_argv, serve_process
+from tests._serve_process import ServeHost, esra_argv, kill_9, serve_process
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.postgres.conftest import admin, host_port
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
@@ -395,6 +395,36 @@ def deployment(
         pytest.fail(f"{REDIS_SERVER} is not installed")
     with _deployment(tmp_path, pg_dsn, store_role, store_schema, pg_schema) as built:
         yield built
+
+
+async def test_a_store_enabled_on_one_host_is_initialised_on_the_other(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """The store's lifecycle is shared through the state database: an operator's enable on
+    one host and initialise on the other (as a load balancer may route them) both take,
+    the first host learns Ready without serving the initialisation, and an Enabled store
+    is still Enabled after a ``kill -9``. Before, each host kept its own state: the second
+    refused to initialise a store "disabled", and a restart forgot the enable."""
+    with _two_hosts(deployment, tmp_path) as (first, second):
+        async with _manager(first) as on_first, _manager(second) as on_second:
+            assert (await on_first.get("/store")).json()["status"] == "disabled"
+            assert (await on_first.post("/store/enable")).status_code == 200
+            assert (await on_second.get("/store")).json()["status"] == "enabled"
+            kill_9(second)
+        with serve_process(
+            tmp_path / "serve-3.log", "--config", str(deployment.settings), env=deployment.env
+        ) as restarted:
+            async with _manager(restarted) as on_restarted, _manager(first) as on_first:
+                assert (await on_restarted.get("/store")).json()["status"] == "enabled"
+                started = await on_restarted.post("/store/initialise")
+                assert started.status_code == 202, started.text
+                deadline = time.monotonic() + _WAIT_S
+                while (await on_first.get("/store")).json()["status"] != "ready":
+                    assert time.monotonic() < deadline, (await on_first.get("/store")).json()
+                    await asyncio.sleep(0.2)
+                assert (await on_restarted.get("/store")).json()["status"] == "ready"
+                # Ready on the first host means taking uploads there.
+                await _upload(first, [("parental-leave.md", LEAVE)])
 
 
 async def test_two_hosts_share_the_quota_the_cache_and_the_breakers(

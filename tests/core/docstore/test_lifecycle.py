@@ -37,7 +37,7 @@ async def test_initialisation_runs_in_the_background_and_is_polled() -> None:
         await gate.wait()
 
     lifecycle = _lifecycle(slow_ddl, audit)
-    assert lifecycle.state(READER).status is StoreStatus.DISABLED
+    assert (await lifecycle.state(READER)).status is StoreStatus.DISABLED
     with pytest.raises(StoreNotReadyError):
         lifecycle.require_ready()
     await lifecycle.enable(MANAGER)
@@ -105,7 +105,7 @@ async def test_only_managers_of_the_tenant_act_and_denials_are_audited() -> None
         with pytest.raises(NotPermittedError):
             await lifecycle.initialise(operator)
     with pytest.raises(NotPermittedError):
-        lifecycle.state(FOREIGN)
+        await lifecycle.state(FOREIGN)
     assert lifecycle.current.status is StoreStatus.DISABLED
     denied = [r.dimensions["operator"] for r in audit.records if r.outcome == "denied"]
     assert denied == ["reader", "reader", "other", "other"]

@@ -9,6 +9,10 @@ version was applied (``<schema>.schema_version``). Version 1 creates:
   saved; append-only;
 - ``published`` — one row per published version, the snapshot as published; immutable.
 
+Version 2 adds ``store_states`` — one row per tenant: its document store's lifecycle state
+as the last administrative action set it (status, when, and a failure's reason and remedy),
+shared by every host on the database.
+
 Append-only and immutable are enforced by the server: a trigger refuses every UPDATE and
 DELETE on ``changes`` and ``published``, whoever connects. ``apply_config_schema`` runs in
 one transaction under a transaction-scoped advisory lock, so concurrent initialisations
@@ -34,7 +38,7 @@ __all__ = [
 ]
 
 DEFAULT_CONFIG_SCHEMA = "esra_config"
-CONFIG_SCHEMA_VERSION = 1
+CONFIG_SCHEMA_VERSION = 2
 # Every publication is announced here (payload ``<schema> <tenant> <version>``).
 CONFIG_NOTIFY_CHANNEL = "esra_config_published"
 
@@ -99,6 +103,19 @@ def _statements(schema: str) -> tuple[sql.Composed, ...]:
     return tuple(statements)
 
 
+def _store_states(schema: str) -> tuple[sql.Composed, ...]:
+    return (
+        sql.SQL(
+            "CREATE TABLE {t} ("
+            " tenant_id text PRIMARY KEY,"
+            " status text NOT NULL,"
+            " changed_at timestamptz NOT NULL,"
+            " failure text,"
+            " remedy text)"
+        ).format(t=sql.Identifier(schema, "store_states")),
+    )
+
+
 async def config_schema_version(
     connection: psycopg.AsyncConnection[Any], schema: str = DEFAULT_CONFIG_SCHEMA
 ) -> int:
@@ -125,7 +142,7 @@ async def apply_config_schema(
         schema=schema,
         table="schema_version",
         lock="esra.config",
-        migrations={1: _statements(schema)},
+        migrations={1: _statements(schema), 2: _store_states(schema)},
         target=CONFIG_SCHEMA_VERSION,
         subject="configuration",
     )

@@ -11,6 +11,9 @@ overwrite. A publication is inserted in the same transaction and announced with
 ``published_versions``.
 
 Documents are ``jsonb`` of the core converter's output; secret values are never among them.
+
+It is also the hosts' ``StoreStateTable``: each tenant's document store lifecycle state, so
+that an administrator may enable a store through one host and initialise it through another.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from esra.core.admin import (
     workspace_from_document,
 )
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
+from esra.core.docstore import StoreState, StoreStatus
 from esra.postgres._config_schema import (
     CONFIG_NOTIFY_CHANNEL,
     DEFAULT_CONFIG_SCHEMA,
@@ -73,6 +77,7 @@ class PostgresConfigStore:
             "w": sql.Identifier(schema, "workspaces"),
             "c": sql.Identifier(schema, "changes"),
             "p": sql.Identifier(schema, "published"),
+            "s": sql.Identifier(schema, "store_states"),
         }
 
     @classmethod
@@ -238,6 +243,46 @@ class PostgresConfigStore:
             {"tenant": tenant_id, "version": version},
         )
         return load_snapshot(row["snapshot"]) if row is not None else None
+
+    # -- the document stores' shared lifecycle state (``StoreStateTable``) -------------------
+
+    async def read_store_state(self, tenant_id: str) -> StoreState | None:
+        """The tenant's store state as the last administrative action set it."""
+        row = await self._one(
+            self._q(
+                "SELECT status, changed_at, failure, remedy FROM {s} WHERE tenant_id = %(tenant)s"
+            ),
+            {"tenant": tenant_id},
+        )
+        if row is None:
+            return None
+        return StoreState(
+            status=StoreStatus(row["status"]),
+            changed_at=row["changed_at"],
+            failure=row["failure"],
+            remedy=row["remedy"],
+        )
+
+    async def write_store_state(self, tenant_id: str, state: StoreState) -> None:
+        """Record ``state`` as the tenant's store state."""
+        params = {
+            "tenant": tenant_id,
+            "status": state.status.value,
+            "at": state.changed_at,
+            "failure": state.failure,
+            "remedy": state.remedy,
+        }
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                self._q(
+                    "INSERT INTO {s} (tenant_id, status, changed_at, failure, remedy)"
+                    " VALUES (%(tenant)s, %(status)s, %(at)s, %(failure)s, %(remedy)s)"
+                    " ON CONFLICT (tenant_id) DO UPDATE SET status = EXCLUDED.status,"
+                    " changed_at = EXCLUDED.changed_at, failure = EXCLUDED.failure,"
+                    " remedy = EXCLUDED.remedy"
+                ),
+                params,
+            )
 
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version (one aggregate over the primary key)."""

@@ -84,6 +84,7 @@ async def grant_config_writer(
             "workspaces": "SELECT, INSERT, UPDATE",
             "changes": "SELECT, INSERT",
             "published": "SELECT, INSERT",
+            "store_states": "SELECT, INSERT, UPDATE",
         },
     )
 

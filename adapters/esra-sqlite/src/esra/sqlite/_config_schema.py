@@ -9,6 +9,10 @@ the data directory's database, beside the document store's ``store_*`` tables):
 - ``config_published`` — one row per published version, the snapshot as published
   (immutable: triggers refuse UPDATE and DELETE).
 
+Version 2 adds ``config_store_states`` — one row per tenant: its document store's lifecycle
+state as the last administrative action set it (status, when, a failure's reason and
+remedy), shared by the processes on the database and kept across restarts.
+
 The version applied is recorded in ``config_schema``; applying is safe to repeat and takes the
 write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it once.
 """
@@ -21,7 +25,7 @@ from esra.sqlite._schema_migrations import apply_migrations, recorded_version
 
 __all__ = ["CONFIG_SCHEMA_VERSION", "apply_config_schema", "config_schema_version"]
 
-CONFIG_SCHEMA_VERSION = 1
+CONFIG_SCHEMA_VERSION = 2
 
 _VERSION_TABLE = "config_schema"
 
@@ -71,6 +75,17 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         """,
         *_immutable("config_changes", "configuration changes"),
         *_immutable("config_published", "published snapshots"),
+    ),
+    2: (
+        """
+        CREATE TABLE config_store_states (
+            tenant_id TEXT PRIMARY KEY,
+            status TEXT NOT NULL,
+            changed_at TEXT NOT NULL,
+            failure TEXT,
+            remedy TEXT
+        )
+        """,
     ),
 }
 

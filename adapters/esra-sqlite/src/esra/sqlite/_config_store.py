@@ -10,6 +10,9 @@ write, answered ``ConfigConflictError`` with nothing written.
 Documents are the core converter's JSON (``esra.core.admin.workspace_document``);
 secret values are never among them. The schema (``config_schema``) is applied, idempotently,
 when the store is first used.
+
+It is also the ``StoreStateTable`` of the processes on the file: each tenant's document store
+lifecycle state, kept across restarts.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from esra.core.admin import (
     workspace_from_document,
 )
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
+from esra.core.docstore import StoreState, StoreStatus
 from esra.sqlite._config_schema import apply_config_schema
 from esra.sqlite._dedicated_connection import DedicatedConnection
 
@@ -214,6 +218,44 @@ class SqliteConfigStore:
 
         text = await self._db.run(query)
         return load_snapshot(json.loads(text)) if text is not None else None
+
+    # -- the document stores' shared lifecycle state (``StoreStateTable``) -------------------
+
+    async def read_store_state(self, tenant_id: str) -> StoreState | None:
+        """The tenant's store state as the last administrative action set it."""
+
+        def query(connection: sqlite3.Connection) -> sqlite3.Row | None:
+            row: sqlite3.Row | None = connection.execute(
+                "SELECT status, changed_at, failure, remedy FROM config_store_states"
+                " WHERE tenant_id = ?",
+                (tenant_id,),
+            ).fetchone()
+            return row
+
+        row = await self._db.run(query)
+        if row is None:
+            return None
+        return StoreState(
+            status=StoreStatus(row["status"]),
+            changed_at=datetime.fromisoformat(row["changed_at"]),
+            failure=row["failure"],
+            remedy=row["remedy"],
+        )
+
+    async def write_store_state(self, tenant_id: str, state: StoreState) -> None:
+        """Record ``state`` as the tenant's store state."""
+        values = (tenant_id, state.status.value, _ts(state.changed_at), state.failure, state.remedy)
+
+        def write(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                "INSERT INTO config_store_states (tenant_id, status, changed_at, failure, remedy)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET"
+                " status = excluded.status, changed_at = excluded.changed_at,"
+                " failure = excluded.failure, remedy = excluded.remedy",
+                values,
+            )
+
+        await self._db.run(write)
 
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version (one indexed aggregate)."""

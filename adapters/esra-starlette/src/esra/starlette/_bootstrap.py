@@ -60,7 +60,7 @@ from esra.core import Executor, StaticConfigRepository, SystemClock
 from esra.core.admin import ConfigPublisher, InMemorySecretVault, ModelProfile, WorkspaceStore
 from esra.core.audit import AuditReader, LoggingAuditSink
 from esra.core.config import ConfigSnapshot, LifecycleState, Source
-from esra.core.docstore import ConfigurableSettings, StoreRequest
+from esra.core.docstore import ConfigurableSettings, StoreRequest, StoreStateTable
 from esra.core.fetch import Keyring
 from esra.core.hosting import (
     ConfigFollower,
@@ -186,6 +186,9 @@ class Runtime:
     publisher: ConfigPublisher | None = None
     # Where the admin API keeps drafts (``None``: in its memory) and writes secrets.
     workspaces: WorkspaceStore | None = None
+    # Where the processes on the state database share each store's lifecycle state
+    # (``None``: no state database, each process keeps its own).
+    store_states: StoreStateTable | None = None
     admin_secrets: WritableSecretStore | None = attrs.field(default=None, repr=False)
     # Reads audit records back for ``GET /admin/v1/audit`` (``None``: not readable).
     audit_reader: AuditReader | None = None
@@ -230,6 +233,7 @@ class Runtime:
             executor=self.executor,
             publisher=self.publisher,
             workspaces=self.workspaces,
+            store_states=self.store_states,
             secrets=self.admin_secrets,
             audit_reader=self.audit_reader,
             model_profiles=self.model_profiles,
@@ -513,6 +517,7 @@ async def bootstrap(
                 audit=durable.audit,
                 admin_secrets=admin_secrets,
                 audit_reader=durable.audit_reader,
+                store_states=durable.workspaces,
                 cache=shared.cache if shared is not None else None,
                 quota=shared.quota if shared is not None else None,
             )

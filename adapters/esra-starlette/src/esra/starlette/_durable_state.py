@@ -31,12 +31,13 @@ import re
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
 from esra.core.admin import InMemorySecretVault, WorkspaceStore
 from esra.core.audit import AuditBackend, AuditReader, BatchingAuditSink, LoggingAuditSink
+from esra.core.docstore import StoreStateTable
 from esra.core.exceptions import ConfigurationError, ProviderError
 from esra.core.ports import AuditSink, Clock, WritableSecretStore
 from esra.core.secrets import (
@@ -82,16 +83,21 @@ class StateDatabaseError(ConfigurationError):
     public_message = "The state database settings are invalid."
 
 
+class StateTables(WorkspaceStore, StoreStateTable, Protocol):
+    """The state database's configuration store: the admin chain's drafts, history and
+    publications, and the document stores' shared lifecycle state."""
+
+
 @attrs.frozen
 class DurableState:
     """What ``open_state`` opened; valid until its exit stack closes.
 
     ``workspaces`` is ``None`` when the settings keep no state database (drafts then live in
-    the admin API's memory); ``audit_reader`` is ``None`` when the audit log is not readable
-    back (the logging sink).
+    the admin API's memory, and each process keeps its document stores' lifecycle state);
+    ``audit_reader`` is ``None`` when the audit log is not readable back (the logging sink).
     """
 
-    workspaces: WorkspaceStore | None
+    workspaces: StateTables | None
     secrets: RoutingSecretStore = attrs.field(repr=False)
     audit: AuditSink
     audit_reader: AuditReader | None
@@ -194,7 +200,7 @@ async def postgres_connect_kwargs(template: str) -> dict[str, Any]:
 
 async def _open_sqlite(
     stack: contextlib.AsyncExitStack, database: str, state: StateSettings, *, secrets_wanted: bool
-) -> tuple[WorkspaceStore, SecretTable | None, Any]:
+) -> tuple[StateTables, SecretTable | None, Any]:
     from esra.sqlite import SqliteAuditLog, SqliteConfigStore, SqliteSecretTable  # noqa: PLC0415
 
     path = Path(database)
@@ -217,7 +223,7 @@ async def _open_sqlite(
 
 async def _open_postgres(
     stack: contextlib.AsyncExitStack, database: str, state: StateSettings, *, secrets_wanted: bool
-) -> tuple[WorkspaceStore, SecretTable | None, Any]:
+) -> tuple[StateTables, SecretTable | None, Any]:
     try:
         from esra.postgres import (  # noqa: PLC0415
             PostgresAuditLog,
@@ -261,18 +267,28 @@ async def _require_applied(conn: Any, state: StateSettings, *, secrets_wanted: b
     Raises:
         StateDatabaseError: a schema the host uses is not applied.
     """
-    from esra.postgres import audit_schema_version, config_schema_version, secret_schema_version  # noqa: PLC0415
+    from esra.postgres import (  # noqa: PLC0415
+        AUDIT_SCHEMA_VERSION,
+        CONFIG_SCHEMA_VERSION,
+        SECRET_SCHEMA_VERSION,
+        audit_schema_version,
+        config_schema_version,
+        secret_schema_version,
+    )
 
-    checks = [(state.config_schema, config_schema_version)]
+    checks = [(state.config_schema, config_schema_version, CONFIG_SCHEMA_VERSION)]
     if secrets_wanted:
-        checks.append((state.secrets_schema, secret_schema_version))
+        checks.append((state.secrets_schema, secret_schema_version, SECRET_SCHEMA_VERSION))
     if state.audit_kind == "database":
-        checks.append((state.audit_schema, audit_schema_version))
-    missing = [schema for schema, version in checks if await version(conn, schema) == 0]
+        checks.append((state.audit_schema, audit_schema_version, AUDIT_SCHEMA_VERSION))
+    # Behind counts as missing: an upgrade's new tables (the configuration schema's store
+    # states) would otherwise fail the first request that reaches them.
+    missing = [schema for schema, version, target in checks if await version(conn, schema) < target]
     if missing:
         msg = (
             f"state.database: apply_schemas is false and {', '.join(missing)} "
-            "is not applied: have its owner run `esra migrate --config SETTINGS`"
+            "is not applied at this release's version: have its owner run "
+            "`esra migrate --config SETTINGS`"
         )
         raise StateDatabaseError(msg)
 
@@ -316,7 +332,7 @@ async def open_state(
         sqlite3.Error, psycopg.Error: the database cannot be opened.
     """
     external = ReferenceSecretResolver(policies)
-    workspaces: WorkspaceStore | None = None
+    workspaces: StateTables | None = None
     table: SecretTable | None = None
     log: Any = None
     if state.database is not None:

@@ -123,7 +123,11 @@ async def _explain(args: argparse.Namespace) -> Explanation:
         # The stores as a serving host has them: one not Ready is explained as not searched.
         stores = await stack.enter_async_context(
             open_tenant_stores(
-                parts.stores, audit=audit, clock=clock, defaults=parts.store_defaults
+                parts.stores,
+                audit=audit,
+                clock=clock,
+                defaults=parts.store_defaults,
+                shared=parts.store_states,
             )
         )
         retrievers = {}

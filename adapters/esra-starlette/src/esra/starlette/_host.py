@@ -19,7 +19,7 @@ from esra.core import Executor, StaticConfigRepository
 from esra.core.admin import ConfigPublisher, ModelProfile, WorkspaceStore
 from esra.core.audit import AuditReader, LoggingAuditSink
 from esra.core.config import Source
-from esra.core.docstore import ConfigurableSettings, installed_store_kinds
+from esra.core.docstore import ConfigurableSettings, StoreStateTable, installed_store_kinds
 from esra.core.fetch import Keyring
 from esra.core.ports import (
     AuditSink,
@@ -77,6 +77,9 @@ class HostParts:
     publisher: ConfigPublisher | None = None
     # Where the admin API keeps drafts and their history (``None``: in its memory).
     workspaces: WorkspaceStore | None = None
+    # Where the host processes on one state database share their document stores' lifecycle
+    # state (``None``: each process keeps its own).
+    store_states: StoreStateTable | None = None
     # Where the admin API writes connection secrets (``None``: in its memory).
     secrets: WritableSecretStore | None = attrs.field(default=None, repr=False)
     # Reads audit records back for ``GET /admin/v1/audit`` (``None``: that endpoint is 404).

@@ -84,6 +84,7 @@ class HostServer:
                 audit=parts.audit,
                 clock=SystemClock(),
                 defaults=parts.store_defaults,
+                shared=parts.store_states,
             ) as stores,
         ):
             app: ASGIApp = build_app(parts, host=self.host, port=self.port, stores=stores)

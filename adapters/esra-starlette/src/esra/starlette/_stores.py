@@ -16,7 +16,10 @@ Ready is also learnt from the database: while a store is not Ready, the host loo
 ``READINESS_POLL_S`` for its schema, so a store initialised by another process on the same
 database — another host, another worker of ``esra serve --workers``, ``esra ingest`` beside
 a running host — is Ready here too, for uploads and for search alike. Until then the
-pipeline does not search it (:func:`ready_stores_config`).
+pipeline does not search it (:func:`ready_stores_config`). With a shared
+``StoreStateTable`` (the host's state database) the other states are shared too: enabled
+through one process, initialised through another, and still Enabled or Failed after a
+restart.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from esra.core.docstore import (
     StoreConfigurationService,
     StoreLifecycle,
     StoreRequest,
+    StoreStateTable,
     StoreStatus,
     TenantStoreSource,
     UploadLimits,
@@ -121,6 +125,7 @@ async def open_tenant_stores(
     registry: DocumentStoreRegistry | None = None,
     defaults: ConfigurableSettings | None = None,
     readiness_poll_s: float = READINESS_POLL_S,
+    shared: StoreStateTable | None = None,
 ) -> AsyncIterator[dict[str, TenantStore]]:
     """Open each tenant's store through ``registry``; close them all on exit.
 
@@ -135,6 +140,8 @@ async def open_tenant_stores(
         registry: opens stores by kind (default: the installed ``esra.document_stores``).
         defaults: the settings of a store whose tenant never configured it (``[store]``).
         readiness_poll_s: how often an unready store's schema is looked for.
+        shared: where the processes serving these stores record each store's state
+            (the host's state database); ``None``: each process keeps its own.
 
     Raises:
         MissingExtraError: a store is configured but the ``documents`` extra (pypdf,
@@ -154,18 +161,22 @@ async def open_tenant_stores(
             store = await registry.open(request)
             opened.append(store)
             ready = await store.schema_present()
+            lifecycle = StoreLifecycle(
+                tenant_id,
+                store.initialise,
+                audit=audit,
+                clock=clock,
+                status=StoreStatus.READY if ready else StoreStatus.DISABLED,
+                shared=shared,
+            )
+            # Enabled or Failed through another process, or before a restart.
+            await lifecycle.refresh(schema_present=ready)
             served[tenant_id] = TenantStore(
                 tenant_id=tenant_id,
                 source_id=request.source.id,
                 repository=store.repository,
                 documents=DocumentStoreService(store.repository, audit=audit, clock=clock),
-                lifecycle=StoreLifecycle(
-                    tenant_id,
-                    store.initialise,
-                    audit=audit,
-                    clock=clock,
-                    status=StoreStatus.READY if ready else StoreStatus.DISABLED,
-                ),
+                lifecycle=lifecycle,
                 configuration=StoreConfigurationService(
                     store.repository, audit=audit, clock=clock, defaults=defaults
                 ),
@@ -213,8 +224,9 @@ def ready_stores_config(
 async def _follow_readiness(
     stores: Sequence[tuple[TenantStore, OpenedStore]], interval_s: float
 ) -> None:
-    """Until every store is Ready, look every ``interval_s`` for the schema of those that
-    are not, and take each found as Ready (``StoreLifecycle.observe_ready``)."""
+    """Until every store is Ready, look every ``interval_s`` at those that are not: take one
+    whose schema is present as Ready, and any other's state as the shared table records it
+    (``StoreLifecycle.refresh``)."""
     waiting = list(stores)
     failing: set[str] = set()
     while waiting:
@@ -222,24 +234,28 @@ async def _follow_readiness(
         still: list[tuple[TenantStore, OpenedStore]] = []
         for tenant_store, store in waiting:
             lifecycle = tenant_store.lifecycle
-            if lifecycle.current.status is not StoreStatus.READY:
-                present = await _schema_present(tenant_store.tenant_id, store, failing)
-                if present and lifecycle.observe_ready():
-                    _log.info(
-                        "the document store of tenant %s was initialised by another process;"
-                        " it is Ready here and searched",
-                        tenant_store.tenant_id,
-                    )
-            if lifecycle.current.status is not StoreStatus.READY:
+            if lifecycle.current.status is StoreStatus.READY:
+                continue  # initialised here
+            if await _refreshed(tenant_store.tenant_id, lifecycle, store, failing):
+                _log.info(
+                    "the document store of tenant %s was initialised by another process;"
+                    " it is Ready here and searched",
+                    tenant_store.tenant_id,
+                )
+            else:
                 still.append((tenant_store, store))
         waiting = still
 
 
-async def _schema_present(tenant_id: str, store: OpenedStore, failing: set[str]) -> bool:
-    """Whether the store's schema is there; a store whose database cannot be read is not
-    Ready (logged once per run of failures, not once per poll)."""
+async def _refreshed(
+    tenant_id: str, lifecycle: StoreLifecycle, store: OpenedStore, failing: set[str]
+) -> bool:
+    """Refresh ``lifecycle`` from the store's database and the shared table; whether it is
+    Ready. A store whose database or table cannot be read stays as it was (logged once per
+    run of failures, not once per look)."""
     try:
         present = await store.schema_present()
+        state = await lifecycle.refresh(schema_present=present)
     except Exception:
         if tenant_id not in failing:
             failing.add(tenant_id)
@@ -248,4 +264,4 @@ async def _schema_present(tenant_id: str, store: OpenedStore, failing: set[str])
             )
         return False
     failing.discard(tenant_id)
-    return present
+    return state.status is StoreStatus.READY

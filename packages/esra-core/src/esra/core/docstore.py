@@ -23,6 +23,7 @@ from esra.core._docstore.lifecycle import (
     StoreLifecycle,
     StoreNotReadyError,
     StoreState,
+    StoreStateTable,
     StoreStatus,
 )
 from esra.core._docstore.management import (
@@ -136,6 +137,7 @@ __all__ = [
     "StoreSettingsConflictError",
     "StoreSettingsError",
     "StoreState",
+    "StoreStateTable",
     "StoreStatus",
     "StoredDocument",
     "StoredSegment",

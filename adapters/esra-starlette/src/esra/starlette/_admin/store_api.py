@@ -157,7 +157,7 @@ class StoreApi:
     async def status(self, request: Request) -> Response:
         """GET /store: the lifecycle state; once Ready, the store-wide counts too."""
         operator, store = self._operator_and_store(request)
-        state = store.lifecycle.state(operator)
+        state = await store.lifecycle.state(operator)
         body = state_view(state)
         if state.status is StoreStatus.READY:
             body["counts"] = counts_view(await store.documents.counts(operator))

@@ -79,7 +79,7 @@ class StorePages:
         """GET /status: the lifecycle state; polls while Initializing; counts once Ready."""
         visitor = self._access.visitor(request)
         store = self._access.store(visitor)
-        state = store.lifecycle.state(visitor.operator)
+        state = await store.lifecycle.state(visitor.operator)
         content = render_template(
             "status.html",
             tenant=store.tenant_id,

@@ -9,6 +9,14 @@ the request that asked for it — DDL against a cold database can outlast any HT
 so a caller starts it and polls ``state``. What initialising means is the engine's: the
 lifecycle runs the injected :data:`StoreInitialiser` and turns its outcome into the state an
 operator sees.
+
+Several processes may serve one store (hosts on one database, ``esra serve --workers``).
+With a :class:`StoreStateTable` shared by them, every state an action sets is written there,
+and a process that is neither Ready nor running an initialisation of its own takes the
+recorded state before it decides an action, and whenever its host looks
+(:meth:`StoreLifecycle.refresh`): an operator may enable through one process and initialise
+through another, and an Enabled or Failed store stays so across a restart. Ready itself is
+the store's schema being present, which the host checks; a record never makes a store Ready.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from enum import StrEnum
+from typing import Protocol
 
 import attrs
 
@@ -33,6 +42,7 @@ __all__ = [
     "StoreLifecycle",
     "StoreNotReadyError",
     "StoreState",
+    "StoreStateTable",
     "StoreStatus",
 ]
 
@@ -70,10 +80,6 @@ class StoreNotReadyError(Exception):
 # Creates (idempotently) everything the store needs; raises StoreInitialisationError.
 StoreInitialiser = Callable[[], Awaitable[None]]
 
-# The states a schema found present may end: not Ready already, and not Initializing, where
-# this process's own initialisation is still to say how it went.
-_OBSERVABLY_READY = frozenset({StoreStatus.DISABLED, StoreStatus.ENABLED, StoreStatus.FAILED})
-
 _UNEXPECTED_REMEDY = "Check the host's log for the cause, then initialise the store again."
 
 
@@ -87,6 +93,18 @@ class StoreState:
     remedy: str | None = None
 
 
+class StoreStateTable(Protocol):
+    """**Port:** each tenant's last store state, shared by the processes serving its store."""
+
+    async def read_store_state(self, tenant_id: str) -> StoreState | None:
+        """The state last written for the tenant's store, if any."""
+        ...
+
+    async def write_store_state(self, tenant_id: str, state: StoreState) -> None:
+        """Record ``state`` as the tenant's store state (replacing the last)."""
+        ...
+
+
 class StoreLifecycle:
     """One tenant's store lifecycle.
 
@@ -96,6 +114,8 @@ class StoreLifecycle:
         audit: where enablement and each initialisation step are recorded.
         clock: time for the records and the state.
         status: the state at start-up — Ready for a store whose schema is already present.
+        shared: where the processes serving this store record its state (``None``: this
+            process alone knows it).
     """
 
     def __init__(
@@ -106,8 +126,10 @@ class StoreLifecycle:
         audit: AuditSink,
         clock: Clock,
         status: StoreStatus = StoreStatus.DISABLED,
+        shared: StoreStateTable | None = None,
     ) -> None:
         self._tenant_id = tenant_id
+        self._shared = shared
         self._initialiser = initialiser
         self._audit = audit
         self._clock = clock
@@ -124,25 +146,30 @@ class StoreLifecycle:
         """The state, unchecked: for the host's own decisions (may it take uploads?)."""
         return self._state
 
-    def state(self, operator: Operator) -> StoreState:
-        """The state as an operator sees it; needs ``ESRA_DATA_READ``."""
+    async def state(self, operator: Operator) -> StoreState:
+        """The state as an operator sees it, with what other processes recorded taken
+        first (an enable through another host shows here at once); needs
+        ``ESRA_DATA_READ``."""
         self._require(operator, Role.ESRA_DATA_READ)
+        await self._adopt_recorded()
         return self._state
 
-    def observe_ready(self) -> bool:
-        """Take Ready from the store's database, where another process initialised it.
+    async def refresh(self, *, schema_present: bool) -> StoreState:
+        """Take what other processes did to the store; return the state.
 
-        Another host or worker on the same database, or ``esra ingest`` beside a running
-        host, may initialise the store; this process learns it from the schema it finds
-        present (the host's readiness follower looks). Moves Disabled, Enabled or Failed to
-        Ready and answers whether it moved; never while this process's own initialisation
-        runs, whose outcome decides. Not audited here: the initialisation was audited where
-        it ran.
+        ``schema_present`` is what the host found in the store's database: a schema present
+        makes the store Ready (another process initialised it — another host or worker, or
+        ``esra ingest`` beside a running host; not audited again here). Otherwise the state
+        recorded in the shared table, if any, is taken. Neither happens while this process
+        runs an initialisation of its own, whose outcome decides, nor once it is Ready.
         """
-        if self._state.status not in _OBSERVABLY_READY:
-            return False
-        self._move(StoreStatus.READY)
-        return True
+        if self._state.status is StoreStatus.READY or self._initialising_here():
+            return self._state
+        if schema_present:
+            self._move(StoreStatus.READY)
+        else:
+            await self._adopt_recorded()
+        return self._state
 
     def require_ready(self) -> None:
         """Raise ``StoreNotReadyError`` unless the store is Ready."""
@@ -152,27 +179,32 @@ class StoreLifecycle:
     async def enable(self, operator: Operator) -> StoreState:
         """Turn the store on for the tenant (idempotent once enabled or beyond)."""
         await self._authorise(operator, AuditEvent.STORE_ENABLE)
+        await self._adopt_recorded()
         if self._state.status is StoreStatus.DISABLED:
-            self._move(StoreStatus.ENABLED)
+            await self._set(StoreStatus.ENABLED)
         await self._record(AuditEvent.STORE_ENABLE, operator, "ok", status=self._state.status.value)
         return self._state
 
     async def initialise(self, operator: Operator) -> StoreState:
         """Start initialisation in the background and return at once (Initializing).
 
+        Another process's initialisation, recorded as Initializing, does not stop this one:
+        initialising is idempotent, and that process may have died mid-way.
+
         Raises:
             NotPermittedError: the operator lacks ``ESRA_DATA_MANAGE``.
-            StoreNotReadyError: the store is disabled (enable it first) or already
-                initialising; ``status`` says which.
+            StoreNotReadyError: the store is disabled (enable it first) or this process is
+                already initialising it; ``status`` says which.
         """
         await self._authorise(operator, AuditEvent.STORE_INITIALISE)
+        await self._adopt_recorded()
         status = self._state.status
-        if status in {StoreStatus.DISABLED, StoreStatus.INITIALIZING}:
+        if status is StoreStatus.DISABLED or self._initialising_here():
             await self._record(
                 AuditEvent.STORE_INITIALISE, operator, "rejected", status=status.value
             )
             raise StoreNotReadyError(status)
-        self._move(StoreStatus.INITIALIZING)
+        await self._set(StoreStatus.INITIALIZING)
         await self._record(AuditEvent.STORE_INITIALISE, operator, "started")
         self._task = asyncio.create_task(self._initialise(operator))
         return self._state
@@ -187,16 +219,53 @@ class StoreLifecycle:
         try:
             await self._initialiser()
         except StoreInitialisationError as failed:
-            self._move(StoreStatus.FAILED, failure=failed.reason, remedy=failed.remedy)
+            await self._settle(StoreStatus.FAILED, failure=failed.reason, remedy=failed.remedy)
             await self._record(AuditEvent.STORE_INITIALISE, operator, "failed", failed.reason)
             return
         except Exception:
             _log.exception("initialising the document store of tenant %s failed", self._tenant_id)
-            self._move(StoreStatus.FAILED, failure="unexpected_error", remedy=_UNEXPECTED_REMEDY)
+            await self._settle(
+                StoreStatus.FAILED, failure="unexpected_error", remedy=_UNEXPECTED_REMEDY
+            )
             await self._record(AuditEvent.STORE_INITIALISE, operator, "failed", "unexpected_error")
             return
-        self._move(StoreStatus.READY)
+        await self._settle(StoreStatus.READY)
         await self._record(AuditEvent.STORE_INITIALISE, operator, "ok")
+
+    def _initialising_here(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def _adopt_recorded(self) -> None:
+        """Take the shared table's state, unless this process is Ready or initialising."""
+        if self._shared is None or self._state.status is StoreStatus.READY:
+            return
+        if self._initialising_here():
+            return
+        recorded = await self._shared.read_store_state(self._tenant_id)
+        # Ready is the schema's to say (``refresh``), never a record's: a store whose schema
+        # is gone is not Ready whatever was once written.
+        if recorded is not None and recorded.status is not StoreStatus.READY:
+            self._state = recorded
+
+    async def _set(
+        self, status: StoreStatus, *, failure: str | None = None, remedy: str | None = None
+    ) -> None:
+        """Move to ``status`` and record it for the other processes."""
+        self._move(status, failure=failure, remedy=remedy)
+        if self._shared is not None:
+            await self._shared.write_store_state(self._tenant_id, self._state)
+
+    async def _settle(
+        self, status: StoreStatus, *, failure: str | None = None, remedy: str | None = None
+    ) -> None:
+        """``_set`` for the background job's outcome, which no caller awaits: a table that
+        cannot be written leaves the outcome this process's own, logged."""
+        try:
+            await self._set(status, failure=failure, remedy=remedy)
+        except Exception:
+            _log.exception(
+                "recording the document store state of tenant %s failed", self._tenant_id
+            )
 
     def _move(
         self, status: StoreStatus, *, failure: str | None = None, remedy: str | None = None

@@ -14,6 +14,7 @@ from esra.core.testing._fakes import (
 from esra.core.testing._model import FakeLanguageModel, Responder
 from esra.core.testing._provider import InMemorySearchProvider
 from esra.core.testing._secret_table import InMemorySecretTable
+from esra.core.testing._store_states import InMemoryStoreStateTable
 
 __all__ = [
     "FakeClock",
@@ -27,6 +28,7 @@ __all__ = [
     "InMemorySearchProvider",
     "InMemorySecretStore",
     "InMemorySecretTable",
+    "InMemoryStoreStateTable",
     "Responder",
     "StaticHostAllowlist",
 ]

@@ -1,0 +1,64 @@
+"""The reusable ``StoreStateTable`` contract suite.
+
+An adapter's test module subclasses ``StoreStateTableContract`` and implements
+``open_tables``, an async context manager yielding two tables over one database (as two
+processes would open it)::
+
+    class TestMyStoreStates(StoreStateTableContract):
+        @contextlib.asynccontextmanager
+        async def open_tables(self, tmp_path):
+            async with MyTable.open(tmp_path / "state.db") as a, MyTable.open(...) as b:
+                yield a, b
+
+Requires ``pytest`` and ``pytest-asyncio``.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from esra.core._docstore.lifecycle import StoreState, StoreStateTable, StoreStatus
+
+__all__ = ["StoreStateTableContract"]
+
+TENANT = "tenant-a"
+OTHER = "tenant-b"
+AT = datetime(2026, 12, 5, 21, 0, tzinfo=UTC)
+
+
+class StoreStateTableContract:
+    """What every ``StoreStateTable`` does; see the module docstring."""
+
+    def open_tables(
+        self, tmp_path: Path
+    ) -> AbstractAsyncContextManager[tuple[StoreStateTable, StoreStateTable]]:
+        """Two tables over one fresh, empty database."""
+        raise NotImplementedError
+
+    async def test_nothing_is_recorded_at_first(self, tmp_path: Path) -> None:
+        async with self.open_tables(tmp_path) as (table, _):
+            assert await table.read_store_state(TENANT) is None
+
+    async def test_a_state_written_by_one_is_read_by_the_other(self, tmp_path: Path) -> None:
+        async with self.open_tables(tmp_path) as (one, other):
+            enabled = StoreState(status=StoreStatus.ENABLED, changed_at=AT)
+            await one.write_store_state(TENANT, enabled)
+            assert await other.read_store_state(TENANT) == enabled
+            assert await other.read_store_state(OTHER) is None
+
+    async def test_the_last_write_wins_with_its_failure_and_remedy(self, tmp_path: Path) -> None:
+        async with self.open_tables(tmp_path) as (one, other):
+            await one.write_store_state(TENANT, StoreState(StoreStatus.INITIALIZING, AT))
+            failed = StoreState(
+                StoreStatus.FAILED,
+                datetime(2026, 12, 5, 21, 1, 30, 250000, tzinfo=UTC),
+                failure="superuser_principal",
+                remedy="Connect as a role that is not a superuser.",
+            )
+            await other.write_store_state(TENANT, failed)
+            assert await one.read_store_state(TENANT) == failed
+            await one.write_store_state(TENANT, StoreState(StoreStatus.ENABLED, AT))
+            recorded = await other.read_store_state(TENANT)
+            assert recorded == StoreState(StoreStatus.ENABLED, AT)
