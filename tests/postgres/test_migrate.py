@@ -34,7 +34,7 @@ from esra.core.testing.config_contract import T0
 from esra.postgres._config_schema import CONFIG_SCHEMA_VERSION
 from esra.postgres._config_store import PostgresConfigStore
 from esra.starlette._durable_state import StateDatabaseError, open_state
-from esra.starlette._settings import load_settings
+from esra.starlette._settings import StateSettings, load_settings
 from tests.core.admin.test_chain import SECRET_REF, SECRET_VALUE, Admin, run_until
 from tests.core.factories import TENANT
 from tests.postgres.conftest import admin
@@ -145,15 +145,20 @@ def _refused(dsn: str, statement: sql.Composed) -> bool:
     return False
 
 
+async def _refused_at_start(state: StateSettings) -> None:
+    """The host does not start on ``state``, and says to run ``esra migrate``."""
+    with pytest.raises(StateDatabaseError, match="esra migrate"):
+        async with contextlib.AsyncExitStack() as stack:
+            await open_state(stack, state, policies={}, clock=FakeClock())
+
+
 async def test_the_host_runs_on_schemas_an_owner_applied_and_cannot_rewrite_them(
     pg_dsn: str, host_role: str, schemas: dict[str, str], tmp_path: Path
 ) -> None:
     settings_file = _settings(tmp_path, pg_dsn, host_role, schemas)
     state = load_settings(settings_file, model_key=False).state
 
-    with pytest.raises(StateDatabaseError, match="esra migrate"):
-        async with contextlib.AsyncExitStack() as stack:
-            await open_state(stack, state, policies={}, clock=FakeClock())
+    await _refused_at_start(state)
 
     first = _migrate(settings_file, pg_dsn, host_role)
     assert first.returncode == 0, first.stderr
@@ -223,9 +228,7 @@ async def test_a_host_refuses_schemas_behind_this_release(
             sql.SQL("DROP TABLE {}").format(sql.Identifier(schemas["config"], "store_states"))
         )
     state = load_settings(settings_file, model_key=False).state
-    with pytest.raises(StateDatabaseError, match="esra migrate"):
-        async with contextlib.AsyncExitStack() as stack:
-            await open_state(stack, state, policies={}, clock=FakeClock())
+    await _refused_at_start(state)
     again = _migrate(settings_file, pg_dsn, host_role)
     assert again.returncode == 0, again.stderr
     assert f"{schemas['config']}: applied version {CONFIG_SCHEMA_VERSION}" in again.stdout
