@@ -351,6 +351,11 @@ def main() -> None:
         data_dir = work / "data"
         data_dir.mkdir()
         token = _dev_token(data_dir)
+        # The baseline serves from a data directory of its own, copied before anything but
+        # the development issuer's key is in it: the working tree's state database may be
+        # at a schema version the baseline refuses as newer.
+        baseline_data = work / "baseline-data"
+        shutil.copytree(data_dir, baseline_data)
         call, statements = _record_call(data_dir, token, work)
         n_statements = len(json.loads(statements.read_text(encoding="utf-8")))
         # Two at a time: counts do not depend on what else runs, only the wait does.
@@ -361,7 +366,7 @@ def main() -> None:
                         job,
                         call,
                         token,
-                        data_dir=data_dir,
+                        data_dir=baseline_data if job.tree is not None else data_dir,
                         statements=statements,
                         work=work,
                         calls=args.calls,

@@ -126,6 +126,10 @@ TOOL = f"esra_{SLUG}"
 SOURCE_ID = "docs"
 POOL_SIZE = 10  # node-postgres' default pool size, which DBHub keeps
 STATE_KINDS = ("config", "secrets", "audit")
+# A baseline host (``--baseline`` of the benches built on ``one_esra_host``) keeps its state
+# in schemas of its own: the working tree may have migrated a state schema to a version the
+# baseline's code refuses as newer.
+BASELINE_STATE = "_baseline"
 NPM_TIMEOUT_S = 600.0
 DBHUB_START_TIMEOUT_S = 60.0
 # The statements file the host's recorder appends to; named through the environment.
@@ -248,11 +252,12 @@ def _database(dsn: str, run: Run, rows: int) -> Iterator[None]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             for kind in STATE_KINDS:
-                conn.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                        ident(run.state_schema(kind))
+                for suffix in ("", BASELINE_STATE):
+                    conn.execute(
+                        sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                            ident(run.state_schema(kind + suffix))
+                        )
                     )
-                )
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident(run.schema)))
             for role in (run.esra_role, run.dbhub_role, run.state_role):
                 # Pools may still be closing: end their sessions, then drop the role (and
@@ -347,7 +352,14 @@ key_prefix = "{run.redis_prefix}"
 
 
 def _esra_settings(
-    directory: Path, dsn: str, run: Run, issuer: BenchIssuer, *, workers: int, redis_url: str
+    directory: Path,
+    dsn: str,
+    run: Run,
+    issuer: BenchIssuer,
+    *,
+    workers: int,
+    redis_url: str,
+    state_suffix: str = "",
 ) -> Path:
     (directory / "tenant.json").write_text(json.dumps(dump_snapshot(_snapshot(dsn, run))))
     (directory / "jwks.json").write_text(json.dumps(issuer.jwks()))
@@ -360,7 +372,7 @@ def _esra_settings(
     user, database = run.state_role, parts.path.lstrip("/")
     # The password is a reference, never in the file (trust authentication ignores it).
     state = f"postgresql://{user}:${{secret:env:{STATE_PASSWORD_ENV}}}@{host}:{port}/{database}"
-    settings = directory / "esra.toml"
+    settings = directory / f"esra{state_suffix}.toml"
     settings.write_text(
         f"""
 [[issuers]]
@@ -379,9 +391,9 @@ pool_size = {max(1, POOL_SIZE // workers)}
 
 [state]
 database = "{state}"
-config_schema = "{run.state_schema("config")}"
-secrets_schema = "{run.state_schema("secrets")}"
-audit_schema = "{run.state_schema("audit")}"
+config_schema = "{run.state_schema("config" + state_suffix)}"
+secrets_schema = "{run.state_schema("secrets" + state_suffix)}"
+audit_schema = "{run.state_schema("audit" + state_suffix)}"
 
 [secrets]
 keyring_file = "kek.json"
@@ -401,6 +413,8 @@ class OneHost:
     work: Path
     settings: Path
     token: str
+    # The same host for a ``--baseline`` revision, its state in schemas of its own.
+    baseline_settings: Path
 
 
 @contextlib.contextmanager
@@ -414,7 +428,16 @@ def one_esra_host(dsn: str, rows: int, *, prefix: str) -> Iterator[OneHost]:
         issuer = BenchIssuer()
         token = issuer.token(TENANT, subject="bench", client=CLIENT_APP)
         settings = _esra_settings(work, dsn, run, issuer, workers=1, redis_url=DEFAULT_REDIS)
-        yield OneHost(work, settings, token)
+        baseline = _esra_settings(
+            work,
+            dsn,
+            run,
+            issuer,
+            workers=1,
+            redis_url=DEFAULT_REDIS,
+            state_suffix=BASELINE_STATE,
+        )
+        yield OneHost(work, settings, token, baseline)
 
 
 def _dbhub_settings(directory: Path, dsn: str, run: Run) -> Path:

@@ -106,9 +106,8 @@ def main() -> int:
             tree = stack.enter_context(exported(args.baseline)) if name != names[0] else None
             environment = {**serving_environment(tree), STATE_PASSWORD_ENV: "unused-by-trust-auth"}
             log = setup.work / f"esra-{len(hosts)}.log"
-            hosts[name] = stack.enter_context(
-                serve_host(name, setup.settings, log, env=environment)
-            )
+            settings = setup.settings if tree is None else setup.baseline_settings
+            hosts[name] = stack.enter_context(serve_host(name, settings, log, env=environment))
         calls = {name: _esra_call(host, setup.token, _question()) for name, host in hosts.items()}
         for name, host in hosts.items():
             _client_process(

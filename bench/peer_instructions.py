@@ -75,7 +75,7 @@ def _count(setup: OneHost, *, calls: int, stand_in: str | None, tree: Path | Non
     launcher.append(f"--callgrind-out-file={out}.%p")
     with serve_host(
         f"ESRA ({name})",
-        setup.settings,
+        setup.settings if tree is None else setup.baseline_settings,
         setup.work / f"esra-{name}.log",
         env={**serving_environment(tree), STATE_PASSWORD_ENV: "unused-by-trust-auth"},
         preamble=preamble,
