@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from esra.core._docstore.lifecycle import (
+    INITIALISATION_LEASE,
     StoreInitialisationError,
     StoreLifecycle,
     StoreNotReadyError,
@@ -134,3 +135,29 @@ async def test_without_a_shared_table_each_process_keeps_its_own() -> None:
     await first.enable(MANAGER)
     with pytest.raises(StoreNotReadyError):
         await second.initialise(MANAGER)
+
+
+async def test_an_initialisation_left_without_an_outcome_shows_as_interrupted() -> None:
+    """Initializing recorded by a process that died is believed for the lease only; then
+    every process shows the store Failed, "interrupted", with the way out."""
+    shared = InMemoryStoreStateTable()
+    audit = InMemoryAuditSink()
+    clock = FakeClock()
+    gate = asyncio.Event()
+
+    async def never_ends() -> None:
+        await gate.wait()
+
+    died = StoreLifecycle(TENANT, never_ends, audit=audit, clock=clock, shared=shared)
+    await died.enable(MANAGER)
+    await died.initialise(MANAGER)
+    other = StoreLifecycle(TENANT, never_ends, audit=audit, clock=clock, shared=shared)
+    assert (await other.state(READER)).status is StoreStatus.INITIALIZING
+    clock.advance(INITIALISATION_LEASE.total_seconds() + 1)
+    shown = await other.state(READER)
+    assert shown.status is StoreStatus.FAILED
+    assert shown.failure == "interrupted"
+    assert shown.remedy is not None
+    assert "initialise the store again" in shown.remedy
+    gate.set()
+    await died.wait()

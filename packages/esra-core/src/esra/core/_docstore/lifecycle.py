@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -37,6 +37,7 @@ from esra.core.codes import AuditEvent
 from esra.core.ports import AuditSink, Clock
 
 __all__ = [
+    "INITIALISATION_LEASE",
     "StoreInitialisationError",
     "StoreInitialiser",
     "StoreLifecycle",
@@ -81,6 +82,16 @@ class StoreNotReadyError(Exception):
 StoreInitialiser = Callable[[], Awaitable[None]]
 
 _UNEXPECTED_REMEDY = "Check the host's log for the cause, then initialise the store again."
+# How long another process's recorded Initializing is believed. Past it, that process most
+# likely died mid-way (a kill, a crash), and the store shows Failed, "interrupted", with the
+# way out, instead of Initializing for ever; generous, since DDL against a cold database may
+# take minutes, and a store that does finish turns Ready from its schema all the same.
+INITIALISATION_LEASE = timedelta(minutes=30)
+_INTERRUPTED = "interrupted"
+_INTERRUPTED_REMEDY = (
+    "The initialisation stopped without an outcome (its host ended mid-way): initialise the "
+    "store again."
+)
 
 
 @attrs.frozen
@@ -244,8 +255,19 @@ class StoreLifecycle:
         recorded = await self._shared.read_store_state(self._tenant_id)
         # Ready is the schema's to say (``refresh``), never a record's: a store whose schema
         # is gone is not Ready whatever was once written.
-        if recorded is not None and recorded.status is not StoreStatus.READY:
-            self._state = recorded
+        if recorded is None or recorded.status is StoreStatus.READY:
+            return
+        if (
+            recorded.status is StoreStatus.INITIALIZING
+            and self._clock.now() - recorded.changed_at > INITIALISATION_LEASE
+        ):
+            recorded = StoreState(
+                status=StoreStatus.FAILED,
+                changed_at=recorded.changed_at,
+                failure=_INTERRUPTED,
+                remedy=_INTERRUPTED_REMEDY,
+            )
+        self._state = recorded
 
     async def _set(
         self, status: StoreStatus, *, failure: str | None = None, remedy: str | None = None
