@@ -15,6 +15,7 @@ admin API, without a restart.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from pathlib import Path
@@ -101,7 +102,7 @@ async def test_a_store_ingested_beside_a_running_host_is_searched_without_a_rest
         deadline = time.monotonic() + DEADLINE_S
         after = await _answer(host, caller)
         while STORE_NAME not in _sources(after) and time.monotonic() < deadline:
-            time.sleep(0.5)
+            await asyncio.sleep(0.5)
             after = await _answer(host, caller)
         assert STORE_NAME in _sources(after), after
         assert after["status"] == "complete", after["warnings"]
