@@ -23,13 +23,14 @@ _DIALECT = psycopg_dialect.dialect(paramstyle="pyformat")  # type: ignore[no-unt
 _Q = "phraseto_tsquery(CAST(%(qcfg)s AS REGCONFIG), %({})s)"
 
 
-def _idf_rank(*names: str) -> str:
-    """The expected score: each term's BM25 idf times its own ts_rank, summed; the collection
-    is never smaller than a term's matches (a kept row count may lag behind them)."""
+def _bm25(*names: str) -> str:
+    """The expected score: per term, the statement's weight (idf × (k1 + 1)) over one plus
+    the row's length saturation times the reciprocal of the term's occurrences, 0 where it
+    does not occur (the parts are the statistics row's and the ranks', in the from-clause;
+    their values are checked against BM25 on the server in test_bm25)."""
     return " + ".join(
-        f"ln(1.0 + ((greatest(esra_stats.n, esra_stats.df_{n}) - esra_stats.df_{n}) + 0.5) / "
-        f"CAST((esra_stats.df_{n} + 0.5) AS FLOAT)) * "
-        f"ts_rank(CAST('{{1,1,1,1}}' AS float4[]), b.\"Doc Fts\", {_Q.format(n)}, 1)"
+        f"coalesce(esra_stats.w_{n} / CAST((1.0 + esra_ranks.saturation * "
+        f"esra_ranks.inverse_tf_{n}) AS FLOAT), 0.0)"
         for n in names
     )
 
@@ -47,18 +48,16 @@ def _render(shape: TermShape) -> str:
         (TermShape(), " | 0.0"),
         (
             TermShape(optional=2),
-            f'b."Doc Fts" @@ ({_Q.format("to0")} || {_Q.format("to1")}) | '
-            + _idf_rank("to0", "to1"),
+            f'b."Doc Fts" @@ ({_Q.format("to0")} || {_Q.format("to1")}) | ' + _bm25("to0", "to1"),
         ),
         (
             TermShape(required=1, phrases=1),
-            f'b."Doc Fts" @@ ({_Q.format("tr0")} && {_Q.format("tp0")}) | '
-            + _idf_rank("tr0", "tp0"),
+            f'b."Doc Fts" @@ ({_Q.format("tr0")} && {_Q.format("tp0")}) | ' + _bm25("tr0", "tp0"),
         ),
         (
             TermShape(required=1, optional=1, excluded=1),
             f'b."Doc Fts" @@ ({_Q.format("tr0")} && (!! {_Q.format("tx0")})) | '
-            + _idf_rank("tr0", "to0"),
+            + _bm25("tr0", "to0"),
         ),
         (
             TermShape(excluded=2),
@@ -75,9 +74,9 @@ def test_no_operator_parsing_function_is_ever_used() -> None:
     """to_tsquery and websearch_to_tsquery (user-controlled operators) never appear."""
     text = _render(TermShape(required=3, optional=3, excluded=3, phrases=3))
     assert not re.search(r"(?<!phrase)(?<!plain)to_tsquery|websearch", text)
-    # The match: 3 required && 3 phrases && !!(3 excluded); the rank: required, phrases,
-    # optional (the statistics' counts are in the from-clause, not rendered here).
-    assert text.count("CAST(%(qcfg)s AS REGCONFIG)") == 9 + 9
+    # The match: 3 required && 3 phrases && !!(3 excluded). The rank's tsqueries are made
+    # once, in the statistics row of the from-clause, which is not rendered here.
+    assert text.count("CAST(%(qcfg)s AS REGCONFIG)") == 9
 
 
 def test_bind_values_carry_the_config_and_every_term() -> None:

@@ -10,18 +10,11 @@ name is bound too. The operators combining those queries come from this module a
   least one must match;
 - excluded terms are removed with ``!!`` (``vector @@ (positive && !!(x0 || x1))``, one
   indexable match); with excluded terms only, ``NOT (vector @@ (x0 || x1))``;
-- the score weighs each term by its rarity: ``Σ idf(t) × ts_rank(vector, t, 1)`` (every
-  occurrence weighted 1, title or body, as FTS5's ``bm25()`` does by default) over the
-  required terms, phrases and optional terms, with BM25's ``idf(t) = ln(1 + (N − df + 0.5) /
-  (df + 0.5))``. ``ts_rank`` alone knows nothing of the collection, so a common word
-  occurring often outranked a rare one occurring once; every other engine ESRA serves (FTS5's
-  ``bm25()``, InnoDB's relevance, SQL Server's and Oracle's ranks) already weighs terms by
-  rarity. ``N`` is the row count PostgreSQL keeps for the relation (``pg_class.reltuples``,
-  counted only when it has none) and each ``df`` an indexed ``@@`` count, in the same
-  statement (an uncorrelated one-row derived table, fenced with ``OFFSET 0`` so that
-  PostgreSQL evaluates it once instead of once per reference). Like those engines'
-  statistics they are global, not per caller: they only order the rows a caller may see,
-  and are never returned.
+- the score is BM25 over the required terms, phrases and optional terms, computed in the
+  statement from ``ts_rank``, the vector's length and counts PostgreSQL makes in the same
+  statement (``esra.postgres._bm25``), as every other engine ESRA serves ranks by BM25 or
+  something close to it (FTS5's ``bm25()``, InnoDB's relevance, SQL Server's and Oracle's
+  ranks).
 
 Why ``phraseto_tsquery`` for terms as well as phrases: a term is matched as the sequence of
 its own tokens — ``alpha AND beta`` finds that text, not every row holding the three words —
@@ -44,6 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY, TSVECTOR
 from sqlalchemy.sql.expression import ColumnElement
 
+from esra.postgres._bm25 import bm25_score
 from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
 
 __all__ = ["CONFIG_BIND", "DEFAULT_TEXT_SEARCH_CONFIG", "TsvectorFullText", "term_bind_names"]
@@ -105,7 +99,7 @@ class TsvectorFullText:
         return self._config
 
     def clause(self, target: TextTarget, shape: TermShape) -> FullTextClause:
-        """Match the text-index column against the bound tsqueries; score with ``ts_rank``."""
+        """Match the text-index column against the bound tsqueries; score with BM25."""
         base: Any = target.base
         no_score = sa.literal_column("0.0", sa.Float)
         if not shape.positive and not shape.excluded:
@@ -125,10 +119,8 @@ class TsvectorFullText:
             match = _grouped(match).op("&&", return_type=TSQUERY)(_negate(excluded))
         predicate = vector.op("@@", is_comparison=True)(_grouped(match))
         scored = (*names["required"], *names["phrases"], *names["optional"])
-        statistics = _statistics(target, scored)
-        score = _weighted_rank(vector, statistics, scored)
-        from_clause = base.join(statistics, sa.true())
-        return FullTextClause(from_clause=from_clause, predicate=predicate, score=score)
+        bm25 = bm25_score(target, _tsquery, scored)
+        return FullTextClause(from_clause=bm25.joined(base), predicate=predicate, score=bm25.score)
 
     def bind_values(self, terms: SearchTerms) -> dict[str, object]:
         """Return the configuration and every term's value under its bind name."""
@@ -139,99 +131,6 @@ class TsvectorFullText:
         for kind in ("required", "optional", "phrases", "excluded"):
             values.update(zip(names[kind], getattr(terms, kind), strict=True))
         return values
-
-
-_STATISTICS_ALIAS = "esra_stats"
-# Constants as SQL text, not bind parameters: the statement's binds are the terms only.
-_ONE = sa.literal_column("1.0", sa.Float)
-_HALF = sa.literal_column("0.5", sa.Float)
-_ZERO = sa.literal_column("0", sa.Float)
-# Every occurrence counts the same, title or body, as in FTS5's bm25() and in BM25 over the
-# whole record. ts_rank's default weights make one title word worth 2.5 body words, so a
-# record that is only a title outranked the abstracts that discuss its subject.
-_EVEN_WEIGHTS: ColumnElement[Any] = sa.literal_column("CAST('{1,1,1,1}' AS float4[])")
-_DOCUMENTS = "n"
-
-
-def _statistics(target: TextTarget, names: Sequence[str]) -> Any:
-    """One row: the relation's row count ``n`` and, per bound term, how many rows match it."""
-    relation: Any = target.base.element  # type: ignore[attr-defined]
-    column = target.text_index or ""
-
-    def rows(label: str) -> Any:
-        # A fresh alias per count, so each is its own uncorrelated scalar subquery.
-        return sa.table(relation.name, sa.column(column), schema=relation.schema).alias(label)
-
-    def count(label: str, name: str) -> ColumnElement[Any]:
-        matching = rows(f"esra_{label}")
-        vector = sa.column(column, TSVECTOR, _selectable=matching)
-        counted = sa.select(sa.func.count()).select_from(matching)
-        counted = counted.where(vector.op("@@", is_comparison=True)(_tsquery(name)))
-        return sa.cast(counted.scalar_subquery(), sa.Float).label(label)
-
-    counted_size = sa.select(sa.func.count()).select_from(rows(f"esra_{_DOCUMENTS}"))
-    size = sa.func.coalesce(
-        _planner_row_count(relation), sa.cast(counted_size.scalar_subquery(), sa.Float)
-    )
-    columns = [size.label(_DOCUMENTS), *(count(f"df_{name}", name) for name in names)]
-    # OFFSET 0 keeps the planner from pulling the derived table up into the outer query:
-    # pulled up, every reference to ``n`` or a ``df`` became a scalar subquery of its own, so
-    # the relation was counted once per scored term (three times for three terms, 9 ms each
-    # on 100,000 rows). Fenced, each count runs exactly once per statement.
-    fenced = sa.select(*columns).offset(sa.literal_column("0"))
-    return fenced.subquery(_STATISTICS_ALIAS)
-
-
-def _planner_row_count(relation: Any) -> ColumnElement[Any]:
-    """The relation's row count as PostgreSQL keeps it (``pg_class.reltuples``), or NULL.
-
-    Counting the relation is a scan of every row on every search (9 ms per 100,000 rows, most
-    of a search's cost, growing with the table), while ``N`` only enters the idf through
-    ``ln``: BM25's idf is about ``ln(N + 1) - ln(df + 0.5)``, so a relative error ε in ``N``
-    moves every term's idf by the same ε and barely reorders anything. The engines ESRA
-    serves rank with such maintained statistics too (FTS5's, InnoDB's, SQL Server's). VACUUM
-    and ANALYZE (and so autovacuum) keep ``reltuples``; it is exact for a table ANALYZE reads
-    whole (under 30,000 rows at the default statistics target). It is -1 for a table never
-    vacuumed or analysed and has no meaning for a view: NULL then, and the caller counts.
-    It counts every row, also those a row-level security policy hides from the role, as the
-    other engines' statistics do; the ``df`` counts are the role's own.
-    """
-    quoted = ".".join(
-        '"' + str(part).replace('"', '""') + '"'
-        for part in (relation.schema, relation.name)
-        if part is not None
-    )
-    # A string literal of configuration (quotes doubled), so the binds stay the terms only.
-    literal: ColumnElement[str] = sa.literal_column("'" + quoted.replace("'", "''") + "'")
-    pg_class = sa.table("pg_class", sa.column("oid"), sa.column("reltuples"), schema="pg_catalog")
-    positive = sa.func.nullif(sa.func.greatest(pg_class.c.reltuples, _ZERO), _ZERO)
-    estimate = sa.select(sa.cast(positive, sa.Float)).where(
-        pg_class.c.oid == sa.func.to_regclass(literal)
-    )
-    return estimate.scalar_subquery()
-
-
-def _weighted_rank(
-    vector: ColumnElement[Any], statistics: Any, names: Sequence[str]
-) -> ColumnElement[Any]:
-    score: ColumnElement[Any] | None = None
-    for name in names:
-        df = statistics.c[f"df_{name}"]
-        # A kept row count may lag a growing table behind a term's exact count; never fewer
-        # documents than match, or the idf's logarithm would be of a negative number.
-        documents = sa.func.greatest(statistics.c[_DOCUMENTS], df, type_=sa.Float)
-        idf = sa.func.ln(_ONE + (documents - df + _HALF) / (df + _HALF), type_=sa.Float)
-        rank = sa.func.ts_rank(
-            _EVEN_WEIGHTS,
-            vector,
-            _tsquery(name),
-            sa.literal_column("1", sa.Integer),
-            type_=sa.Float,
-        )
-        term = idf * rank
-        score = term if score is None else score + term
-    assert score is not None  # called with at least one positive term
-    return score
 
 
 def _negate(query: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -1,0 +1,159 @@
+"""Tests for esra.postgres._bm25: a search's score is BM25 of the rows, on the real server.
+
+The expected scores are computed here, in Python, from the rows' text: the same formula,
+occurrences counted in the text and read back as the statement reads them, each row's length
+the number of its distinct words (the server's ``length(tsvector)``).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+
+import pytest
+
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, Strategy
+from tests.postgres.conftest import admin, make_provider, seed_table
+
+pytestmark = [pytest.mark.postgres, pytest.mark.integration]
+
+_ZETA_2 = math.pi**2 / 6
+_K1, _B = 1.2, 0.75
+
+_MAPPING = Mapping(
+    id="bm25",
+    tenant_id="t-contract",
+    source_id="s",
+    business_name="Ranked",
+    description="",
+    relation="bm25_docs",
+    record_key="doc_key",
+    title_field="body",
+    content_fields=(),
+    fields=(FieldSpec("body", "body", is_searchable=True, is_returnable=True),),
+    text_index="bm25_fts",
+)
+# Made-up words the "simple" configuration keeps as they are: one lexeme per word.
+_FILLER = "brum clet drav fusk grop hent jilv kump lurt marn"
+_BODIES = {
+    "d0": "zorb quil vemt",
+    "d1": "zorb zorb zorb plen krat",
+    "d2": "quil vemt vemt plen krat dask frol",
+    "d3": f"zorb quil {_FILLER}",
+    "d4": "vemt",
+    "d5": "dask frol",
+    "d6": f"quil {_FILLER} zorb zorb zorb zorb zorb zorb zorb zorb",
+}
+
+
+def _query(*, optional: Sequence[str] = (), phrases: Sequence[str] = ()) -> ValidatedQuery:
+    return _issue(
+        query_id="s#1",
+        source_id="s",
+        mapping=_MAPPING,
+        strategy=Strategy.KEYWORD,
+        required_terms=(),
+        optional_terms=tuple(optional),
+        excluded_terms=(),
+        phrases=tuple(phrases),
+        filters=(),
+        record_filters=(),
+        projection=(ProjectedField("body", "body"),),
+        freshness=None,
+        row_limit=50,
+    )
+
+
+def _float4(value: float) -> float:
+    """``value`` rounded to PostgreSQL's ``real``, which ``ts_rank`` returns."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+def _read_back(occurrences: int) -> float:
+    """The occurrences the statement reads back from ``ts_rank`` of one lexeme."""
+    rank = _float4(sum(1 / j**2 for j in range(1, occurrences + 1)) / _ZETA_2)
+    return rank / (_ZETA_2 * (1 - rank)) if occurrences else 0.0
+
+
+def _occurrences(body: str, term: str) -> int:
+    words, wanted = body.split(), term.split()
+    return sum(words[i : i + len(wanted)] == wanted for i in range(len(words)))
+
+
+def _expected_scores(optional: Sequence[str], phrases: Sequence[str]) -> dict[str, float]:
+    """BM25 of every row the query matches: each phrase (required) and, without phrases, a
+    term; every term and phrase scored, a phrase as one occurrence."""
+    lengths = {key: len(set(body.split())) for key, body in _BODIES.items()}
+    terms = [*phrases, *optional]  # required and phrases are scored before optional terms
+    matching = {t: [k for k, body in _BODIES.items() if _occurrences(body, t)] for t in terms}
+    average = sum(lengths[k] for t in terms for k in matching[t]) / sum(map(len, matching.values()))
+    scores: dict[str, float] = {}
+    for key, body in _BODIES.items():
+        if not all(key in matching[p] for p in phrases):
+            continue
+        if not any(key in matching[t] for t in terms):
+            continue
+        score = 0.0
+        for term in terms:
+            df = len(matching[term])
+            idf = math.log(1 + (len(_BODIES) - df + 0.5) / (df + 0.5))
+            count = _occurrences(body, term)
+            tf = _read_back(count) if " " not in term else float(count > 0)
+            saturation = _K1 * (1 - _B + _B * lengths[key] / average)
+            score += idf * tf * (_K1 + 1) / (tf + saturation)
+        scores[key] = score
+    return scores
+
+
+@pytest.fixture
+def ranked(pg_dsn: str, pg_schema: str) -> str:
+    rows = [{"doc_key": key, "body": body} for key, body in _BODIES.items()]
+    columns = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT))
+    seed_table(pg_dsn, pg_schema, _MAPPING, columns, rows)
+    return pg_schema
+
+
+def test_occurrences_are_read_back_from_ts_rank(pg_dsn: str) -> None:
+    """The server's ts_rank of one lexeme, every weight 1, no normalisation, is H(tf)/ζ(2),
+    from which r / (ζ(2)(1 − r)) recovers tf to within 0.11, up to the 256 positions a
+    lexeme keeps. Holds the reading the score is built on to the server it runs on."""
+    with admin(pg_dsn) as conn:
+        for occurrences in (*range(1, 41), 100, 255):
+            text = "zorb " * occurrences + _FILLER
+            row = conn.execute(
+                "SELECT ts_rank(CAST('{1,1,1,1}' AS float4[]), to_tsvector('simple', %s),"
+                " plainto_tsquery('simple', 'zorb'), 0)",
+                (text,),
+            ).fetchone()
+            assert row is not None
+            rank = row[0]
+            assert isinstance(rank, float)
+            assert abs(rank / (_ZETA_2 * (1 - rank)) - occurrences) < 0.11, occurrences
+
+
+@pytest.mark.parametrize(
+    ("optional", "phrases"),
+    [
+        (("zorb",), ()),
+        (("zorb", "quil", "vemt"), ()),
+        (("vemt", "plen"), ("zorb quil",)),
+    ],
+)
+async def test_the_score_is_bm25_of_the_rows(
+    pg_dsn: str, ranked: str, optional: tuple[str, ...], phrases: tuple[str, ...]
+) -> None:
+    """Every row's score is BM25 (k1 1.2, b 0.75) with the length pivoted on the average
+    length of the rows each term matches; a phrase counts as one occurrence."""
+    provider = make_provider(pg_dsn, ranked, mappings=(_MAPPING,))
+    try:
+        rows = await provider.execute(_query(optional=optional, phrases=phrases), timeout_s=5)
+    finally:
+        await provider.close()
+    expected = _expected_scores(optional, phrases)
+    assert {row.key for row in rows} == set(expected)
+    for row in rows:
+        assert row.score == pytest.approx(expected[row.key], rel=1e-5), row.key
+    assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
