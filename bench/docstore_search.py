@@ -10,11 +10,11 @@ distribution (word of rank r with probability ∝ 1/r).
 
 Every search is a real ``PostgresProvider.execute`` (pool, one pipelined transaction made
 read-only and given its statement timeout, then the built statement) of a keyword query: two
-optional terms ORed, ranked with ``ts_rank``, the tenant bound by equality and the caller's
-scopes (two of the four) by ``IN``, 10 rows. Query words are drawn uniformly from vocabulary
-ranks 100-20,000: the 100 most frequent words stand for stop words, which the ``english``
-configuration drops from real queries. Printed: p50 and p99 per size (target: p50 ≤ 20 ms at
-1,000,000).
+optional terms ORed, ranked with BM25 in the statement, the tenant bound by equality and the
+caller's scopes (two of the four) by ``IN``, 10 rows. Query words are drawn uniformly from
+vocabulary ranks 100-20,000: the 100 most frequent words stand for stop words, which the
+``english`` configuration drops from real queries. Printed: p50 and p99 per size (target:
+p50 ≤ 20 ms at 1,000,000).
 
 The DSN comes from ``ESRA_TEST_POSTGRES_DSN`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``); an unreachable server is reported and the

@@ -29,8 +29,8 @@ Rankings, per collection and engine, over the same queries:
   (issued directly, as the provider tests do) whose optional terms are every distinct content
   word of the question (lower-cased, stop words and single characters dropped, no cap on the
   count), 100 rows, ranked by the provider as it ranks any ORed terms: FTS5 ``bm25()``
-  (the adapter's default tokenizer), the PostgreSQL provider's ``ts_rank``-based score
-  (``english`` configuration), InnoDB natural-language ``MATCH`` relevance (no stemming,
+  (the adapter's default tokenizer), the PostgreSQL provider's BM25 computed in the
+  statement (``english`` configuration), InnoDB natural-language ``MATCH`` relevance (no stemming,
   words of 3 characters or more).
 - **esra-local**: the whole ``Retriever`` pipeline (selection, planning, validation,
   execution, aggregation, rerank, response) with the offline ``esra.llm.LocalModel()`` and

@@ -19,8 +19,8 @@ A record is identified as ``<mapping>:<key>`` from the record-key field every ma
 Identical records are not required per question: when many records are equally right (135
 U2 tracks, a frame sold in eight sizes with one description) the engines break the tie
 differently, which is no disagreement. Ranks within the top ``TOP_N`` are not compared:
-FTS5's bm25, PostgreSQL's ``ts_rank`` and InnoDB's relevance score differently, and ESRA's
-rerank then mixes those scores with its own lexical evidence.
+FTS5's bm25, PostgreSQL's BM25 in the statement and InnoDB's relevance score differently,
+and ESRA's rerank then mixes those scores with its own lexical evidence.
 """
 
 from __future__ import annotations
