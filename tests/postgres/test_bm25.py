@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
+import attrs
 import pytest
+from psycopg import sql
 
 from esra.core._config.mapping import FieldSpec, FieldType, Mapping
 from esra.core._pipeline.values import ValidatedQuery, _issue
 from esra.core._query import ProjectedField, Strategy
+from esra.sql import BuiltStatement
 from tests.postgres.conftest import admin, make_provider, seed_table
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
@@ -49,11 +53,13 @@ _BODIES = {
 }
 
 
-def _query(*, optional: Sequence[str] = (), phrases: Sequence[str] = ()) -> ValidatedQuery:
+def _query(
+    *, optional: Sequence[str] = (), phrases: Sequence[str] = (), mapping: Mapping = _MAPPING
+) -> ValidatedQuery:
     return _issue(
         query_id="s#1",
         source_id="s",
-        mapping=_MAPPING,
+        mapping=mapping,
         strategy=Strategy.KEYWORD,
         required_terms=(),
         optional_terms=tuple(optional),
@@ -157,3 +163,62 @@ async def test_the_score_is_bm25_of_the_rows(
     for row in rows:
         assert row.score == pytest.approx(expected[row.key], rel=1e-5), row.key
     assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
+
+
+def _view_mapping() -> Mapping:
+    return attrs.evolve(_MAPPING, id="bm25_view", relation="bm25_view")
+
+
+def _counting_scans(dsn: str, schema: str, built: BuiltStatement) -> list[str]:
+    """The scans of the statement's run that read the base table without a text match:
+    counting its rows for ``N`` (the ``df`` counts and the search itself all match ``@@``)."""
+    with admin(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + built.sql, built.params).fetchone()
+    assert row is not None
+    plan = cast("list[dict[str, Any]]", row[0])[0]["Plan"]
+
+    def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    conditions = ("Filter", "Index Cond", "Recheck Cond")
+    return [
+        str(node["Node Type"])
+        for node in nodes(plan)
+        if node.get("Relation Name") == _MAPPING.relation
+        and int(node.get("Actual Loops", 0)) > 0
+        and not any("@@" in str(node.get(key, "")) for key in conditions)
+    ]
+
+
+async def test_a_view_takes_the_count_kept_for_the_table_it_reads(pg_dsn: str, ranked: str) -> None:
+    """A view keeps no row count; counting it scanned everything it reads on every search
+    (the document store's view of 1,000,000 segments: 760 ms). Its N is now the count kept
+    for the largest table it reads: not counted once that table is analysed, and ranked as
+    the table itself ranks."""
+    view = sql.Identifier(ranked, "bm25_view")
+    table = sql.Identifier(ranked, _MAPPING.relation)
+    with admin(pg_dsn) as conn:
+        conn.execute(sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(view, table))
+        # As a table never vacuumed or analysed (CREATE INDEX had counted it).
+        conn.execute(
+            "UPDATE pg_catalog.pg_class SET reltuples = -1 WHERE oid = %s::regclass",
+            (f'"{ranked}"."{_MAPPING.relation}"',),
+        )
+    query = _query(optional=("zorb", "vemt"))
+    through_view = _query(optional=("zorb", "vemt"), mapping=_view_mapping())
+    provider = make_provider(pg_dsn, ranked, mappings=(_MAPPING, _view_mapping()))
+    try:
+        built = provider.builder.build(through_view)
+        assert _counting_scans(pg_dsn, ranked, built)  # nothing kept: counted
+        with admin(pg_dsn) as conn:
+            conn.execute(sql.SQL("ANALYZE {}").format(table))
+        assert _counting_scans(pg_dsn, ranked, built) == []
+        viewed = [(r.key, r.score) for r in await provider.execute(through_view, timeout_s=5)]
+        direct = [(r.key, r.score) for r in await provider.execute(query, timeout_s=5)]
+    finally:
+        await provider.close()
+    assert viewed == direct
+    assert viewed
