@@ -38,7 +38,7 @@ def _query(*, required: str = "solar", **slots: str) -> ValidatedQuery:
 
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
     """All five slots at once, then each slot alone over a spread: identical templates."""
-    assert_every_slot_compiles_to_the_benign_text(uncached_builder(), _query, payloads)
+    assert_every_slot_compiles_to_the_benign_text(uncached_builder, _query, payloads)
 
 
 def test_every_payload_is_escaped_in_the_text_expression(payloads: list[str]) -> None:

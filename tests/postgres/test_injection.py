@@ -35,16 +35,19 @@ def _query(*, required: str = "solar", **slots: str) -> ValidatedQuery:
     return payload_query(required=required, excluded=(required,), **slots)
 
 
-def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
-    """Each payload in the required, optional, phrase, filter and claim slots leaves the
-    uncached PostgreSQL command text byte-identical to the benign query's."""
-    builder = StatementBuilder(
+def _uncached_builder() -> StatementBuilder:
+    return StatementBuilder(
         psycopg_dialect.dialect(paramstyle="pyformat"),  # type: ignore[no-untyped-call]
         TsvectorFullText(),
         cache=CompiledStatementCache(0),
     )
-    benign = assert_every_slot_compiles_to_the_benign_text(builder, _query, payloads)
-    assert b"phraseto_tsquery(CAST(%(qcfg)s AS REGCONFIG)" in benign
+
+
+def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
+    """Each payload in the required, optional, phrase, filter and claim slots leaves the
+    uncached PostgreSQL command text byte-identical to the benign query's."""
+    benign = assert_every_slot_compiles_to_the_benign_text(_uncached_builder, _query, payloads)
+    assert "phraseto_tsquery(CAST(%(qcfg)s AS REGCONFIG)" in benign
 
 
 @pytest.mark.postgres

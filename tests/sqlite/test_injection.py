@@ -46,13 +46,16 @@ def test_payload_file_is_the_documented_one(payloads: list[str]) -> None:
     assert any(any(0xDC80 <= ord(ch) <= 0xDCFF for ch in p) for p in payloads)
 
 
+def _uncached_builder() -> StatementBuilder:
+    return StatementBuilder(
+        sqlite_dialect.dialect(paramstyle="named"), Fts5FullText(), cache=CompiledStatementCache(0)
+    )
+
+
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
     """Each payload in the required, optional, phrase, filter and claim slots leaves the
     uncached command text byte-identical to the benign query's."""
-    builder = StatementBuilder(
-        sqlite_dialect.dialect(paramstyle="named"), Fts5FullText(), cache=CompiledStatementCache(0)
-    )
-    assert_every_slot_compiles_to_the_benign_text(builder, payload_query, payloads)
+    assert_every_slot_compiles_to_the_benign_text(_uncached_builder, payload_query, payloads)
 
 
 async def test_executing_every_payload_is_inert(tmp_path: Path, payloads: list[str]) -> None:

@@ -57,7 +57,7 @@ def _call(query: ValidatedQuery) -> tuple[str, str, dict[str, Any]]:
 
 def test_every_payload_in_every_slot_compiles_to_the_benign_text(payloads: list[str]) -> None:
     """All five slots at once, then each slot alone over a spread: identical templates."""
-    assert_every_slot_compiles_to_the_benign_text(uncached_builder(), _query, payloads)
+    assert_every_slot_compiles_to_the_benign_text(uncached_builder, _query, payloads)
 
 
 def test_every_payload_is_one_bound_value_of_an_identical_call(payloads: list[str]) -> None:
