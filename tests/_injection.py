@@ -8,6 +8,7 @@ query shape (which terms are also excluded) and its own extra checks.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -184,24 +185,37 @@ def assert_value_rows_match_exactly(rows: Iterable[ResultRow], payload: str) -> 
 
 
 async def execute_payloads(
-    provider: SearchProvider, payloads: Iterable[str], *, exclude_optional: bool = False
+    provider: SearchProvider,
+    payloads: Iterable[str],
+    *,
+    exclude_optional: bool = False,
+    concurrency: int = 1,
 ) -> list[tuple[str, str]]:
-    """Run every payload as a term and as filter/claim values, one after the other.
+    """Run every payload as a term and as filter/claim values, ``concurrency`` at a time.
 
     Term payloads run with benign filters: every row returned must be in scope. Value
     payloads run as the category filter and the org claim (see
     ``assert_value_rows_match_exactly``). Returns the ``(code, payload)`` of every failure.
+    Running several at once lets a server on another core work while this process builds the
+    next statement; the first failed assertion cancels the rest.
     """
     failures: list[tuple[str, str]] = []
-    for payload in payloads:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def run(payload: str) -> None:
         as_term = variant_query(optional=payload, exclude_optional=exclude_optional)
         as_value = variant_query(value=payload, claim=payload)
-        try:
-            term_rows = await provider.execute(as_term, timeout_s=10.0)
-            value_rows = await provider.execute(as_value, timeout_s=10.0)
-        except ProviderError as exc:
-            failures.append((exc.code.value, payload))
-            continue
+        async with gate:
+            try:
+                term_rows = await provider.execute(as_term, timeout_s=10.0)
+                value_rows = await provider.execute(as_value, timeout_s=10.0)
+            except ProviderError as exc:
+                failures.append((exc.code.value, payload))
+                return
         assert {r.key for r in term_rows} <= IN_SCOPE, payload
         assert_value_rows_match_exactly(value_rows, payload)
+
+    async with asyncio.TaskGroup() as group:
+        for payload in payloads:
+            group.create_task(run(payload))
     return failures

@@ -64,9 +64,9 @@ async def test_executing_every_payload_is_inert(
     """
     seed_contract(pg_dsn, pg_schema)
     before = table_counts(pg_dsn, pg_schema)
-    provider = make_provider(pg_dsn, pg_schema, pool_size=2)
+    provider = make_provider(pg_dsn, pg_schema, pool_size=4)
     try:
-        failures = await execute_payloads(provider, payloads, exclude_optional=True)
+        failures = await execute_payloads(provider, payloads, exclude_optional=True, concurrency=4)
     finally:
         await provider.close()
     assert failures == []
