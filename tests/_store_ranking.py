@@ -19,7 +19,15 @@ from esra.core._config.mapping import FieldType, Mapping, Operator
 from esra.core._pipeline.values import ValidatedQuery, _issue
 from esra.core._query import ProjectedField, ResolvedFilter, Strategy
 
-__all__ = ["ACME", "ACME_DOCUMENTS", "GLOBEX", "GLOBEX_DOCUMENTS", "KNOWN_CHANNEL", "SCOPE"]
+__all__ = [
+    "ACME",
+    "ACME_DOCUMENTS",
+    "GLOBEX",
+    "GLOBEX_DOCUMENTS",
+    "KNOWN_CHANNEL",
+    "SCOPE",
+    "ranking_query",
+]
 
 ACME, GLOBEX, SCOPE = "acme", "globex", "s1"
 

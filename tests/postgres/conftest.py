@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import psycopg
@@ -21,6 +22,7 @@ from esra.core.ports import SecretStore
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
 from esra.core.testing.contract import CONTRACT_DATASET, ContractDataset
 from esra.postgres import PostgresProvider, text_index_statements
+from esra.sql import BuiltStatement
 from tests._databases import require_dsn, unreachable
 
 DSN_VARIABLE = "ESRA_TEST_POSTGRES_DSN"
@@ -188,3 +190,23 @@ def store_schema(pg_dsn: str) -> Iterator[str]:
     yield name
     with admin(pg_dsn) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def scan_nodes(
+    dsn: str, schema: str, built: BuiltStatement, *, executed: bool = False
+) -> list[dict[str, Any]]:
+    """The scan nodes of ``built``'s plan, subplans included (``executed``: with the loop
+    counts of a real run, EXPLAIN ANALYZE)."""
+    explain = "EXPLAIN (ANALYZE, FORMAT JSON) " if executed else "EXPLAIN (FORMAT JSON) "
+    with admin(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        row = conn.execute(explain + built.sql, built.params).fetchone()
+    assert row is not None
+    document = cast("list[dict[str, Any]]", row[0])
+
+    def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield plan
+        for child in plan.get("Plans", ()):
+            yield from nodes(child)
+
+    return [node for node in nodes(document[0]["Plan"]) if "Alias" in node]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
 
 import attrs
 import pytest
@@ -20,7 +19,7 @@ from esra.core._config.mapping import FieldSpec, FieldType, Mapping
 from esra.core._pipeline.values import ValidatedQuery, _issue
 from esra.core._query import ProjectedField, Strategy
 from esra.sql import BuiltStatement
-from tests.postgres.conftest import admin, make_provider, seed_table
+from tests.postgres.conftest import admin, make_provider, scan_nodes, seed_table
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -172,21 +171,10 @@ def _view_mapping() -> Mapping:
 def _counting_scans(dsn: str, schema: str, built: BuiltStatement) -> list[str]:
     """The scans of the statement's run that read the base table without a text match:
     counting its rows for ``N`` (the ``df`` counts and the search itself all match ``@@``)."""
-    with admin(dsn) as conn:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + built.sql, built.params).fetchone()
-    assert row is not None
-    plan = cast("list[dict[str, Any]]", row[0])[0]["Plan"]
-
-    def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        yield node
-        for child in node.get("Plans", ()):
-            yield from nodes(child)
-
     conditions = ("Filter", "Index Cond", "Recheck Cond")
     return [
         str(node["Node Type"])
-        for node in nodes(plan)
+        for node in scan_nodes(dsn, schema, built, executed=True)
         if node.get("Relation Name") == _MAPPING.relation
         and int(node.get("Actual Loops", 0)) > 0
         and not any("@@" in str(node.get(key, "")) for key in conditions)

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, cast
+from typing import Any
 
 import attrs
 import psycopg
@@ -39,6 +39,7 @@ from tests.postgres.conftest import (
     admin,
     host_port,
     make_provider,
+    scan_nodes,
     seed_contract,
     seed_table,
     table_counts,
@@ -623,26 +624,6 @@ async def test_no_statement_is_ever_prepared_on_the_server(pg_dsn: str, seeded: 
     assert row == (0,)
 
 
-def _scan_nodes(
-    dsn: str, schema: str, built: BuiltStatement, *, executed: bool = False
-) -> list[dict[str, Any]]:
-    """The scan nodes of ``built``'s plan, subplans included (``executed``: with the loop
-    counts of a real run, EXPLAIN ANALYZE)."""
-    explain = "EXPLAIN (ANALYZE, FORMAT JSON) " if executed else "EXPLAIN (FORMAT JSON) "
-    with admin(dsn) as conn:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-        row = conn.execute(explain + built.sql, built.params).fetchone()
-    assert row is not None
-    document = cast("list[dict[str, Any]]", row[0])
-
-    def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        yield plan
-        for child in plan.get("Plans", ()):
-            yield from nodes(child)
-
-    return [node for node in nodes(document[0]["Plan"]) if "Alias" in node]
-
-
 def test_the_collection_statistics_are_counted_once_per_statement(pg_dsn: str, seeded: str) -> None:
     """The idf statistics are one derived row; PostgreSQL pulled it up into the outer query,
     so every reference to ``n`` became a scalar subquery of its own and the whole relation
@@ -650,7 +631,7 @@ def test_the_collection_statistics_are_counted_once_per_statement(pg_dsn: str, s
     provider = make_provider(pg_dsn, seeded)
     terms = ("widget", "solar", "panel")
     built = provider.builder.build(_acme(Strategy.KEYWORD, optional_terms=terms))
-    aliases = [str(node["Alias"]) for node in _scan_nodes(pg_dsn, seeded, built)]
+    aliases = [str(node["Alias"]) for node in scan_nodes(pg_dsn, seeded, built)]
     counts = [alias for alias in aliases if alias.startswith("esra_n")]
     assert counts == ["esra_n"], aliases
     for index in range(len(terms)):
@@ -693,11 +674,11 @@ async def test_the_row_count_postgresql_keeps_replaces_counting_every_row(
         built = provider.builder.build(query)
         _forget_row_count(pg_dsn, seeded)
         counted = [(r.key, r.score) for r in await provider.execute(query, timeout_s=5)]
-        assert _relation_scans(_scan_nodes(pg_dsn, seeded, built, executed=True)) == 1
+        assert _relation_scans(scan_nodes(pg_dsn, seeded, built, executed=True)) == 1
         with admin(pg_dsn) as conn:
             conn.execute(sql.SQL("ANALYZE {}").format(_articles(seeded)))
         kept = [(r.key, r.score) for r in await provider.execute(query, timeout_s=5)]
-        assert _relation_scans(_scan_nodes(pg_dsn, seeded, built, executed=True)) == 0
+        assert _relation_scans(scan_nodes(pg_dsn, seeded, built, executed=True)) == 0
     finally:
         await provider.close()
     assert counted
@@ -742,5 +723,5 @@ async def test_a_hostile_relation_name_is_only_ever_a_name(
     finally:
         await provider.close()
     assert rows
-    assert _relation_scans(_scan_nodes(pg_dsn, pg_schema, built, executed=True)) == 0
+    assert _relation_scans(scan_nodes(pg_dsn, pg_schema, built, executed=True)) == 0
     assert table_counts(pg_dsn, pg_schema) == {relation: len(CONTRACT_ROWS)}
