@@ -15,6 +15,8 @@ PostgreSQL; the cache, the fetch quota and the breakers are shared through a pri
   the other before that host saw a single failure.
 - Two workers index 500 documents uploaded through one host exactly once, while one of them
   is killed with SIGKILL and started again.
+- Ctrl-C stops a worker wherever its start-up waits on the state database: on its first
+  connection, on each pool's, or once it serves.
 - Redis stopped mid-run: fetches are refused with ``ESRA_QUOTA_UNAVAILABLE``, searches are
   still answered (uncached), nothing hangs; Redis back: normal service, no restart.
 """
@@ -54,8 +56,10 @@ from esra.core.config import (
     dump_snapshot,
 )
 from esra.postgres._store_factory import postgres_store_source
+from esra.starlette._cli import EXIT_INTERRUPTED
 from tests._redis import REDIS_SERVER, RedisProcess, free_port
 from tests._serve_process import ServeHost, esra_argv, kill_9, serve_process
+from tests._stalling_proxy import StallingProxy
 from tests.core.factories import make_capability, make_exposure, make_mapping, make_source
 from tests.postgres.conftest import admin, host_port
 from tests.starlette._tokens import AUDIENCE, ISSUER, idp
@@ -541,6 +545,7 @@ async def test_two_workers_index_500_documents_exactly_once_through_a_kill(
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait()
     states = _states(deployment)
     assert len(states) == DOCUMENTS
     assert {state for state, *_ in states} == {"indexed"}
@@ -549,6 +554,58 @@ async def test_two_workers_index_500_documents_exactly_once_through_a_kill(
     assert all(recorded == actual > 0 for _, _, recorded, actual in states)
     assert all(attempts in {1, 2} for _, attempts, _, _ in states)
     assert sum(attempts == 2 for _, attempts, _, _ in states) < DOCUMENTS // 10
+
+
+def _through(dsn: str, port: int) -> str:
+    """``dsn`` with its host and port replaced by 127.0.0.1:``port`` (a proxy's)."""
+    parts = urlsplit(dsn)
+    user = f"{parts.username}@" if parts.username else ""
+    return parts._replace(netloc=f"{user}127.0.0.1:{port}").geturl()
+
+
+def test_ctrl_c_stops_a_worker_wherever_its_start_waits_on_the_state_database(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """SIGINT while ``esra worker`` waits on its n-th connection to the state database, for
+    every n its start-up reaches, then once it serves: it always exits, 130 while starting
+    (no traceback), 0 once serving. A pool interrupted while it connected was left running;
+    asyncio.run's shutdown then cancelled its connect, which the pool took for a failed
+    attempt, and the process never exited (a worker that outlived its SIGINT)."""
+    written = deployment.settings.read_text()
+    assert f'database = "{deployment.pg_dsn}"' in written
+    upstream = host_port(deployment.pg_dsn)
+    interrupted = 0
+    while True:
+        with StallingProxy(upstream, forward=interrupted) as proxy:
+            proxied = _through(deployment.pg_dsn, proxy.port)
+            deployment.settings.write_text(
+                written.replace(f'database = "{deployment.pg_dsn}"', f'database = "{proxied}"')
+            )
+            log = tmp_path / f"worker-{interrupted}.log"
+            process = _worker(deployment, "w-interrupted", log)
+            try:
+                deadline = time.monotonic() + _WAIT_S
+                while not proxy.stalled.is_set() and "serving" not in log.read_text():
+                    assert process.poll() is None, log.read_text()
+                    assert time.monotonic() < deadline, log.read_text()
+                    time.sleep(0.05)
+                stalled = proxy.stalled.is_set()
+                process.send_signal(signal.SIGINT)
+                status = process.wait(timeout=_PROCESS_TIMEOUT_S)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        output = log.read_text(errors="replace")
+        assert "Traceback" not in output, output
+        if not stalled:
+            assert status == 0, output
+            break
+        assert status == EXIT_INTERRUPTED, output
+        interrupted += 1
+    # The first connection checks the schemas; the pools (configuration, secrets, audit)
+    # follow it, and each is one of the places interrupted above.
+    assert interrupted >= 2
 
 
 async def test_redis_stopped_mid_run_refuses_fetches_and_still_answers_searches(

@@ -71,14 +71,18 @@ async def open_pool(
         name=name,
         configure=_utc_session if utc else None,
     )
-    await pool.open(wait=True)
-    if prepare is not None:
-        try:
+    try:
+        await pool.open(wait=True)
+        if prepare is not None:
             async with pool.connection() as conn:
                 await prepare(conn)
-        except BaseException:
-            await pool.close()
-            raise
+    except BaseException:
+        # Failed, or cancelled (a Ctrl-C while the process starts): stop the pool's workers
+        # here. Left running, asyncio.run's shutdown cancels them in the middle of a connect,
+        # the pool takes that for a failed attempt and waits for the next one, and the
+        # process never exits.
+        await pool.close()
+        raise
     return pool
 
 

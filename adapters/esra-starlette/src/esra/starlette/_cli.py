@@ -573,6 +573,11 @@ def _worker(args: argparse.Namespace) -> int:
         # factory refuses; the message names the setting, never a secret.
         sys.stderr.write(f"esra: worker: {exc}\n")
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C before the worker runs (while it connects): nothing was claimed, so the
+        # conventional status and no traceback, as `esra serve` does. Once it runs, the
+        # first SIGINT stops it after the current turn and it exits 0.
+        return EXIT_INTERRUPTED
 
 
 async def _work(
