@@ -7,6 +7,7 @@ SYNTAX_ERROR and are matched literally.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -90,7 +91,11 @@ def test_rendered_statement_per_flavor(flavor: ServerFlavor) -> None:
     bounded = with_timeout(sql, flavor, 1.5)
     assert "BOOLEAN MODE" not in sql
     assert "WITH QUERY EXPANSION" not in sql
-    assert sql.count("IN NATURAL LANGUAGE MODE") == 3  # score, required, phrase
+    # Every MATCH is natural-language: the required term's and the phrase's (the predicate)
+    # and each positive term's own (its BM25 statistics and score).
+    against = re.findall(r"AGAINST \(%\((\w+)\)s( IN NATURAL LANGUAGE MODE)?\)", sql)
+    assert all(mode for _, mode in against)
+    assert {bind for bind, _ in against} == {"tr0", "tp0", "tb0", "tb1", "tb2"}
     assert "LIKE %(tr0l)s ESCAPE '!'" in sql
     assert "NOT (coalesce(b.art_title, '') LIKE %(te0l)s ESCAPE '!'" in sql
     assert sql.endswith("LIMIT %(lim)s")

@@ -15,61 +15,14 @@ import attrs
 import pytest
 from psycopg import sql
 
-from esra.core._config.mapping import FieldSpec, FieldType, Mapping
-from esra.core._pipeline.values import ValidatedQuery, _issue
-from esra.core._query import ProjectedField, Strategy
-from esra.sql import BuiltStatement
+from esra.core._config.mapping import FieldType, Mapping
+from esra.sql import BM25_B, BM25_K1, BuiltStatement
+from tests._bm25_corpus import BODIES, FILLER, MAPPING, ranked_query
 from tests.postgres.conftest import admin, make_provider, scan_nodes, seed_table
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
 _ZETA_2 = math.pi**2 / 6
-_K1, _B = 1.2, 0.75
-
-_MAPPING = Mapping(
-    id="bm25",
-    tenant_id="t-contract",
-    source_id="s",
-    business_name="Ranked",
-    description="",
-    relation="bm25_docs",
-    record_key="doc_key",
-    title_field="body",
-    content_fields=(),
-    fields=(FieldSpec("body", "body", is_searchable=True, is_returnable=True),),
-    text_index="bm25_fts",
-)
-# Made-up words the "simple" configuration keeps as they are: one lexeme per word.
-_FILLER = "brum clet drav fusk grop hent jilv kump lurt marn"
-_BODIES = {
-    "d0": "zorb quil vemt",
-    "d1": "zorb zorb zorb plen krat",
-    "d2": "quil vemt vemt plen krat dask frol",
-    "d3": f"zorb quil {_FILLER}",
-    "d4": "vemt",
-    "d5": "dask frol",
-    "d6": f"quil {_FILLER} zorb zorb zorb zorb zorb zorb zorb zorb",
-}
-
-
-def _query(
-    *, optional: Sequence[str] = (), phrases: Sequence[str] = (), mapping: Mapping = _MAPPING
-) -> ValidatedQuery:
-    return _issue(
-        query_id="s#1",
-        source_id="s",
-        mapping=mapping,
-        strategy=Strategy.KEYWORD,
-        required_terms=(),
-        optional_terms=tuple(optional),
-        excluded_terms=(),
-        phrases=tuple(phrases),
-        filters=(),
-        record_filters=(),
-        projection=(ProjectedField("body", "body"),),
-        freshness=None,
-        row_limit=50,
-    )
 
 
 def _float4(value: float) -> float:
@@ -91,12 +44,12 @@ def _occurrences(body: str, term: str) -> int:
 def _expected_scores(optional: Sequence[str], phrases: Sequence[str]) -> dict[str, float]:
     """BM25 of every row the query matches: each phrase (required) and, without phrases, a
     term; every term and phrase scored, a phrase as one occurrence."""
-    lengths = {key: len(set(body.split())) for key, body in _BODIES.items()}
+    lengths = {key: len(set(body.split())) for key, body in BODIES.items()}
     terms = [*phrases, *optional]  # required and phrases are scored before optional terms
-    matching = {t: [k for k, body in _BODIES.items() if _occurrences(body, t)] for t in terms}
+    matching = {t: [k for k, body in BODIES.items() if _occurrences(body, t)] for t in terms}
     average = sum(lengths[k] for t in terms for k in matching[t]) / sum(map(len, matching.values()))
     scores: dict[str, float] = {}
-    for key, body in _BODIES.items():
+    for key, body in BODIES.items():
         if not all(key in matching[p] for p in phrases):
             continue
         if not any(key in matching[t] for t in terms):
@@ -104,20 +57,20 @@ def _expected_scores(optional: Sequence[str], phrases: Sequence[str]) -> dict[st
         score = 0.0
         for term in terms:
             df = len(matching[term])
-            idf = math.log(1 + (len(_BODIES) - df + 0.5) / (df + 0.5))
+            idf = math.log(1 + (len(BODIES) - df + 0.5) / (df + 0.5))
             count = _occurrences(body, term)
             tf = _read_back(count) if " " not in term else float(count > 0)
-            saturation = _K1 * (1 - _B + _B * lengths[key] / average)
-            score += idf * tf * (_K1 + 1) / (tf + saturation)
+            saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[key] / average)
+            score += idf * tf * (BM25_K1 + 1) / (tf + saturation)
         scores[key] = score
     return scores
 
 
 @pytest.fixture
 def ranked(pg_dsn: str, pg_schema: str) -> str:
-    rows = [{"doc_key": key, "body": body} for key, body in _BODIES.items()]
+    rows = [{"doc_key": key, "body": body} for key, body in BODIES.items()]
     columns = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT))
-    seed_table(pg_dsn, pg_schema, _MAPPING, columns, rows)
+    seed_table(pg_dsn, pg_schema, MAPPING, columns, rows)
     return pg_schema
 
 
@@ -127,7 +80,7 @@ def test_occurrences_are_read_back_from_ts_rank(pg_dsn: str) -> None:
     lexeme keeps. Holds the reading the score is built on to the server it runs on."""
     with admin(pg_dsn) as conn:
         for occurrences in (*range(1, 41), 100, 255):
-            text = "zorb " * occurrences + _FILLER
+            text = "zorb " * occurrences + FILLER
             row = conn.execute(
                 "SELECT ts_rank(CAST('{1,1,1,1}' AS float4[]), to_tsvector('simple', %s),"
                 " plainto_tsquery('simple', 'zorb'), 0)",
@@ -152,9 +105,9 @@ async def test_the_score_is_bm25_of_the_rows(
 ) -> None:
     """Every row's score is BM25 (k1 1.2, b 0.75) with the length pivoted on the average
     length of the rows each term matches; a phrase counts as one occurrence."""
-    provider = make_provider(pg_dsn, ranked, mappings=(_MAPPING,))
+    provider = make_provider(pg_dsn, ranked, mappings=(MAPPING,))
     try:
-        rows = await provider.execute(_query(optional=optional, phrases=phrases), timeout_s=5)
+        rows = await provider.execute(ranked_query(optional=optional, phrases=phrases), timeout_s=5)
     finally:
         await provider.close()
     expected = _expected_scores(optional, phrases)
@@ -165,7 +118,7 @@ async def test_the_score_is_bm25_of_the_rows(
 
 
 def _view_mapping() -> Mapping:
-    return attrs.evolve(_MAPPING, id="bm25_view", relation="bm25_view")
+    return attrs.evolve(MAPPING, id="bm25_view", relation="bm25_view")
 
 
 def _counting_scans(dsn: str, schema: str, built: BuiltStatement) -> list[str]:
@@ -175,7 +128,7 @@ def _counting_scans(dsn: str, schema: str, built: BuiltStatement) -> list[str]:
     return [
         str(node["Node Type"])
         for node in scan_nodes(dsn, schema, built, executed=True)
-        if node.get("Relation Name") == _MAPPING.relation
+        if node.get("Relation Name") == MAPPING.relation
         and int(node.get("Actual Loops", 0)) > 0
         and not any("@@" in str(node.get(key, "")) for key in conditions)
     ]
@@ -187,17 +140,17 @@ async def test_a_view_takes_the_count_kept_for_the_table_it_reads(pg_dsn: str, r
     for the largest table it reads: not counted once that table is analysed, and ranked as
     the table itself ranks."""
     view = sql.Identifier(ranked, "bm25_view")
-    table = sql.Identifier(ranked, _MAPPING.relation)
+    table = sql.Identifier(ranked, MAPPING.relation)
     with admin(pg_dsn) as conn:
         conn.execute(sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(view, table))
         # As a table never vacuumed or analysed (CREATE INDEX had counted it).
         conn.execute(
             "UPDATE pg_catalog.pg_class SET reltuples = -1 WHERE oid = %s::regclass",
-            (f'"{ranked}"."{_MAPPING.relation}"',),
+            (f'"{ranked}"."{MAPPING.relation}"',),
         )
-    query = _query(optional=("zorb", "vemt"))
-    through_view = _query(optional=("zorb", "vemt"), mapping=_view_mapping())
-    provider = make_provider(pg_dsn, ranked, mappings=(_MAPPING, _view_mapping()))
+    query = ranked_query(optional=("zorb", "vemt"))
+    through_view = ranked_query(optional=("zorb", "vemt"), mapping=_view_mapping())
+    provider = make_provider(pg_dsn, ranked, mappings=(MAPPING, _view_mapping()))
     try:
         built = provider.builder.build(through_view)
         assert _counting_scans(pg_dsn, ranked, built)  # nothing kept: counted

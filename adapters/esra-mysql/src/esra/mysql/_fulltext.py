@@ -30,8 +30,9 @@ mapping's searchable columns, in configuration order):
 - **excluded term**: no column may contain it as a substring (``NOT (... LIKE ...)``). This is
   a superset of MATCH's token-level exclusion: anything MATCH would exclude is excluded, and
   so are words containing the term — the conservative direction.
-- **score**: ``MATCH(cols) AGAINST(<every required, optional and phrase term>)``, higher is
-  better; ``0`` for a query without positive terms.
+- **score**: BM25 over every required, optional and phrase term, computed in the statement
+  from each term's own ``MATCH`` relevance (``esra.mysql._bm25``), higher is better; ``0``
+  for a query without positive terms. A term MATCH cannot see adds nothing to it.
 
 Which tokens are indexable is decided per execution from ``TokenRules`` that the provider
 reads from the server at first connect (token sizes and the stopword list in effect).
@@ -40,7 +41,7 @@ reads from the server at first connect (token sizes and the stopword list in eff
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -48,12 +49,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.sql.expression import ColumnElement
 
+from esra.mysql._bm25 import bm25_score
 from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
 
 __all__ = [
+    "ANY_OPTIONAL_BIND",
     "DEFAULT_STOPWORDS",
     "LIKE_ESCAPE",
-    "SCORE_BIND",
     "MatchAgainstFullText",
     "TokenRules",
     "indexable_tokens",
@@ -61,7 +63,9 @@ __all__ = [
     "match_string",
 ]
 
-SCORE_BIND = "q"
+# Every optional term in one natural-language MATCH: the predicate of a query whose terms are
+# all optional (a row must contain at least one).
+ANY_OPTIONAL_BIND = "q"
 LIKE_ESCAPE = "!"
 
 # InnoDB's default stopword list (INFORMATION_SCHEMA.INNODB_FT_DEFAULT_STOPWORD), identical on
@@ -117,6 +121,11 @@ def _names(prefix: str, count: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(count)]
 
 
+def _term_match(columns: Sequence[ColumnElement[Any]], bind: str) -> ColumnElement[Any]:
+    """The natural-language relevance over ``columns`` of the term bound as ``bind``."""
+    return mysql.match(*columns, against=sa.bindparam(bind)).in_natural_language_mode()
+
+
 class MatchAgainstFullText:
     """The MySQL / MariaDB strategy for ``esra.sql.StatementBuilder``.
 
@@ -140,7 +149,7 @@ class MatchAgainstFullText:
         cols = target.searchable
 
         def match(bind: str) -> ColumnElement[Any]:
-            return mysql.match(*cols, against=sa.bindparam(bind)).in_natural_language_mode()
+            return _term_match(cols, bind)
 
         def contains(bind: str) -> ColumnElement[bool]:
             pattern: sa.BindParameter[Any] = sa.bindparam(bind)
@@ -160,22 +169,26 @@ class MatchAgainstFullText:
         if shape.optional and not (shape.required or shape.phrases):
             conditions.append(
                 sa.or_(
-                    match(SCORE_BIND), *(contains(f"{n}l") for n in _names("to", shape.optional))
+                    match(ANY_OPTIONAL_BIND),
+                    *(contains(f"{n}l") for n in _names("to", shape.optional)),
                 )
             )
         conditions.extend(sa.not_(contains(f"{n}l")) for n in _names("te", shape.excluded))
-        score: ColumnElement[Any] = (
-            match(SCORE_BIND) if shape.positive else sa.literal_column("0.0", sa.Float)
-        )
         predicate = sa.and_(*conditions) if conditions else None
-        return FullTextClause(from_clause=base, predicate=predicate, score=score)
+        if not shape.positive:
+            score = sa.literal_column("0.0", sa.Float)
+            return FullTextClause(from_clause=base, predicate=predicate, score=score)
+        bm25 = bm25_score(target, _term_match, _names("tb", shape.positive))
+        return FullTextClause(from_clause=bm25.joined(base), predicate=predicate, score=bm25.score)
 
     def bind_values(self, terms: SearchTerms) -> dict[str, object]:
         """Return every bind value ``clause`` created for ``terms.shape``."""
         values: dict[str, object] = {}
         positive = (*terms.required, *terms.optional, *terms.phrases)
-        if positive:
-            values[SCORE_BIND] = " ".join(match_string(t) for t in positive)
+        if terms.optional and not (terms.required or terms.phrases):
+            values[ANY_OPTIONAL_BIND] = " ".join(match_string(t) for t in terms.optional)
+        for name, term in zip(_names("tb", len(positive)), positive, strict=True):
+            values[name] = match_string(term)
         for prefix, group in (("tr", terms.required), ("tp", terms.phrases)):
             for name, term in zip(_names(prefix, len(group)), group, strict=True):
                 values[name] = match_string(term)

@@ -1,9 +1,9 @@
 """BM25 over a ``tsvector`` column, computed inside the search statement.
 
 PostgreSQL ranks full text with ``ts_rank``, which knows nothing of the collection and
-normalises length by a logarithm; ESRA's other engines rank with BM25 or something close to
-it (FTS5's ``bm25()``, InnoDB's relevance). On the five test collections ``ts_rank`` —
-even weighted by an idf — ranked 0.531 nDCG@10 against BM25's 0.557, most of it on CACM
+normalises length by a logarithm; ESRA's SQLite and MySQL providers rank with BM25 (FTS5's
+``bm25()``; MySQL's read from InnoDB's relevance). On the five test collections ``ts_rank`` — even
+weighted by an idf — ranked 0.531 nDCG@10 against BM25's 0.557, most of it on CACM
 (0.399 against 0.495), whose records range from a title alone to a long abstract. This
 module scores every row with BM25 itself, with the parameters FTS5's ``bm25()`` and the
 ``LocalModel``'s rerank use (``k1`` 1.2, ``b`` 0.75)::
@@ -51,16 +51,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
-from esra.sql import TextTarget
+from esra.sql import BM25_B, BM25_K1, TextTarget, sql_number
 
 __all__ = ["Bm25Score", "bm25_score"]
 
 Tsquery = Callable[[str], ColumnElement[Any]]
 
-# FTS5's bm25() defaults, which the LocalModel's rerank uses too: chosen for every engine
-# alike, not from any collection's score.
-K1 = 1.2
-B = 0.75
 # ζ(2) = π²/6, the limit PostgreSQL's ts_rank divides a term's Σ 1/j² by.
 _ZETA_2 = 1.6449340668
 
@@ -71,14 +67,9 @@ _SLOPE = "length_slope"
 _SATURATION = "saturation"
 
 
-def _constant(value: float) -> ColumnElement[Any]:
-    """A number as SQL text, not a bind parameter: the statement's binds are the terms only."""
-    return sa.literal_column(repr(round(value, 10)), sa.Float)
-
-
-_ZERO = _constant(0.0)
-_HALF = _constant(0.5)
-_ONE = _constant(1.0)
+_ZERO = sql_number(0.0)
+_HALF = sql_number(0.5)
+_ONE = sql_number(1.0)
 # Every occurrence counts the same, title or body, as in FTS5's bm25() and in BM25 over the
 # whole record. ts_rank's default weights make one title word worth 2.5 body words, so a
 # record that is only a title outranked the abstracts that discuss its subject.
@@ -132,7 +123,9 @@ def _ranks(base: Any, vector: ColumnElement[Any], statistics: Any, names: Sequen
     never folds it).
     """
     length = sa.cast(sa.func.length(vector), sa.Float)
-    columns = [(_constant(K1 * (1 - B)) + statistics.c[_SLOPE] * length).label(_SATURATION)]
+    columns = [
+        (sql_number(BM25_K1 * (1 - BM25_B)) + statistics.c[_SLOPE] * length).label(_SATURATION)
+    ]
     for name in names:
         query = statistics.c[f"q_{name}"]
         rank = sa.cast(
@@ -143,7 +136,7 @@ def _ranks(base: Any, vector: ColumnElement[Any], statistics: Any, names: Sequen
         inverse_tf = sa.case(
             (
                 statistics.c[f"single_{name}"],
-                _constant(_ZETA_2) * (_ONE / sa.func.nullif(rank, _ZERO, type_=sa.Float) - _ONE),
+                sql_number(_ZETA_2) * (_ONE / sa.func.nullif(rank, _ZERO, type_=sa.Float) - _ONE),
             ),
             else_=_ONE / sa.func.nullif(sa.func.sign(rank), _ZERO, type_=sa.Float),
         )
@@ -163,8 +156,10 @@ def _statistics(target: TextTarget, tsquery: Tsquery, names: Sequence[str]) -> A
     )
     average = lengths / sa.func.nullif(matched, _ZERO, type_=sa.Float)
     columns = [
-        (_constant(K1 * B) / sa.func.nullif(average, _ZERO, type_=sa.Float)).label(_SLOPE),
-        *((_idf(counts, name) * _constant(K1 + 1)).label(f"w_{name}") for name in names),
+        (sql_number(BM25_K1 * BM25_B) / sa.func.nullif(average, _ZERO, type_=sa.Float)).label(
+            _SLOPE
+        ),
+        *((_idf(counts, name) * sql_number(BM25_K1 + 1)).label(f"w_{name}") for name in names),
         *(tsquery(name).label(f"q_{name}") for name in names),
         *(_one_lexeme(tsquery(name)).label(f"single_{name}") for name in names),
     ]

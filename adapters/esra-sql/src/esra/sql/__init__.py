@@ -22,7 +22,16 @@ from esra.sql._connection import (
     encode_placeholders,
     resolve_connection,
 )
-from esra.sql._fulltext import FullTextClause, FullTextDialect, SearchTerms, TermShape, TextTarget
+from esra.sql._fulltext import (
+    BM25_B,
+    BM25_K1,
+    FullTextClause,
+    FullTextDialect,
+    SearchTerms,
+    TermShape,
+    TextTarget,
+    sql_number,
+)
 from esra.sql._provider import (
     HEALTH_TIMEOUT_S,
     EngineTraits,
@@ -41,6 +50,8 @@ from esra.sql._threads import (
 )
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "HEALTH_TIMEOUT_S",
     "KEY_LABEL",
     "LIMIT_BIND",
@@ -76,6 +87,7 @@ __all__ = [
     "filter_bind_name",
     "predicate_bind_name",
     "resolve_connection",
+    "sql_number",
     "utf8_bindable",
 ]
 

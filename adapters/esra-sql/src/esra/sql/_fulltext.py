@@ -16,15 +16,30 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
+import sqlalchemy as sa
 from sqlalchemy.sql.expression import ColumnElement, FromClause
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "FullTextClause",
     "FullTextDialect",
     "SearchTerms",
     "TermShape",
     "TextTarget",
+    "sql_number",
 ]
+
+# BM25's parameters wherever an engine's statement computes it (PostgreSQL, MySQL/MariaDB):
+# FTS5's bm25() defaults, which the LocalModel's rerank uses too, so every engine ranks with
+# the same saturation and length pivot. Chosen for every engine alike, from no collection.
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def sql_number(value: float) -> ColumnElement[Any]:
+    """``value`` as SQL text, not a bind parameter: a dialect's binds are the terms only."""
+    return sa.literal_column(repr(round(value, 10)), sa.Float)
 
 
 @attrs.frozen

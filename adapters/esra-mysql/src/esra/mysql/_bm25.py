@@ -1,0 +1,165 @@
+"""BM25 from InnoDB's full-text relevance, computed inside the search statement.
+
+InnoDB scores a natural-language ``MATCH`` as ``Σ_w tf(w) × idf(w)²`` with ``idf(w) =
+log10(N / df(w))`` (``N`` the documents of the FULLTEXT index): occurrences count linearly,
+without saturation, and a row's length not at all, so a long record that repeats a word
+outranks the short one about it. On the five test collections that ranked 0.471 nDCG@10
+against BM25's 0.557 (CACM, whose records run from a bare title to a long abstract, 0.359
+against 0.495). This module scores every row with BM25 itself, with the parameters of the
+other engines (``esra.sql.BM25_K1``, ``esra.sql.BM25_B``)::
+
+    score = Σ_t idf(t) × tf × (k1 + 1) / (tf + k1 × (1 − b + b × dl / avgdl))
+    idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))
+
+Each part comes from what InnoDB computes anyway:
+
+- ``tf`` is the term's relevance in the row divided by ``r1``, the smallest relevance it has
+  in any row: one occurrence, ``idf²``. A term of one word, the usual case, is counted
+  exactly; a term of several words sums their relevances, so its count weighs each word by
+  its ``idf²`` relative to the commonest of them.
+- ``N`` is InnoDB's own document count, read back from ``r1 = log10(N / df)²`` as ``df ×
+  10^√r1``: no count of the table, and the ``N`` InnoDB's own idf uses.
+- ``dl`` is the row's length in bytes over the searchable columns, ``avgdl`` the average over
+  the rows each term matches, summed in the pass that counts ``df``. BM25's pivot is the
+  ratio of the two, so any measure proportional to the text's length serves; bytes cost
+  nothing to read where counting characters decodes every row once per term (eight terms
+  over CACM, scoring with lengths alone: 20 ms in characters, 8 in bytes). Text in a script
+  of multi-byte characters counts longer than as many ASCII letters, which matters only
+  between records of different scripts.
+
+Per term, one aggregate over its ``MATCH`` (an indexed search of an alias of its own); all of
+them in one derived row, read once per statement. Then one ``MATCH`` per term and row, and the
+row's length only for the terms it contains. Like InnoDB's own, the statistics are the whole
+relation's: they only order the rows a caller may see and are never returned.
+
+What it costs (``bench/retrieval_quality.py`` and a 100,000-row table in
+``docs/benchmarks.md``): about twice the statement's time where its terms match many rows,
+one more indexed pass per term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import sqlalchemy as sa
+from sqlalchemy.sql.expression import ColumnElement
+
+from esra.sql import BM25_B, BM25_K1, TextTarget, sql_number
+
+__all__ = ["Bm25Score", "bm25_score"]
+
+Match = Callable[[Sequence[ColumnElement[Any]], str], ColumnElement[Any]]
+
+_STATISTICS_ALIAS = "esra_stats"
+
+
+_ZERO = sql_number(0.0)
+_HALF = sql_number(0.5)
+_ONE = sql_number(1.0)
+_TEN = sql_number(10.0)
+
+
+@attrs.frozen
+class Bm25Score:
+    """What a statement needs to score its rows: ``joined(base)`` as its FROM, ``score``."""
+
+    statistics: Any
+    score: ColumnElement[Any]
+
+    def joined(self, base: Any) -> Any:
+        """``base`` joined with the statement's one row of statistics."""
+        return base.join(self.statistics, sa.true())
+
+
+def bm25_score(target: TextTarget, match: Match, names: Sequence[str]) -> Bm25Score:
+    """BM25 of every row of ``target`` for the terms bound as ``names`` (at least one).
+
+    ``match(columns, name)`` is the natural-language ``MATCH`` of the term bound as
+    ``name`` over ``columns``. Per term, ``idf × tf × (k1 + 1) / (tf + K)`` with ``tf =
+    relevance / r1`` and ``K = k1 × (1 − b) + k1 × b × dl / avgdl`` is written ``w × relevance
+    / (relevance + a + c × dl)``: ``w = idf × (k1 + 1)``, ``a = r1 × k1 × (1 − b)`` and ``c =
+    r1 × k1 × b / avgdl`` are the statement's, computed once; the row's length is read only
+    for the terms it contains.
+    """
+    statistics = _statistics(target, match, names)
+    length = _length(target.searchable)
+    score: ColumnElement[Any] | None = None
+    for name in names:
+        relevance = match(target.searchable, name)
+        weight, offset, slope = (statistics.c[f"{part}_{name}"] for part in ("w", "a", "c"))
+        term = sa.case(
+            (relevance > _ZERO, weight * relevance / (relevance + offset + slope * length)),
+            else_=_ZERO,
+        )
+        score = term if score is None else score + term
+    assert score is not None  # called with at least one term
+    return Bm25Score(statistics, score)
+
+
+def _length(columns: Sequence[ColumnElement[Any]]) -> ColumnElement[Any]:
+    """A row's length in bytes over ``columns`` (a NULL column counts as empty)."""
+    lengths = [sa.func.coalesce(sa.func.length(column), _ZERO) for column in columns]
+    return sum(lengths[1:], lengths[0])
+
+
+def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
+    """One row, for the whole statement: per term ``w = idf × (k1 + 1)``, ``a = r1 × k1 × (1 −
+    b)`` and ``c = r1 × k1 × b / avgdl``.
+
+    A term no row contains has ``df`` 0 and no ``r1``: its columns are NULL, and it scores no
+    row, as none contains it.
+    """
+    relation: Any = target.base.element  # type: ignore[attr-defined]
+    column_names = [column.name for column in target.searchable]
+
+    def counted(name: str) -> Any:
+        # A fresh alias per term, so each is its own uncorrelated, indexed search.
+        rows = sa.table(
+            relation.name, *(sa.column(c) for c in column_names), schema=relation.schema
+        ).alias(f"esra_df_{name}")
+        columns = [rows.c[c] for c in column_names]
+        relevance = match(columns, name)
+        # No CASTs: MySQL and MariaDB have no CAST to a floating type before 8.0.17 / 10.4,
+        # and the arithmetic below is in DOUBLE anyway (MATCH's relevance is a float).
+        return (
+            sa.select(
+                sa.func.count().label(f"df_{name}"),
+                sa.func.min(relevance).label(f"r1_{name}"),
+                sa.func.coalesce(sa.func.sum(_length(columns)), _ZERO).label(f"lengths_{name}"),
+            )
+            .select_from(rows)
+            .where(relevance > _ZERO)
+            .subquery(f"esra_term_{name}")
+        )
+
+    per_term = [counted(name) for name in names]
+    joined: Any = per_term[0]
+    for each in per_term[1:]:
+        joined = joined.join(each, sa.true())
+    matched = sum(
+        (t.c[f"df_{n}"] for t, n in zip(per_term[1:], names[1:], strict=True)),
+        per_term[0].c[f"df_{names[0]}"],
+    )
+    lengths = sum(
+        (t.c[f"lengths_{n}"] for t, n in zip(per_term[1:], names[1:], strict=True)),
+        per_term[0].c[f"lengths_{names[0]}"],
+    )
+    average = lengths / sa.func.nullif(matched, _ZERO)
+    length_slope = sql_number(BM25_K1 * BM25_B) / sa.func.nullif(average, _ZERO)
+    columns: list[ColumnElement[Any]] = []
+    for term, name in zip(per_term, names, strict=True):
+        df = term.c[f"df_{name}"]
+        r1 = term.c[f"r1_{name}"]
+        documents = sa.func.greatest(df * sa.func.pow(_TEN, sa.func.sqrt(r1)), df)
+        idf = sa.func.ln(_ONE + (documents - df + _HALF) / (df + _HALF))
+        columns.append((idf * sql_number(BM25_K1 + 1)).label(f"w_{name}"))
+        columns.append((r1 * sql_number(BM25_K1 * (1 - BM25_B))).label(f"a_{name}"))
+        columns.append((r1 * length_slope).label(f"c_{name}"))
+    # LIMIT 1 (of one row) keeps MariaDB and MySQL from merging the derived table into the
+    # outer query: merged, every row computed every term's idf and the average length again
+    # (CACM, eight terms: 40 ms a statement instead of 11). Kept whole, it is one row read
+    # once.
+    fenced = sa.select(*columns).select_from(joined).limit(sa.literal_column("1"))
+    return fenced.subquery(_STATISTICS_ALIAS)

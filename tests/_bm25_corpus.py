@@ -1,0 +1,67 @@
+"""The small corpus the engines' BM25 tests score: rows of made-up words, and their query.
+
+Every word is four letters, no stopword, and left as it is by PostgreSQL's ``simple``
+configuration and InnoDB's parser alike (one lexeme, one token per word), so a test can count
+occurrences and lengths in the text and compute the score the statement should give. The
+rows vary what BM25 weighs: a word's count (``zorb`` once, three and eight times), a row's
+length (the ten ``FILLER`` words), and how many rows hold a word (its idf).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from esra.core._config.mapping import FieldSpec, Mapping
+from esra.core._pipeline.values import ValidatedQuery, _issue
+from esra.core._query import ProjectedField, Strategy
+
+__all__ = ["BODIES", "FILLER", "MAPPING", "ranked_query"]
+
+MAPPING = Mapping(
+    id="bm25",
+    tenant_id="t-contract",
+    source_id="s",
+    business_name="Ranked",
+    description="",
+    relation="bm25_docs",
+    record_key="doc_key",
+    title_field="body",
+    content_fields=(),
+    fields=(FieldSpec("body", "body", is_searchable=True, is_returnable=True),),
+    text_index="bm25_fts",
+)
+FILLER = "brum clet drav fusk grop hent jilv kump lurt marn"
+BODIES = {
+    "d0": "zorb quil vemt",
+    "d1": "zorb zorb zorb plen krat",
+    "d2": "quil vemt vemt plen krat dask frol",
+    "d3": f"zorb quil {FILLER}",
+    "d4": "vemt",
+    "d5": "dask frol",
+    "d6": f"quil {FILLER} zorb zorb zorb zorb zorb zorb zorb zorb",
+}
+
+
+def ranked_query(
+    *,
+    optional: Sequence[str] = (),
+    required: Sequence[str] = (),
+    phrases: Sequence[str] = (),
+    mapping: Mapping = MAPPING,
+) -> ValidatedQuery:
+    """A keyword query over ``mapping`` projecting the body, with these terms."""
+    return _issue(
+        query_id="s#1",
+        source_id="s",
+        mapping=mapping,
+        strategy=Strategy.KEYWORD,
+        required_terms=tuple(required),
+        optional_terms=tuple(optional),
+        excluded_terms=(),
+        phrases=tuple(phrases),
+        filters=(),
+        record_filters=(),
+        projection=(ProjectedField("body", "body"),),
+        freshness=None,
+        row_limit=50,
+    )

@@ -1,0 +1,89 @@
+"""Tests for esra.mysql._bm25: a search's score is BM25 of the rows, on the real server.
+
+The expected scores are computed here, in Python, from the rows' text: the same formula,
+each word's occurrences counted in the text, ``N`` the rows of the table (InnoDB's own count,
+the index built over all of them), each row's length its bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from esra.core._config.mapping import FieldType
+from esra.sql import BM25_B, BM25_K1
+from tests._bm25_corpus import BODIES, MAPPING, ranked_query
+from tests.mysql.conftest import (
+    Server,
+    close_now,
+    create_database,
+    drop_database,
+    run_query,
+    seed_table,
+)
+
+pytestmark = [pytest.mark.mysql, pytest.mark.integration]
+
+
+def _expected_scores(optional: Sequence[str], required: Sequence[str]) -> dict[str, float]:
+    """BM25 of every row the query matches (each required term, else any term); every term
+    scored; the statistics are the whole table's, whatever the query requires."""
+    terms = [*required, *optional]
+    counts = {key: {t: body.split().count(t) for t in terms} for key, body in BODIES.items()}
+    matching = {t: [k for k in BODIES if counts[k][t]] for t in terms}
+    lengths = {key: len(body.encode()) for key, body in BODIES.items()}
+    average = sum(lengths[k] for t in terms for k in matching[t]) / sum(map(len, matching.values()))
+    scores: dict[str, float] = {}
+    for key in BODIES:
+        if not all(counts[key][t] for t in required) or not any(counts[key][t] for t in terms):
+            continue
+        score = 0.0
+        for term in terms:
+            df, tf = len(matching[term]), counts[key][term]
+            idf = math.log(1 + (len(BODIES) - df + 0.5) / (df + 0.5))
+            saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[key] / average)
+            score += idf * tf * (BM25_K1 + 1) / (tf + saturation)
+        scores[key] = score
+    return scores
+
+
+@pytest.fixture(scope="module")
+def ranked(server: Server) -> Iterator[str]:
+    name = create_database(server)
+    rows = [{"doc_key": key, "body": body} for key, body in BODIES.items()]
+    seed_table(server, name, MAPPING, (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT)), rows)
+    yield name
+    drop_database(server, name)
+
+
+@pytest.mark.parametrize(
+    ("optional", "required"),
+    [
+        (("zorb",), ()),
+        (("zorb", "quil", "vemt"), ()),
+        (("vemt", "dask"), ("plen",)),
+        (("zorb", "unseen"), ()),
+    ],
+)
+def test_the_score_is_bm25_of_the_rows(
+    server: Server, ranked: str, optional: tuple[str, ...], required: tuple[str, ...]
+) -> None:
+    """Every row's score is BM25 (k1 1.2, b 0.75) with occurrences read back from InnoDB's
+    relevance, N read back from it too, and the length pivoted on the average length of the
+    rows each term matches; a word no row holds scores nothing. For ``zorb`` InnoDB's own
+    relevance, linear in the count, ranked d6 first (eight in a long row); BM25 saturates
+    the count and pivots on the length, and ranks d1 first (three in a short one)."""
+    provider = server.provider(ranked, mappings=(MAPPING,))
+    try:
+        rows = run_query(provider, ranked_query(optional=optional, required=required))
+    finally:
+        close_now(provider)
+    expected = _expected_scores(optional, required)
+    assert {row.key for row in rows} == set(expected)
+    for row in rows:
+        assert row.score == pytest.approx(expected[row.key], rel=1e-6), row.key
+    assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
+    if optional == ("zorb",):
+        assert rows[0].key == "d1"
