@@ -33,8 +33,8 @@ row's length only for the terms it contains. Like InnoDB's own, the statistics a
 relation's: they only order the rows a caller may see and are never returned.
 
 What it costs (``bench/retrieval_quality.py`` and a 100,000-row table in
-``docs/benchmarks.md``): about twice the statement's time where its terms match many rows,
-one more indexed pass per term.
+``docs/benchmarks.md``): one more indexed pass per term, two to three and a half times the
+statement's time where its terms match tens of thousands of rows.
 """
 
 from __future__ import annotations
@@ -53,8 +53,6 @@ __all__ = ["Bm25Score", "bm25_score"]
 Match = Callable[[Sequence[ColumnElement[Any]], str], ColumnElement[Any]]
 
 _STATISTICS_ALIAS = "esra_stats"
-
-
 _ZERO = sql_number(0.0)
 _HALF = sql_number(0.5)
 _ONE = sql_number(1.0)
@@ -159,7 +157,7 @@ def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
         columns.append((r1 * length_slope).label(f"c_{name}"))
     # LIMIT 1 (of one row) keeps MariaDB and MySQL from merging the derived table into the
     # outer query: merged, every row computed every term's idf and the average length again
-    # (CACM, eight terms: 40 ms a statement instead of 11). Kept whole, it is one row read
+    # (CACM, eight terms: 40 ms a statement instead of 12). Kept whole, it is one row read
     # once.
     fenced = sa.select(*columns).select_from(joined).limit(sa.literal_column("1"))
     return fenced.subquery(_STATISTICS_ALIAS)
