@@ -228,6 +228,9 @@ class Score:
             "warned": self.warned,
             "warnings": dict(sorted(self.warning_codes.items())),
             "queries": len(self.ndcg),
+            # In the collection's query order, so two runs' files can be compared query by
+            # query (bench._ir_collections.paired_randomization_p).
+            "ndcg10_per_query": [round(value, 6) for value in self.ndcg],
         }
 
 
