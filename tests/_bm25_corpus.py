@@ -15,7 +15,12 @@ from esra.core._config.mapping import FieldSpec, Mapping
 from esra.core._pipeline.values import ValidatedQuery, _issue
 from esra.core._query import ProjectedField, Strategy
 
-__all__ = ["BODIES", "FILLER", "MAPPING", "ranked_query"]
+__all__ = ["BODIES", "FILLER", "K1", "MAPPING", "B", "ranked_query"]
+
+# The parameters every engine's BM25 must use (FTS5's bm25() defaults), written here rather
+# than read from esra.sql, so a change to the product's constants fails the score tests.
+K1 = 1.2
+B = 0.75
 
 MAPPING = Mapping(
     id="bm25",

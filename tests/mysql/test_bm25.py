@@ -13,8 +13,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from esra.core._config.mapping import FieldType
-from esra.sql import BM25_B, BM25_K1
-from tests._bm25_corpus import BODIES, MAPPING, ranked_query
+from tests._bm25_corpus import BODIES, K1, MAPPING, B, ranked_query
 from tests.mysql.conftest import (
     Server,
     close_now,
@@ -43,8 +42,8 @@ def _expected_scores(optional: Sequence[str], required: Sequence[str]) -> dict[s
         for term in terms:
             df, tf = len(matching[term]), counts[key][term]
             idf = math.log(1 + (len(BODIES) - df + 0.5) / (df + 0.5))
-            saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[key] / average)
-            score += idf * tf * (BM25_K1 + 1) / (tf + saturation)
+            saturation = K1 * (1 - B + B * lengths[key] / average)
+            score += idf * tf * (K1 + 1) / (tf + saturation)
         scores[key] = score
     return scores
 

@@ -16,8 +16,8 @@ import pytest
 from psycopg import sql
 
 from esra.core._config.mapping import FieldType, Mapping
-from esra.sql import BM25_B, BM25_K1, BuiltStatement
-from tests._bm25_corpus import BODIES, FILLER, MAPPING, ranked_query
+from esra.sql import BuiltStatement
+from tests._bm25_corpus import BODIES, FILLER, K1, MAPPING, B, ranked_query
 from tests.postgres.conftest import admin, make_provider, scan_nodes, seed_table
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
@@ -60,8 +60,8 @@ def _expected_scores(optional: Sequence[str], phrases: Sequence[str]) -> dict[st
             idf = math.log(1 + (len(BODIES) - df + 0.5) / (df + 0.5))
             count = _occurrences(body, term)
             tf = _read_back(count) if " " not in term else float(count > 0)
-            saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[key] / average)
-            score += idf * tf * (BM25_K1 + 1) / (tf + saturation)
+            saturation = K1 * (1 - B + B * lengths[key] / average)
+            score += idf * tf * (K1 + 1) / (tf + saturation)
         scores[key] = score
     return scores
 
