@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from esra.core._config.mapping import FieldSpec, Mapping
 from esra.core._pipeline.values import ValidatedQuery, _issue
 from esra.core._query import ProjectedField, Strategy
+from esra.core._record_predicate import RecordPredicate
 
 __all__ = ["BODIES", "FILLER", "K1", "MAPPING", "B", "ranked_query"]
 
@@ -53,8 +54,10 @@ def ranked_query(
     required: Sequence[str] = (),
     phrases: Sequence[str] = (),
     mapping: Mapping = MAPPING,
+    record_predicate: RecordPredicate | None = None,
 ) -> ValidatedQuery:
-    """A keyword query over ``mapping`` projecting the body, with these terms."""
+    """A keyword query over ``mapping`` projecting the body, with these terms (and, when
+    given, the record predicate a caller's template resolved to)."""
     return _issue(
         query_id="s#1",
         source_id="s",
@@ -66,6 +69,7 @@ def ranked_query(
         phrases=tuple(phrases),
         filters=(),
         record_filters=(),
+        record_predicate=record_predicate,
         projection=(ProjectedField("body", "body"),),
         freshness=None,
         row_limit=50,

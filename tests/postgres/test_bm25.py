@@ -15,7 +15,8 @@ import attrs
 import pytest
 from psycopg import sql
 
-from esra.core._config.mapping import FieldType, Mapping
+from esra.core._config.mapping import FieldType, Mapping, Operator
+from esra.core._record_predicate import PredicateComparison
 from esra.sql import BuiltStatement
 from tests._bm25_corpus import BODIES, FILLER, K1, MAPPING, B, ranked_query
 from tests.postgres.conftest import admin, make_provider, scan_nodes, seed_table
@@ -41,9 +42,11 @@ def _occurrences(body: str, term: str) -> int:
     return sum(words[i : i + len(wanted)] == wanted for i in range(len(words)))
 
 
-def _expected_scores(optional: Sequence[str], phrases: Sequence[str]) -> dict[str, float]:
+def _expected_scores(
+    optional: Sequence[str], phrases: Sequence[str], *, documents: int = len(BODIES)
+) -> dict[str, float]:
     """BM25 of every row the query matches: each phrase (required) and, without phrases, a
-    term; every term and phrase scored, a phrase as one occurrence."""
+    term; every term and phrase scored, a phrase as one occurrence. ``documents`` is ``N``."""
     lengths = {key: len(set(body.split())) for key, body in BODIES.items()}
     terms = [*phrases, *optional]  # required and phrases are scored before optional terms
     matching = {t: [k for k, body in BODIES.items() if _occurrences(body, t)] for t in terms}
@@ -57,7 +60,7 @@ def _expected_scores(optional: Sequence[str], phrases: Sequence[str]) -> dict[st
         score = 0.0
         for term in terms:
             df = len(matching[term])
-            idf = math.log(1 + (len(BODIES) - df + 0.5) / (df + 0.5))
+            idf = math.log(1 + (documents - df + 0.5) / (df + 0.5))
             count = _occurrences(body, term)
             tf = _read_back(count) if " " not in term else float(count > 0)
             saturation = K1 * (1 - B + B * lengths[key] / average)
@@ -115,6 +118,36 @@ async def test_the_score_is_bm25_of_the_rows(
     for row in rows:
         assert row.score == pytest.approx(expected[row.key], rel=1e-5), row.key
     assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
+
+
+# Rows another owner holds, full of the query's words: counted, they would make both words
+# common and shorten the average length the rows are pivoted on.
+_HIDDEN = {f"h{n}": "zorb quil zorb quil krat" for n in range(20)}
+
+
+async def test_rows_the_caller_may_not_see_never_count_in_a_words_statistics(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """``df`` and the average length are counted over the rows the caller's record conditions
+    admit, so the words of rows hidden from it (another tenant's, another scope's) never move
+    its order; ``N`` stays the relation's row count (a volume, no word of any row)."""
+    rows = [
+        *({"doc_key": key, "body": body, "owner": "me"} for key, body in BODIES.items()),
+        *({"doc_key": key, "body": body, "owner": "them"} for key, body in _HIDDEN.items()),
+    ]
+    columns = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT), ("owner", FieldType.TEXT))
+    seed_table(pg_dsn, pg_schema, MAPPING, columns, rows)
+    mine = PredicateComparison("owner", FieldType.TEXT, Operator.EQ, ("me",))
+    query = ranked_query(optional=("zorb", "quil"), record_predicate=mine)
+    provider = make_provider(pg_dsn, pg_schema, mappings=(MAPPING,))
+    try:
+        found = await provider.execute(query, timeout_s=5)
+    finally:
+        await provider.close()
+    expected = _expected_scores(("zorb", "quil"), (), documents=len(BODIES) + len(_HIDDEN))
+    assert {row.key for row in found} == set(expected)
+    for row in found:
+        assert row.score == pytest.approx(expected[row.key], rel=1e-5), row.key
 
 
 def _view_mapping() -> Mapping:

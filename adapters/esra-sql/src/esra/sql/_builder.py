@@ -233,6 +233,7 @@ class StatementBuilder:
             searchable=tuple(base.c[name] for name in _searchable_columns(mapping)),
             text_index=mapping.text_index,
             schema=mapping.schema,
+            visible=lambda columns: _record_conditions(columns, query),
         )
         text = self._fulltext.clause(target, _terms(query).shape)
         key_col = key.label(KEY_LABEL)
@@ -242,8 +243,7 @@ class StatementBuilder:
         if text.predicate is not None:
             conditions.append(text.predicate)
         conditions.extend(_conditions(base.c, "f", query.filters))
-        conditions.extend(_conditions(base.c, "r", query.record_filters))
-        conditions.extend(_predicate_conditions(base.c, query.record_predicate))
+        conditions.extend(_record_conditions(base.c, query))
         order: list[ColumnElement[Any]] = [score_col.desc(), key_col.asc()]
         if query.strategy is Strategy.RECENT and query.freshness is not None:
             order.insert(0, base.c[query.freshness.column].desc())
@@ -270,8 +270,7 @@ class StatementBuilder:
         conditions: list[ColumnElement[bool]] = [key == sa.bindparam(LOOKUP_BIND)]
         # A lookup carries no filters of its own; any it did carry could only narrow it.
         conditions.extend(_conditions(base.c, "f", query.filters))
-        conditions.extend(_conditions(base.c, "r", query.record_filters))
-        conditions.extend(_predicate_conditions(base.c, query.record_predicate))
+        conditions.extend(_record_conditions(base.c, query))
         order = [base.c[column].asc() for column in part]
         return (
             sa.select(key.label(KEY_LABEL), sa.literal(1.0).label(SCORE_LABEL), *projected)
@@ -336,6 +335,14 @@ def _filter_params(prefix: str, filters: Sequence[ResolvedFilter]) -> dict[str, 
         for i, flt in enumerate(filters)
         for j, value in enumerate(flt.values)
     }
+
+
+def _record_conditions(columns: Any, query: ValidatedQuery) -> list[ColumnElement[bool]]:
+    """What the query's record filters and record predicate require of a row of ``columns``."""
+    return [
+        *_conditions(columns, "r", query.record_filters),
+        *_predicate_conditions(columns, query.record_predicate),
+    ]
 
 
 def _predicate_params(predicate: RecordPredicate | None) -> dict[str, object]:

@@ -13,6 +13,7 @@ deliberately separate steps:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -24,6 +25,7 @@ __all__ = [
     "BM25_K1",
     "FullTextClause",
     "FullTextDialect",
+    "RowConditions",
     "SearchTerms",
     "TermShape",
     "TextTarget",
@@ -77,6 +79,14 @@ class SearchTerms:
         )
 
 
+# Conditions over a column collection (``alias.c``) of any alias of the searched relation.
+RowConditions = Callable[[Any], Sequence[ColumnElement[bool]]]
+
+
+def _no_conditions(_columns: Any) -> Sequence[ColumnElement[bool]]:
+    return ()
+
+
 @attrs.frozen(eq=False)
 class TextTarget:
     """The relation being searched, as SQLAlchemy objects built from configuration only.
@@ -90,6 +100,13 @@ class TextTarget:
         text_index: the configured text-index name (an FTS table, a tsvector column, a
             full-text catalog...) or ``None``.
         schema: the configured schema of the relation, if any.
+        visible: the conditions the query's record filters and record predicate put on a
+            row, written over the columns of whatever alias of ``base`` it is given (bound
+            under the same names as in the statement's WHERE): the rows the caller may see.
+            A dialect that counts collection statistics in the statement counts them over
+            these rows only, so rows hidden from the caller — another tenant's, another
+            security scope's — never move the order of the rows it sees. It gives no
+            condition for a query without record conditions.
     """
 
     base: FromClause
@@ -97,6 +114,7 @@ class TextTarget:
     searchable: tuple[ColumnElement[Any], ...]
     text_index: str | None
     schema: str | None
+    visible: RowConditions = _no_conditions
 
 
 @attrs.frozen(eq=False)
