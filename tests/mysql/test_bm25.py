@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from esra.core._config.mapping import FieldType
+from esra.core._config.mapping import FieldType, Operator
+from esra.core._record_predicate import PredicateComparison
 from tests._bm25_corpus import BODIES, K1, MAPPING, B, ranked_query
 from tests.mysql.conftest import (
     Server,
@@ -26,9 +27,12 @@ from tests.mysql.conftest import (
 pytestmark = [pytest.mark.mysql, pytest.mark.integration]
 
 
-def _expected_scores(optional: Sequence[str], required: Sequence[str]) -> dict[str, float]:
+def _expected_scores(
+    optional: Sequence[str], required: Sequence[str], *, documents: int = len(BODIES)
+) -> dict[str, float]:
     """BM25 of every row the query matches (each required term, else any term); every term
-    scored; the statistics are the whole table's, whatever the query requires."""
+    scored; the statistics are of every row the caller may see, whatever the query requires,
+    and ``documents`` is ``N``."""
     terms = [*required, *optional]
     counts = {key: {t: body.split().count(t) for t in terms} for key, body in BODIES.items()}
     matching = {t: [k for k in BODIES if counts[k][t]] for t in terms}
@@ -41,7 +45,7 @@ def _expected_scores(optional: Sequence[str], required: Sequence[str]) -> dict[s
         score = 0.0
         for term in terms:
             df, tf = len(matching[term]), counts[key][term]
-            idf = math.log(1 + (len(BODIES) - df + 0.5) / (df + 0.5))
+            idf = math.log(1 + (documents - df + 0.5) / (df + 0.5))
             saturation = K1 * (1 - B + B * lengths[key] / average)
             score += idf * tf * (K1 + 1) / (tf + saturation)
         scores[key] = score
@@ -86,3 +90,37 @@ def test_the_score_is_bm25_of_the_rows(
     assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
     if optional == ("zorb",):
         assert rows[0].key == "d1"
+
+
+# Rows another owner holds, full of the query's words: counted, they would make both words
+# common and shorten the average length the rows are pivoted on.
+_HIDDEN = {f"h{n}": "zorb quil zorb quil krat" for n in range(20)}
+
+
+def test_rows_the_caller_may_not_see_never_count_in_a_words_statistics(server: Server) -> None:
+    """``df`` and the average length are counted over the rows the caller's record conditions
+    admit, so the words of rows hidden from it (another tenant's, another organisation's)
+    never move its order; ``N`` stays InnoDB's count of the index (a volume, no row's
+    words)."""
+    name = create_database(server)
+    try:
+        rows = [
+            *({"doc_key": key, "body": body, "owner": "me"} for key, body in BODIES.items()),
+            *({"doc_key": key, "body": body, "owner": "them"} for key, body in _HIDDEN.items()),
+        ]
+        columns = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT), ("owner", FieldType.TEXT))
+        seed_table(server, name, MAPPING, columns, rows)
+        mine = PredicateComparison("owner", FieldType.TEXT, Operator.EQ, ("me",))
+        provider = server.provider(name, mappings=(MAPPING,))
+        try:
+            found = run_query(
+                provider, ranked_query(optional=("zorb", "quil"), record_predicate=mine)
+            )
+        finally:
+            close_now(provider)
+    finally:
+        drop_database(server, name)
+    expected = _expected_scores(("zorb", "quil"), (), documents=len(BODIES) + len(_HIDDEN))
+    assert {row.key for row in found} == set(expected)
+    for row in found:
+        assert row.score == pytest.approx(expected[row.key], rel=1e-6), row.key

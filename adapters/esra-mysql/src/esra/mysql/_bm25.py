@@ -18,7 +18,8 @@ Each part comes from what InnoDB computes anyway:
   exactly; a term of several words sums their relevances, so its count weighs each word by
   its ``idf²`` relative to the commonest of them.
 - ``N`` is InnoDB's own document count, read back from ``r1 = log10(N / df)²`` as ``df ×
-  10^√r1``: no count of the table, and the ``N`` InnoDB's own idf uses.
+  10^√r1`` (``df`` here every row the term matches): no count of the table, and the ``N``
+  InnoDB's own idf uses.
 - ``dl`` is the row's length in bytes over the searchable columns, ``avgdl`` the average over
   the rows each term matches, summed in the pass that counts ``df``. BM25's pivot is the
   ratio of the two, so any measure proportional to the text's length serves; bytes cost
@@ -29,8 +30,14 @@ Each part comes from what InnoDB computes anyway:
 
 Per term, one aggregate over its ``MATCH`` (an indexed search of an alias of its own); all of
 them in one derived row, read once per statement. Then one ``MATCH`` per term and row, and the
-row's length only for the terms it contains. Like InnoDB's own, the statistics are the whole
-relation's: they only order the rows a caller may see and are never returned.
+row's length only for the terms it contains.
+
+The ``df`` of the idf and ``avgdl`` are counted in the same pass over the rows the caller may
+see, those its record filters and record-filter template admit (``TextTarget.visible``):
+counted over the whole relation, the words of rows hidden from the caller would reorder the
+rows it sees (``docs/security.md``). ``N`` and ``r1`` stay the index's: ``r1`` is only the
+unit occurrences are read in (it cancels out of every score) and ``N`` a volume, no row's
+words. The statistics only order the rows a caller may see and are never returned.
 
 What it costs (``bench/retrieval_quality.py`` and a 100,000-row table in
 ``docs/benchmarks.md``): one more indexed pass per term, two to three and a half times the
@@ -111,21 +118,35 @@ def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
     """
     relation: Any = target.base.element  # type: ignore[attr-defined]
     column_names = [column.name for column in target.searchable]
+    every_column = [column.name for column in relation.columns]
 
     def counted(name: str) -> Any:
-        # A fresh alias per term, so each is its own uncorrelated, indexed search.
+        # A fresh alias per term, so each is its own uncorrelated, indexed search, with the
+        # columns the caller's record conditions read.
         rows = sa.table(
-            relation.name, *(sa.column(c) for c in column_names), schema=relation.schema
+            relation.name, *(sa.column(c) for c in every_column), schema=relation.schema
         ).alias(f"esra_df_{name}")
         columns = [rows.c[c] for c in column_names]
         relevance = match(columns, name)
+        length = _length(columns)
+        visible = list(target.visible(rows.c))
+        # InnoDB's N and r1 are the index's, hidden rows included: r1 is the unit ``tf`` is
+        # read in and cancels out of every score, and ``N`` is a volume. ``df`` and the
+        # lengths are counted over the rows the caller may see, so hidden rows' words never
+        # move its order (docs/security.md).
+        seen: ColumnElement[Any] = sa.func.count()
+        if visible:
+            admitted = sa.and_(*visible)
+            seen = sa.func.sum(sa.case((admitted, sa.literal_column("1")), else_=_ZERO))
+            length = sa.case((admitted, length), else_=_ZERO)
         # No CASTs: MySQL and MariaDB have no CAST to a floating type before 8.0.17 / 10.4,
         # and the arithmetic below is in DOUBLE anyway (MATCH's relevance is a float).
         return (
             sa.select(
-                sa.func.count().label(f"df_{name}"),
+                sa.func.count().label(f"all_{name}"),
+                sa.func.coalesce(seen, _ZERO).label(f"df_{name}"),
                 sa.func.min(relevance).label(f"r1_{name}"),
-                sa.func.coalesce(sa.func.sum(_length(columns)), _ZERO).label(f"lengths_{name}"),
+                sa.func.coalesce(sa.func.sum(length), _ZERO).label(f"lengths_{name}"),
             )
             .select_from(rows)
             .where(relevance > _ZERO)
@@ -148,9 +169,9 @@ def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
     length_slope = sql_number(BM25_K1 * BM25_B) / sa.func.nullif(average, _ZERO)
     columns: list[ColumnElement[Any]] = []
     for term, name in zip(per_term, names, strict=True):
-        df = term.c[f"df_{name}"]
+        df, every = term.c[f"df_{name}"], term.c[f"all_{name}"]
         r1 = term.c[f"r1_{name}"]
-        documents = sa.func.greatest(df * sa.func.pow(_TEN, sa.func.sqrt(r1)), df)
+        documents = sa.func.greatest(every * sa.func.pow(_TEN, sa.func.sqrt(r1)), every)
         idf = sa.func.ln(_ONE + (documents - df + _HALF) / (df + _HALF))
         columns.append((idf * sql_number(BM25_K1 + 1)).label(f"w_{name}"))
         columns.append((r1 * sql_number(BM25_K1 * (1 - BM25_B))).label(f"a_{name}"))
