@@ -18,6 +18,8 @@ _P = ProviderErrorCode
         ("no such table: main.articles", _P.RELATION_NOT_FOUND),
         ("no such table: articles_fts", _P.TEXT_INDEX_UNAVAILABLE),
         ("no such table: main.articles_fts", _P.TEXT_INDEX_UNAVAILABLE),
+        # An FTS5 table made with columnsize=0 has no _docsize to count its rows in.
+        ("no such table: articles_fts_docsize", _P.TEXT_INDEX_UNAVAILABLE),
         ("no such column: articles_fts.articles_fts", _P.TEXT_INDEX_UNAVAILABLE),
         ("no such column: b.art_title", _P.RELATION_NOT_FOUND),
         ("no such function: bm25", _P.TEXT_INDEX_UNAVAILABLE),

@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 from esra.sql import ConnectionSlot, PoolTimeoutError, SlotPool
+from esra.sqlite._fulltext import IDF_FUNCTION, fts5_idf
 
 __all__ = ["ConnectionPool", "ConnectionSlot", "PoolTimeoutError", "open_readonly"]
 
@@ -55,6 +56,8 @@ def open_readonly(database: str | os.PathLike[str]) -> sqlite3.Connection:
     connection = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
     try:
         connection.execute("PRAGMA query_only = 1")
+        # What a search with record conditions weighs its terms with (esra.sqlite._fulltext).
+        connection.create_function(IDF_FUNCTION, 2, fts5_idf, deterministic=True)
         connection.set_authorizer(_authorize)
     except BaseException:
         connection.close()

@@ -70,8 +70,12 @@ def classify(
 
 
 def _missing(name: str, text_index: str | None) -> ProviderErrorCode:
-    """A missing FTS table (or a text index that is no FTS table) vs a missing relation."""
+    """A missing FTS table (or a text index that is no FTS table, or one without the
+    ``_docsize`` table a caller-scored search counts its rows in) vs a missing relation."""
     # SQLite names the object as written, possibly schema- or table-qualified.
-    if text_index is not None and (name == text_index or name.endswith("." + text_index)):
+    if text_index is not None and any(
+        name == index or name.endswith("." + index)
+        for index in (text_index, f"{text_index}_docsize")
+    ):
         return ProviderErrorCode.TEXT_INDEX_UNAVAILABLE
     return ProviderErrorCode.RELATION_NOT_FOUND

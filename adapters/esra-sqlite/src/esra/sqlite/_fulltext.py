@@ -14,20 +14,66 @@ the base relation on ``rowid``):
   (``must AND (first_must OR optional...)``), without them at least one must match;
 - excluded terms are removed with ``NOT``; a query with excluded terms only keeps every row
   whose rowid is not among the excluded terms' matches;
-- the score is ``-bm25(fts)``, so higher is better.
+- the score is ``-bm25(fts)``, so higher is better — with the statistics of the rows the
+  caller may see when its query carries record conditions (below).
+
+FTS5's ``bm25()`` weighs each term by an idf counted over the whole index, so the words of
+rows a caller may not see — another tenant's documents in one store file, its own documents
+of a scope it lacks — would reorder the rows it sees (``docs/security.md``). A query with
+record filters or a record-filter template is therefore scored term by term: each positive
+term's own ``bm25()`` (a ``MATCH`` of that term alone, bound as ``q0``, ``q1``, ...) is
+``idf × sat``, where ``sat`` is the term's saturated, length-normalised frequency in the row;
+dividing out the index's idf and multiplying by the idf of the rows the caller may see
+(``df`` counted with the same record conditions) gives BM25 with the caller's ``df``::
+
+    score = Σ_t −bm25_t(row) × idf(N, df_caller(t)) / idf(N, df_index(t))
+
+with FTS5's own idf, ``max(ln((N − df + 0.5) / (df + 0.5)), 1e-6)``, and ``N`` the index's
+row count (its ``_docsize`` table: one row per indexed row). Where the caller may see every
+row the ratio is 1 and the score is ``-bm25()``'s to rounding — except beside required terms,
+where the MATCH expression repeats the first required term (``must AND (first_must OR
+optional...)``) and ``bm25()`` of it counts that term twice; scored term by term, each counts
+once. ``N`` and the average length inside ``sat`` stay the index's: volumes, no row's words
+— as on PostgreSQL and MySQL.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import sqlalchemy as sa
 
 from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
 
-__all__ = ["MATCH_BIND", "Fts5FullText", "fts5_match_expression", "fts5_string"]
+__all__ = [
+    "IDF_FUNCTION",
+    "MATCH_BIND",
+    "Fts5FullText",
+    "fts5_idf",
+    "fts5_match_expression",
+    "fts5_string",
+    "term_bind_name",
+]
 
 MATCH_BIND = "q"
+# The SQL function the read-only connections define as ``fts5_idf``: SQLite's own ``ln`` is
+# compiled in only where SQLITE_ENABLE_MATH_FUNCTIONS was (not on Windows, not everywhere).
+IDF_FUNCTION = "esra_fts5_idf"
+
+
+def fts5_idf(rows: float | None, matching: float | None) -> float | None:
+    """FTS5's ``bm25()`` idf of a term ``matching`` of ``rows`` rows (``fts5_aux.c``):
+    ``ln((N − df + 0.5) / (df + 0.5))``, never below 1e-6. NULL for a NULL count."""
+    if rows is None or matching is None:
+        return None
+    ratio = (rows - matching + 0.5) / (matching + 0.5)
+    return math.log(ratio) if ratio > 1.0 else 1e-6
+
+
+def term_bind_name(index: int) -> str:
+    """The bind carrying positive term ``index`` alone (required, phrases, then optional)."""
+    return f"{MATCH_BIND}{index}"
 
 
 def fts5_string(term: str) -> str:
@@ -92,13 +138,70 @@ class Fts5FullText:
             excluded = sa.select(fts.c.rowid).where(match)
             predicate = base.c.rowid.not_in(excluded.scalar_subquery())
             return FullTextClause(from_clause=base, predicate=predicate, score=no_score)
-        return FullTextClause(
-            from_clause=base.join(fts, fts.c.rowid == base.c.rowid),
-            predicate=match,
-            score=-sa.func.bm25(fts.c[index]),
-        )
+        joined = base.join(fts, fts.c.rowid == base.c.rowid)
+        if not list(target.visible(target.base.c)):
+            return FullTextClause(
+                from_clause=joined, predicate=match, score=-sa.func.bm25(fts.c[index])
+            )
+        return _caller_scored(target, joined, match, shape.positive)
 
     def bind_values(self, terms: SearchTerms) -> dict[str, object]:
-        """Return ``{"q": <match expression>}``, or nothing for a term-less query."""
+        """Return ``{"q": <match expression>}`` and each positive term alone as ``q0``,
+        ``q1``, ... (read only by a statement with record conditions), or nothing for a
+        term-less query."""
         expression = fts5_match_expression(terms)
-        return {MATCH_BIND: expression} if expression else {}
+        if not expression:
+            return {}
+        values: dict[str, object] = {MATCH_BIND: expression}
+        positive = (*terms.required, *terms.phrases, *terms.optional)
+        for i, term in enumerate(positive):
+            values[term_bind_name(i)] = fts5_string(term)
+        return values
+
+
+def _fts_table(target: TextTarget) -> Any:
+    """A new reference to the FTS table (by its name: its hidden column takes no alias)."""
+    index = target.text_index or ""
+    return sa.table(index, sa.column(index), sa.column("rowid"), schema=target.schema)
+
+
+def _term_match(fts: Any, target: TextTarget, term: int) -> Any:
+    return fts.c[target.text_index or ""].op("MATCH")(sa.bindparam(term_bind_name(term)))
+
+
+def _caller_scored(target: TextTarget, joined: Any, match: Any, terms: int) -> FullTextClause:
+    """The statement's FROM and score when the caller may not see every row (module doc)."""
+    relation: Any = target.base.element  # type: ignore[attr-defined]
+    index = target.text_index or ""
+    docsize = sa.table(f"{index}_docsize", schema=target.schema)
+    rows = sa.select(sa.func.count()).select_from(docsize).scalar_subquery()
+    weights = []
+    for term in range(terms):
+        everywhere = _fts_table(target)
+        in_index = sa.select(sa.func.count()).select_from(everywhere)
+        in_index = in_index.where(_term_match(everywhere, target, term))
+        seen, admitted = _fts_table(target), relation.alias(f"esra_v{term}")
+        for_caller = sa.select(sa.func.count()).select_from(
+            seen.join(admitted, admitted.c.rowid == seen.c.rowid)
+        )
+        for_caller = for_caller.where(_term_match(seen, target, term), *target.visible(admitted.c))
+        idf = getattr(sa.func, IDF_FUNCTION)
+        ratio = idf(rows, for_caller.scalar_subquery(), type_=sa.Float) / idf(
+            rows, in_index.scalar_subquery(), type_=sa.Float
+        )
+        weights.append(ratio.label(f"w{term}"))
+    # One row of weights, computed once per statement; LIMIT keeps SQLite from flattening it
+    # into the outer query and counting again for every row.
+    statistics = sa.select(*weights).limit(sa.literal_column("1")).subquery("esra_stats")
+    scored = joined.join(statistics, sa.true())
+    score: Any = None
+    for term in range(terms):
+        alone = _fts_table(target)
+        per_term = sa.select(
+            alone.c.rowid.label("r"), sa.func.bm25(alone.c[index]).label("s")
+        ).where(_term_match(alone, target, term))
+        matches = per_term.subquery(f"esra_t{term}")
+        scored = scored.outerjoin(matches, matches.c.r == target.base.c.rowid)
+        part = -sa.func.coalesce(matches.c.s, sa.literal_column("0.0")) * statistics.c[f"w{term}"]
+        score = part if score is None else score + part
+    return FullTextClause(from_clause=scored, predicate=match, score=score)
