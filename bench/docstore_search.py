@@ -27,27 +27,37 @@ import argparse
 import asyncio
 import os
 import random
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
 
-from esra.core._config.mapping import FieldType, Operator
-from esra.core._pipeline.values import ValidatedQuery, _issue
-from esra.core._query import ProjectedField, ResolvedFilter, Strategy
+# Run as a script (``python bench/<name>.py``, as ``nox -s bench`` does), the project root is
+# not on the path; the private helpers live in the ``bench`` package.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from bench._store_search import (
+    QUERIES,
+    SEGMENTS_PER_DOCUMENT,
+    TENANT,
+    VOCABULARY,
+    WARMUP,
+    WORDS_PER_SEGMENT,
+    caller_filters,
+    keyword_query,
+    percentile,
+)
+from esra.core._pipeline.values import ValidatedQuery
+from esra.core._query import ProjectedField
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
 from esra.postgres import PostgresProvider, apply_store_schema, store_mapping
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 SEED_VERSION = "esra bench docstore_search seed v1"
-VOCABULARY = 20_000
-WORDS_PER_SEGMENT = 50
-SEGMENTS_PER_DOCUMENT = 10
-TENANT = "t3"
-QUERIES = 300
-WARMUP = 30
 
 
 def _schema(size: int) -> str:
@@ -122,36 +132,18 @@ async def _seed(dsn: str, size: int) -> float:
 
 
 def _query(schema: str, terms: Sequence[str], n: int) -> ValidatedQuery:
-    mapping = store_mapping(TENANT, schema=schema)
-    # Issued directly (as the provider tests do): this measures execution, not planning.
-    return _issue(
-        query_id=f"document_store#{n}",
-        source_id=mapping.source_id,
-        mapping=mapping,
-        strategy=Strategy.KEYWORD,
-        required_terms=(),
-        optional_terms=tuple(terms),
-        excluded_terms=(),
-        phrases=(),
-        filters=(),
-        record_filters=(
-            ResolvedFilter("tenant_id", FieldType.TEXT, Operator.EQ, (TENANT,)),
-            ResolvedFilter("scope", FieldType.TEXT, Operator.IN, ("s1", "s2")),
-        ),
+    return keyword_query(
+        store_mapping(TENANT, schema=schema),
+        terms,
+        n,
+        record_filters=caller_filters(),
         projection=(
             ProjectedField("title", "title"),
             ProjectedField("content", "body"),
             ProjectedField("section", "label"),
             ProjectedField("document", "document_id"),
         ),
-        freshness=None,
-        row_limit=10,
     )
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def _measure(dsn: str, size: int) -> tuple[list[float], float]:
@@ -213,7 +205,7 @@ def main() -> None:
     for size in args.sizes:
         seed_s = asyncio.run(_seed(dsn, size))
         timings, rows = asyncio.run(_measure(dsn, size))
-        p50, p99 = _percentile(timings, 0.5), _percentile(timings, 0.99)
+        p50, p99 = percentile(timings, 0.5), percentile(timings, 0.99)
         seeded = f"{seed_s:.0f}" if seed_s else "reused"
         print(f"{size:>10,} {seeded:>8} {p50:>8.2f} {p99:>8.2f} {rows:>10.1f}")
     print("target: p50 <= 20 ms at 1,000,000 segments")
