@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 MATCH_BIND = "q"
-# The SQL function the read-only connections define as ``fts5_idf``: SQLite's own ``ln`` is
+# The name the read-only connections give ``fts5_idf`` in SQL: SQLite's own ``ln`` is
 # compiled in only where SQLITE_ENABLE_MATH_FUNCTIONS was (not on Windows, not everywhere).
 IDF_FUNCTION = "esra_fts5_idf"
 
@@ -170,11 +170,12 @@ def _term_match(fts: Any, target: TextTarget, term: int) -> Any:
 
 
 def _caller_scored(target: TextTarget, joined: Any, match: Any, terms: int) -> FullTextClause:
-    """The statement's FROM and score when the caller may not see every row (module doc)."""
+    """The statement's FROM and score for a query with record conditions (module doc)."""
     relation: Any = target.base.element  # type: ignore[attr-defined]
     index = target.text_index or ""
     docsize = sa.table(f"{index}_docsize", schema=target.schema)
     rows = sa.select(sa.func.count()).select_from(docsize).scalar_subquery()
+    idf = getattr(sa.func, IDF_FUNCTION)
     weights = []
     for term in range(terms):
         everywhere = _fts_table(target)
@@ -185,7 +186,6 @@ def _caller_scored(target: TextTarget, joined: Any, match: Any, terms: int) -> F
             seen.join(admitted, admitted.c.rowid == seen.c.rowid)
         )
         for_caller = for_caller.where(_term_match(seen, target, term), *target.visible(admitted.c))
-        idf = getattr(sa.func, IDF_FUNCTION)
         ratio = idf(rows, for_caller.scalar_subquery(), type_=sa.Float) / idf(
             rows, in_index.scalar_subquery(), type_=sa.Float
         )
