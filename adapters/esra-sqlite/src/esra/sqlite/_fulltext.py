@@ -21,7 +21,8 @@ FTS5's ``bm25()`` weighs each term by an idf counted over the whole index, so th
 rows a caller may not see — another tenant's documents in one store file, its own documents
 of a scope it lacks — would reorder the rows it sees (``docs/security.md``). A query with
 record filters or a record-filter template is therefore scored term by term: each positive
-term's own ``bm25()`` (a ``MATCH`` of that term alone, bound as ``q0``, ``q1``, ...) is
+term's own ``bm25()`` (a ``MATCH`` of that term alone, bound as ``q0``, ``q1``, ..., over
+the rows the caller may see) is
 ``idf × sat``, where ``sat`` is the term's saturated, length-normalised frequency in the row;
 dividing out the index's idf and multiplying by the idf of the rows the caller may see
 (``df`` counted with the same record conditions) gives BM25 with the caller's ``df``::
@@ -170,38 +171,43 @@ def _term_match(fts: Any, target: TextTarget, term: int) -> Any:
 
 
 def _caller_scored(target: TextTarget, joined: Any, match: Any, terms: int) -> FullTextClause:
-    """The statement's FROM and score for a query with record conditions (module doc)."""
+    """The statement's FROM and score for a query with record conditions (module doc).
+
+    Per term, one common table expression holds the term's matches the caller may see with
+    their own ``bm25()``: counted, it is the caller's ``df``; joined by rowid, each row's
+    score. SQLite materialises it once for both (one pass of the term's matches joined to
+    the relation, instead of one to count and one over every match to score).
+    """
     relation: Any = target.base.element  # type: ignore[attr-defined]
     index = target.text_index or ""
     docsize = sa.table(f"{index}_docsize", schema=target.schema)
     rows = sa.select(sa.func.count()).select_from(docsize).scalar_subquery()
     idf = getattr(sa.func, IDF_FUNCTION)
-    weights = []
+    weights, matches = [], []
     for term in range(terms):
+        seen, admitted = _fts_table(target), relation.alias(f"esra_v{term}")
+        visible = (
+            sa.select(seen.c.rowid.label("r"), sa.func.bm25(seen.c[index]).label("s"))
+            .select_from(seen.join(admitted, admitted.c.rowid == seen.c.rowid))
+            .where(_term_match(seen, target, term), *target.visible(admitted.c))
+            .cte(f"esra_t{term}")
+        )
         everywhere = _fts_table(target)
         in_index = sa.select(sa.func.count()).select_from(everywhere)
         in_index = in_index.where(_term_match(everywhere, target, term))
-        seen, admitted = _fts_table(target), relation.alias(f"esra_v{term}")
-        for_caller = sa.select(sa.func.count()).select_from(
-            seen.join(admitted, admitted.c.rowid == seen.c.rowid)
-        )
-        for_caller = for_caller.where(_term_match(seen, target, term), *target.visible(admitted.c))
+        for_caller = sa.select(sa.func.count()).select_from(visible)
         ratio = idf(rows, for_caller.scalar_subquery(), type_=sa.Float) / idf(
             rows, in_index.scalar_subquery(), type_=sa.Float
         )
         weights.append(ratio.label(f"w{term}"))
+        matches.append(visible)
     # One row of weights, computed once per statement; LIMIT keeps SQLite from flattening it
     # into the outer query and counting again for every row.
     statistics = sa.select(*weights).limit(sa.literal_column("1")).subquery("esra_stats")
     scored = joined.join(statistics, sa.true())
     score: Any = None
-    for term in range(terms):
-        alone = _fts_table(target)
-        per_term = sa.select(
-            alone.c.rowid.label("r"), sa.func.bm25(alone.c[index]).label("s")
-        ).where(_term_match(alone, target, term))
-        matches = per_term.subquery(f"esra_t{term}")
-        scored = scored.outerjoin(matches, matches.c.r == target.base.c.rowid)
-        part = -sa.func.coalesce(matches.c.s, sa.literal_column("0.0")) * statistics.c[f"w{term}"]
+    for term, visible in enumerate(matches):
+        scored = scored.outerjoin(visible, visible.c.r == target.base.c.rowid)
+        part = -sa.func.coalesce(visible.c.s, sa.literal_column("0.0")) * statistics.c[f"w{term}"]
         score = part if score is None else score + part
     return FullTextClause(from_clause=scored, predicate=match, score=score)
