@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
 @pytest.fixture
 async def store_schemas(pg_dsn: str) -> AsyncIterator[Callable[[], str]]:
-    """Makes freshly applied store schemas, dropped afterwards."""
+    """Names fresh store schemas (``_store`` applies one); each is dropped afterwards."""
     made: list[str] = []
 
     def make() -> str:
@@ -39,7 +39,9 @@ async def store_schemas(pg_dsn: str) -> AsyncIterator[Callable[[], str]]:
     yield make
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         for schema in made:
-            await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            await conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
 
 
 async def _store(dsn: str, schema: str) -> str:
