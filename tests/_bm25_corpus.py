@@ -11,12 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from esra.core._config.mapping import FieldSpec, Mapping
+from esra.core._config.mapping import FieldSpec, FieldType, Mapping, Operator
 from esra.core._pipeline.values import ValidatedQuery, _issue
 from esra.core._query import ProjectedField, Strategy
-from esra.core._record_predicate import RecordPredicate
+from esra.core._record_predicate import PredicateComparison, RecordPredicate
 
-__all__ = ["BODIES", "FILLER", "K1", "MAPPING", "B", "ranked_query"]
+__all__ = [
+    "BODIES",
+    "FILLER",
+    "HIDDEN",
+    "K1",
+    "MAPPING",
+    "MINE",
+    "OWNED_COLUMNS",
+    "B",
+    "owned_rows",
+    "ranked_query",
+]
 
 # The parameters every engine's BM25 must use (FTS5's bm25() defaults), written here rather
 # than read from esra.sql, so a change to the product's constants fails the score tests.
@@ -46,6 +57,21 @@ BODIES = {
     "d5": "dask frol",
     "d6": f"quil {FILLER} zorb zorb zorb zorb zorb zorb zorb zorb",
 }
+
+# The corpus beside rows of another owner that a record-filter template (``MINE``) hides, full
+# of the words "zorb quil" queries ask for: counted, they would make both words common and
+# shorten the average length the rows are pivoted on.
+OWNED_COLUMNS = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT), ("owner", FieldType.TEXT))
+MINE = PredicateComparison("owner", FieldType.TEXT, Operator.EQ, ("me",))
+HIDDEN = {f"h{n}": "zorb quil zorb quil krat" for n in range(20)}
+
+
+def owned_rows(hidden: dict[str, str]) -> list[dict[str, str]]:
+    """``BODIES`` owned by "me" (what ``MINE`` admits), then ``hidden`` owned by "them"."""
+    return [
+        *({"doc_key": key, "body": body, "owner": "me"} for key, body in BODIES.items()),
+        *({"doc_key": key, "body": body, "owner": "them"} for key, body in hidden.items()),
+    ]
 
 
 def ranked_query(

@@ -12,9 +12,18 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from esra.core._config.mapping import FieldType, Operator
-from esra.core._record_predicate import PredicateComparison
-from tests._bm25_corpus import BODIES, K1, MAPPING, B, ranked_query
+from esra.core._config.mapping import FieldType
+from tests._bm25_corpus import (
+    BODIES,
+    HIDDEN,
+    K1,
+    MAPPING,
+    MINE,
+    OWNED_COLUMNS,
+    B,
+    owned_rows,
+    ranked_query,
+)
 from tests.mysql.conftest import (
     Server,
     close_now,
@@ -92,11 +101,6 @@ def test_the_score_is_bm25_of_the_rows(
         assert rows[0].key == "d1"
 
 
-# Rows another owner holds, full of the query's words: counted, they would make both words
-# common and shorten the average length the rows are pivoted on.
-_HIDDEN = {f"h{n}": "zorb quil zorb quil krat" for n in range(20)}
-
-
 def test_rows_the_caller_may_not_see_never_count_in_a_words_statistics(server: Server) -> None:
     """``df`` and the average length are counted over the rows the caller's record conditions
     admit, so the words of rows hidden from it (another tenant's, another organisation's)
@@ -104,23 +108,17 @@ def test_rows_the_caller_may_not_see_never_count_in_a_words_statistics(server: S
     words)."""
     name = create_database(server)
     try:
-        rows = [
-            *({"doc_key": key, "body": body, "owner": "me"} for key, body in BODIES.items()),
-            *({"doc_key": key, "body": body, "owner": "them"} for key, body in _HIDDEN.items()),
-        ]
-        columns = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT), ("owner", FieldType.TEXT))
-        seed_table(server, name, MAPPING, columns, rows)
-        mine = PredicateComparison("owner", FieldType.TEXT, Operator.EQ, ("me",))
+        seed_table(server, name, MAPPING, OWNED_COLUMNS, owned_rows(HIDDEN))
         provider = server.provider(name, mappings=(MAPPING,))
         try:
             found = run_query(
-                provider, ranked_query(optional=("zorb", "quil"), record_predicate=mine)
+                provider, ranked_query(optional=("zorb", "quil"), record_predicate=MINE)
             )
         finally:
             close_now(provider)
     finally:
         drop_database(server, name)
-    expected = _expected_scores(("zorb", "quil"), (), documents=len(BODIES) + len(_HIDDEN))
+    expected = _expected_scores(("zorb", "quil"), (), documents=len(BODIES) + len(HIDDEN))
     assert {row.key for row in found} == set(expected)
     for row in found:
         assert row.score == pytest.approx(expected[row.key], rel=1e-6), row.key

@@ -15,10 +15,20 @@ import attrs
 import pytest
 from psycopg import sql
 
-from esra.core._config.mapping import FieldType, Mapping, Operator
-from esra.core._record_predicate import PredicateComparison
+from esra.core._config.mapping import FieldType, Mapping
 from esra.sql import BuiltStatement
-from tests._bm25_corpus import BODIES, FILLER, K1, MAPPING, B, ranked_query
+from tests._bm25_corpus import (
+    BODIES,
+    FILLER,
+    HIDDEN,
+    K1,
+    MAPPING,
+    MINE,
+    OWNED_COLUMNS,
+    B,
+    owned_rows,
+    ranked_query,
+)
 from tests.postgres.conftest import admin, make_provider, scan_nodes, seed_table
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
@@ -120,31 +130,20 @@ async def test_the_score_is_bm25_of_the_rows(
     assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
 
 
-# Rows another owner holds, full of the query's words: counted, they would make both words
-# common and shorten the average length the rows are pivoted on.
-_HIDDEN = {f"h{n}": "zorb quil zorb quil krat" for n in range(20)}
-
-
 async def test_rows_the_caller_may_not_see_never_count_in_a_words_statistics(
     pg_dsn: str, pg_schema: str
 ) -> None:
     """``df`` and the average length are counted over the rows the caller's record conditions
     admit, so the words of rows hidden from it (another tenant's, another scope's) never move
     its order; ``N`` stays the relation's row count (a volume, no word of any row)."""
-    rows = [
-        *({"doc_key": key, "body": body, "owner": "me"} for key, body in BODIES.items()),
-        *({"doc_key": key, "body": body, "owner": "them"} for key, body in _HIDDEN.items()),
-    ]
-    columns = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT), ("owner", FieldType.TEXT))
-    seed_table(pg_dsn, pg_schema, MAPPING, columns, rows)
-    mine = PredicateComparison("owner", FieldType.TEXT, Operator.EQ, ("me",))
-    query = ranked_query(optional=("zorb", "quil"), record_predicate=mine)
+    seed_table(pg_dsn, pg_schema, MAPPING, OWNED_COLUMNS, owned_rows(HIDDEN))
+    query = ranked_query(optional=("zorb", "quil"), record_predicate=MINE)
     provider = make_provider(pg_dsn, pg_schema, mappings=(MAPPING,))
     try:
         found = await provider.execute(query, timeout_s=5)
     finally:
         await provider.close()
-    expected = _expected_scores(("zorb", "quil"), (), documents=len(BODIES) + len(_HIDDEN))
+    expected = _expected_scores(("zorb", "quil"), (), documents=len(BODIES) + len(HIDDEN))
     assert {row.key for row in found} == set(expected)
     for row in found:
         assert row.score == pytest.approx(expected[row.key], rel=1e-5), row.key

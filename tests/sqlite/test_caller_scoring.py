@@ -10,24 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from esra.core._config.mapping import FieldType, Operator
-from esra.core._record_predicate import PredicateComparison
 from esra.sqlite import SqliteFts5Provider
 from esra.sqlite._fulltext import fts5_idf
-from tests._bm25_corpus import BODIES, MAPPING, ranked_query
+from tests._bm25_corpus import (
+    BODIES,
+    HIDDEN,
+    MAPPING,
+    MINE,
+    OWNED_COLUMNS,
+    owned_rows,
+    ranked_query,
+)
 from tests.sqlite.conftest import run_query, seed_database
-
-_COLUMNS = (("doc_key", FieldType.TEXT), ("body", FieldType.TEXT), ("owner", FieldType.TEXT))
-_MINE = PredicateComparison("owner", FieldType.TEXT, Operator.EQ, ("me",))
 
 
 def _database(path: Path, hidden: dict[str, str]) -> Path:
-    """``BODIES`` owned by "me", ``hidden`` by "them", in one FTS5-indexed table."""
-    rows = [
-        *({"doc_key": key, "body": body, "owner": "me"} for key, body in BODIES.items()),
-        *({"doc_key": key, "body": body, "owner": "them"} for key, body in hidden.items()),
-    ]
-    return seed_database(path, MAPPING, _COLUMNS, rows)
+    """``BODIES`` owned by "me" and ``hidden`` by "them", in one FTS5-indexed table."""
+    return seed_database(path, MAPPING, OWNED_COLUMNS, owned_rows(hidden))
 
 
 def _ranking(
@@ -36,7 +35,7 @@ def _ranking(
     provider = SqliteFts5Provider(path, mappings=(MAPPING,))
     try:
         query = ranked_query(
-            optional=optional, phrases=phrases, record_predicate=_MINE if mine else None
+            optional=optional, phrases=phrases, record_predicate=MINE if mine else None
         )
         return [(row.key, row.score) for row in run_query(provider, query)]
     finally:
@@ -75,8 +74,8 @@ def test_the_words_of_rows_the_caller_may_not_see_never_move_its_ranking(
     """Twenty hidden rows full of the query's words in one file, of other words in another:
     the caller's order and scores are the same in both. Scored by bm25() alone (no record
     conditions) the hidden words do move them — the channel this closes."""
-    about_query = _database(tmp_path / "a.db", {f"h{n}": "zorb quil zorb krat" for n in range(20)})
-    elsewhere = _database(tmp_path / "b.db", {f"h{n}": "omeg omeg omeg krat" for n in range(20)})
+    about_query = _database(tmp_path / "a.db", HIDDEN)
+    elsewhere = _database(tmp_path / "b.db", dict.fromkeys(HIDDEN, "omeg omeg omeg omeg krat"))
     terms = ("zorb", "quil")
     first = _ranking(about_query, optional=terms, mine=True)
     second = _ranking(elsewhere, optional=terms, mine=True)

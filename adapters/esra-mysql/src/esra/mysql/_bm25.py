@@ -118,14 +118,11 @@ def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
     """
     relation: Any = target.base.element  # type: ignore[attr-defined]
     column_names = [column.name for column in target.searchable]
-    every_column = [column.name for column in relation.columns]
 
     def counted(name: str) -> Any:
-        # A fresh alias per term, so each is its own uncorrelated, indexed search, with the
-        # columns the caller's record conditions read.
-        rows = sa.table(
-            relation.name, *(sa.column(c) for c in every_column), schema=relation.schema
-        ).alias(f"esra_df_{name}")
+        # A fresh alias per term, so each is its own uncorrelated, indexed search, with every
+        # column of the relation (the caller's record conditions read some).
+        rows = relation.alias(f"esra_df_{name}")
         columns = [rows.c[c] for c in column_names]
         relevance = match(columns, name)
         length = _length(columns)

@@ -131,9 +131,7 @@ class Fts5FullText:
         if not shape.positive and not shape.excluded:
             return FullTextClause(from_clause=base, predicate=None, score=no_score)
         index = target.text_index or ""
-        # The FTS5 hidden column carrying the table's name is the MATCH operand; it cannot be
-        # reached through an alias, so the FTS table is referenced by its configured name.
-        fts: Any = sa.table(index, sa.column(index), sa.column("rowid"), schema=target.schema)
+        fts = _fts_table(target)
         match = fts.c[index].op("MATCH")(sa.bindparam(MATCH_BIND))
         if not shape.positive:
             excluded = sa.select(fts.c.rowid).where(match)
@@ -161,7 +159,9 @@ class Fts5FullText:
 
 
 def _fts_table(target: TextTarget) -> Any:
-    """A new reference to the FTS table (by its name: its hidden column takes no alias)."""
+    """A new reference to the FTS table, by its configured name: the FTS5 hidden column
+    carrying the table's name is the MATCH operand, and it cannot be reached through an
+    alias."""
     index = target.text_index or ""
     return sa.table(index, sa.column(index), sa.column("rowid"), schema=target.schema)
 
