@@ -31,6 +31,7 @@ the script exits 0.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import io
@@ -273,12 +274,24 @@ def worst_cases() -> None:
         print(f"{name:>36}: {elapsed:7.2f} s  peak RSS {peak_kb / 1024:7.0f} MB  {outcome}")
 
 
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--quick", action="store_true", help="no worst cases, and the first 16 PDFs only"
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--worst-cases", action="store_true", help="run only the worst cases")
+    which.add_argument("--no-worst-cases", action="store_true", help="skip the worst cases")
+    return parser.parse_args()
+
+
 def main() -> None:
     """Worst cases first; then raw pypdf, end to end with one and two workers."""
-    quick = "--quick" in sys.argv[1:]
-    if "--no-worst-cases" not in sys.argv[1:] and not quick:
+    arguments = _arguments()
+    quick = arguments.quick
+    if not arguments.no_worst_cases and not quick:
         worst_cases()
-    if "--worst-cases" in sys.argv[1:]:
+    if arguments.worst_cases:
         return
     dsn = os.environ.get("ESRA_TEST_POSTGRES_DSN", "").strip() or DEFAULT_DSN
     corpus = _corpus_dir()
