@@ -395,11 +395,38 @@ async def test_a_record_deleted_since_the_search_is_not_found() -> None:
 
 
 @pytest.mark.parametrize(("offset", "max_chars"), [(-1, 10), (0, 0), (0, -5)])
-async def test_a_nonsense_page_is_an_invalid_request(offset: int, max_chars: int) -> None:
+async def test_a_nonsense_page_is_an_invalid_request_and_audited(
+    offset: int, max_chars: int
+) -> None:
     world = _World()
     ref = await world.ref_for("Annual leave policy", _caller())
     with pytest.raises(InvalidRequestError):
         await world.fetcher.fetch(_caller(), ref, offset=offset, max_chars=max_chars)
+    # Every fetch, served or refused, is one record (docs/document-fetch.md).
+    outcomes = [(r.outcome, r.reason) for r in world.fetches()]
+    assert outcomes == [("rejected", ErrorCode.ESRA_INVALID_REQUEST.value)]
+
+
+def _vouched(issuer: str, subject: str = "alice") -> Any:
+    """The caller ``subject`` as the identity provider ``issuer`` vouched for it."""
+    ctx = _caller(subject)
+    return attrs.evolve(ctx, caller=attrs.evolve(ctx.caller, issuer=issuer))
+
+
+async def test_the_same_subject_from_another_issuer_is_another_caller() -> None:
+    world = _World(hourly_chars=500)
+    staff, partner = _vouched("https://staff.example/"), _vouched("https://partner.example/")
+    ref = await world.ref_for("Annual leave policy", staff)
+    partner_ref = await world.ref_for("Annual leave policy", partner)
+
+    # The partner issuer's "alice" can neither open staff alice's reference...
+    with pytest.raises(DocumentNotFoundError):
+        await world.fetcher.fetch(partner, ref)
+    # ...nor spend her budget: each has 500 characters of its own this hour.
+    assert (await world.fetcher.fetch(partner, partner_ref, max_chars=450)).text
+    assert (await world.fetcher.fetch(staff, ref, max_chars=450)).text
+    with pytest.raises(FetchQuotaExceededError):
+        await world.fetcher.fetch(staff, ref, offset=450, max_chars=100)
 
 
 async def test_another_tenants_caller_is_refused_before_its_configuration_is_read() -> None:

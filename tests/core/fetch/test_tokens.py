@@ -282,6 +282,18 @@ def test_a_token_for_caller_a_is_not_found_for_caller_b(subject: str) -> None:
     _not_found(TOKEN, binding=TokenBinding("tenant-a", "exp-1", subject))
 
 
+@settings(max_examples=300, deadline=None)
+@given(issuer=text.filter(bool))
+def test_the_same_subject_vouched_for_by_another_issuer_is_not_found(issuer: str) -> None:
+    # OpenID Connect makes a subject unique only within its issuer: another trusted issuer's
+    # "alice" is another caller, and a reference minted for one never opens for the other.
+    minted_for_an_issuer = _token(binding=TokenBinding("tenant-a", "exp-1", "alice", issuer=issuer))
+    _not_found(TOKEN, binding=TokenBinding("tenant-a", "exp-1", "alice", issuer=issuer))
+    _not_found(minted_for_an_issuer)
+    other = TokenBinding("tenant-a", "exp-1", "alice", issuer=issuer + "x")
+    _not_found(minted_for_an_issuer, binding=other)
+
+
 @pytest.mark.parametrize(
     "binding",
     [

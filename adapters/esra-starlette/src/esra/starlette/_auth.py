@@ -107,7 +107,7 @@ class AuthenticatedCaller:
         return InvocationContext(
             tenant_id=self.tenant_id,
             client_app_id=self.client_app_id,
-            caller=CallerIdentity(subject=self.subject, claims=self.claims),
+            caller=CallerIdentity(subject=self.subject, claims=self.claims, issuer=self.issuer),
             exposure_slug=exposure_slug,
             correlation_id=correlation_id,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import attrs
@@ -13,10 +14,24 @@ ClaimValue = str | int | bool | tuple[str, ...]
 
 @attrs.frozen
 class CallerIdentity:
-    """The authenticated caller. Claim values are never sent to a model or logged."""
+    """The authenticated caller. Claim values are never sent to a model or logged.
+
+    ``issuer`` is the identity provider that vouched for ``subject`` ("" when the host has
+    none to name, e.g. a caller described for an explanation). OpenID Connect makes a
+    subject unique only within its issuer: two trusted issuers' "alice" are two callers.
+    """
 
     subject: str
     claims: Mapping[str, ClaimValue] = attrs.field(factory=dict, repr=False)
+    issuer: str = ""
+
+    @property
+    def key(self) -> str:
+        """This caller among all callers of its tenant: the issuer and the subject together,
+        unambiguously (no subject or issuer can spell another pair's key). What is kept per
+        caller — a fetch budget, a reference's binding — is kept under it, so one issuer's
+        subject can neither spend nor open what another issuer's same-named subject holds."""
+        return json.dumps([self.issuer, self.subject], ensure_ascii=False, separators=(",", ":"))
 
 
 @attrs.frozen

@@ -139,11 +139,12 @@ class DocumentFetcher:
             FetchQuotaExceededError: the page would exceed the caller's hourly budget.
             EsraError: ``ESRA_INTERNAL`` for anything unclassified (detail logged only).
         """
-        if offset < 0 or max_chars < 1:
-            msg = "offset must be 0 or more and max_chars at least 1."
-            raise InvalidRequestError(msg)
         audit = _FetchAudit(ctx, self._clock, offset)
         try:
+            # Inside the audited block: a refused fetch is a record too, whatever refused it.
+            if offset < 0 or max_chars < 1:
+                msg = "offset must be 0 or more and max_chars at least 1."
+                raise InvalidRequestError(msg)
             document = await self._fetch(ctx, document_ref, offset, max_chars, audit)
         except EsraError as exc:
             await self._audit.record(audit.refused(exc))
@@ -201,7 +202,7 @@ class DocumentFetcher:
         text = PART_SEPARATOR.join(content_text(p, mapping) for p in parts)
         page = page_text(text, offset=offset, max_chars=min(max_chars, exposure.size_cap_chars))
         if not await self._quota.consume(
-            ctx.tenant_id, ctx.caller.subject, len(page.text), self._hourly_chars
+            ctx.tenant_id, ctx.caller.key, len(page.text), self._hourly_chars
         ):
             count_fetch_quota_refusal(ctx.tenant_id)
             raise FetchQuotaExceededError
@@ -314,11 +315,15 @@ class _FetchAudit:
         )
 
     def refused(self, error: EsraError) -> AuditRecord:
-        # A source or the quota store that could not answer failed the fetch; the rest denied it.
+        # A source or the quota store that could not answer failed the fetch; a request for
+        # no page at all was rejected (the search path's word for its invalid requests); the
+        # rest denied it.
         unavailable = isinstance(error, SourceUnavailableError | QuotaUnavailableError)
         outcome = "failed" if unavailable else "denied"
         if type(error) is EsraError:
             outcome = "failed"
+        elif isinstance(error, InvalidRequestError):
+            outcome = "rejected"
         return AuditRecord.of(
             self._ctx,
             self._clock,

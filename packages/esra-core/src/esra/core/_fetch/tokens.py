@@ -80,11 +80,20 @@ class TokenBinding:
     exposure_id: str
     subject: str
     purpose: str = FETCH_PURPOSE
+    # The subject's issuer: a subject names a caller only within its issuer (OpenID
+    # Connect), so a reference minted for one issuer's "alice" never opens for another's.
+    issuer: str = ""
 
     @classmethod
     def for_caller(cls, ctx: InvocationContext, exposure_id: str) -> TokenBinding:
         """Bind to the invocation's tenant and caller, and to the exposure ``exposure_id``."""
-        return cls(tenant_id=ctx.tenant_id, exposure_id=exposure_id, subject=ctx.caller.subject)
+        caller = ctx.caller
+        return cls(
+            tenant_id=ctx.tenant_id,
+            exposure_id=exposure_id,
+            subject=caller.subject,
+            issuer=caller.issuer,
+        )
 
 
 def _check_key_id(key_id: str) -> str:
@@ -196,6 +205,7 @@ def _associated_data(header: bytes, binding: TokenBinding) -> bytes:
             _field(binding.tenant_id),
             _field(binding.exposure_id),
             _field(binding.subject),
+            _field(binding.issuer),
         )
     )
 
