@@ -8,23 +8,28 @@ directly, so it is for whoever holds that database's credentials.
 
 ``import`` reads such a document (``.json`` or ``.toml``) and applies it through the
 triple-control chain's own services — the same role checks, audit records and versioning
-as the admin API. The caller proves its roles with one or more bearer tokens (``--token``,
-repeatable, or ``$ESRA_TOKEN``), verified exactly as the host verifies them (the settings'
-trusted issuers, or the embedded default's development issuer): each step runs as the first
-token whose roles permit it, so importing a whole configuration takes the same distinct role
-holders the API does. Sources (with their mappings) and capabilities need
-``ESRA_DATA_MANAGE``, access policies ``GOVERNANCE_MANAGE``, exposures and ``--publish``
-``ESRA_EXPOSURE_MANAGE``; connection secrets must already exist (``SECURITY_MANAGE`` writes
-them through the API). Import adds or replaces objects by id and never removes one. Each
-step names the version the previous one produced, so an edit made by someone else during
-the import stops it with a conflict rather than being overwritten.
+as the admin API. Its records, denials included, go to the host's own audit store (opened
+from ``[state]``/``[audit]`` as the host opens it, or the embedded default's ``state.db``) and
+are written before the command exits; an audit store that cannot be opened refuses the whole
+import before anything is applied. The caller proves its roles with one or more bearer
+tokens (``--token``, repeatable, or ``$ESRA_TOKEN``), verified exactly as the host verifies
+them (the settings' trusted issuers, or the embedded default's development issuer): each
+step runs as the first token whose roles permit it, so importing a whole configuration
+takes the same distinct role holders the API does. Sources (with their mappings) and
+capabilities need ``ESRA_DATA_MANAGE``, access policies ``GOVERNANCE_MANAGE``, exposures
+and ``--publish`` ``ESRA_EXPOSURE_MANAGE``; connection secrets must already exist
+(``SECURITY_MANAGE`` writes them through the API). Import adds or replaces objects by id and
+never removes one. Each step names the version the previous one produced, so an edit made by
+someone else during the import stops it with a conflict rather than being overwritten.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import sys
 import tomllib
@@ -32,9 +37,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 if TYPE_CHECKING:
     from esra.core.admin import Administrator, Role, WorkspaceStore
     from esra.core.config import ConfigSnapshot
+    from esra.core.ports import Clock
+    from esra.starlette._durable_state import DurableState
+    from esra.starlette._settings import StateSettings
 
 __all__ = ["CONFIG_DATABASE_FILE", "TOKEN_VARIABLE", "register"]
 
@@ -48,6 +58,11 @@ EXIT_USAGE = 2
 
 class _ImportError(Exception):
     """The import cannot proceed; the message is for the operator."""
+
+
+class _StateUnavailableError(Exception):
+    """The host's configuration database or audit store cannot be opened: the import applies
+    nothing it could not audit. The message names no secret."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -134,40 +149,83 @@ def _data_dir(args: argparse.Namespace) -> Path:
     return data_dir
 
 
-def _configured_database(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """The ``[state] database`` and configuration schema of ``--config``, if it names one."""
-    if getattr(args, "config", None) is None:
-        return None, None
-    from esra.starlette._settings import SettingsError, load_settings  # noqa: PLC0415
+def _host_state(args: argparse.Namespace) -> StateSettings:
+    """Where the host keeps its configuration and its audit log: ``--config``'s ``[state]``
+    and ``[audit]``, else the embedded default's ``state.db``; ``--database`` / ``--schema``
+    name the configuration database instead (its audit log then lives there too, as on a
+    host whose state database it is)."""
+    from esra.starlette._durable_state import embedded_state  # noqa: PLC0415
 
-    try:
-        state = load_settings(args.config, model_key=False).state
-    except SettingsError as exc:
-        raise _ImportError(f"{args.config}: {exc}") from None
-    return state.database, state.config_schema
+    if args.config is not None:
+        from esra.starlette._settings import SettingsError, load_settings  # noqa: PLC0415
+
+        try:
+            state = load_settings(args.config, model_key=False).state
+        except SettingsError as exc:
+            raise _ImportError(f"{args.config}: {exc}") from None
+    else:
+        state = embedded_state(_data_dir(args))
+    # Settings without a [state] database keep drafts in the host's memory; the import then
+    # writes to the embedded default's database, as it always has.
+    database = args.database or state.database or str(_data_dir(args) / CONFIG_DATABASE_FILE)
+    return attrs.evolve(state, database=database, config_schema=args.schema or state.config_schema)
 
 
 async def _open_store(args: argparse.Namespace) -> WorkspaceStore:
-    database, schema = args.database, args.schema
-    if database is None:
-        database, configured_schema = _configured_database(args)
-        schema = schema or configured_schema
-    if database is not None and database.startswith(("postgresql://", "postgres://")):
-        from esra.postgres import DEFAULT_CONFIG_SCHEMA, PostgresConfigStore  # noqa: PLC0415
+    state = _host_state(args)
+    assert state.database is not None  # _host_state always names one
+    if state.on_postgres:
+        from esra.postgres import PostgresConfigStore  # noqa: PLC0415
         from esra.starlette._durable_state import postgres_connect_kwargs  # noqa: PLC0415
 
         # A template's ${secret:env:NAME} / ${secret:file:/path} password, as the host does.
-        kwargs = await postgres_connect_kwargs(database)
+        kwargs = await postgres_connect_kwargs(state.database)
         return await PostgresConfigStore.open(
-            kwargs=kwargs, schema=schema or DEFAULT_CONFIG_SCHEMA, min_size=1, max_size=2
+            kwargs=kwargs, schema=state.config_schema, min_size=1, max_size=2
         )
     from esra.sqlite import SqliteConfigStore  # noqa: PLC0415
 
-    if database is None:
-        data_dir = _data_dir(args)
-        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return SqliteConfigStore(data_dir / CONFIG_DATABASE_FILE)
-    return SqliteConfigStore(Path(database))
+    path = Path(state.database)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return SqliteConfigStore(path)
+
+
+async def _open_chain_state(
+    stack: contextlib.AsyncExitStack, args: argparse.Namespace, clock: Clock
+) -> DurableState:
+    """The host's configuration store and audit sink, opened as the host opens them, on
+    ``stack`` (whose exit flushes the audit records and closes both).
+
+    Raises:
+        _StateUnavailableError: either cannot be opened; nothing has been applied.
+    """
+    from esra.core.admin import InMemorySecretVault  # noqa: PLC0415
+    from esra.core.exceptions import ConfigurationError  # noqa: PLC0415
+    from esra.starlette._durable_state import open_state  # noqa: PLC0415
+
+    # Each step waits for its record, so a step whose record cannot be written is the last
+    # one applied — whatever the host's own [audit] wait_for_write says.
+    state = attrs.evolve(_host_state(args), wait_for_write=True)
+    try:
+        durable = await open_state(
+            stack,
+            state,
+            policies={},
+            clock=clock,
+            # The import never reads or writes a secret's value: no secret table is opened,
+            # so the host's key-encryption keyring is not needed here.
+            secrets=InMemorySecretVault(),
+        )
+        # The host's readiness check of its audit store: a backend that can tell it is
+        # unusable says so now, before the first change.
+        ping = getattr(durable.audit, "ping", None)
+        if callable(ping):
+            await ping()
+    except ConfigurationError as exc:  # its message names the setting, never a secret
+        raise _StateUnavailableError(str(exc)) from None
+    except Exception as exc:  # a driver's failure: its class only, its text may name the DSN
+        raise _StateUnavailableError(type(exc).__name__) from None
+    return durable
 
 
 async def _close(store: WorkspaceStore) -> None:
@@ -275,17 +333,18 @@ def _holder(admins: Sequence[Administrator], role: Role, tenant_id: str) -> Admi
 async def _apply(
     args: argparse.Namespace, snapshot: ConfigSnapshot, admins: Sequence[Administrator]
 ) -> int:
-    import attrs  # noqa: PLC0415
-
     from esra.core import SystemClock  # noqa: PLC0415
     from esra.core.admin import AccessPolicyService, DataModelService, ExposureService, Role  # noqa: PLC0415
-    from esra.core.audit import LoggingAuditSink  # noqa: PLC0415
     from esra.core.hosting import DurableConfigRepository  # noqa: PLC0415
 
     tenant = snapshot.tenant_id
-    store = await _open_store(args)
-    try:
-        audit, clock = LoggingAuditSink(), SystemClock()
+    clock = SystemClock()
+    # The stack's exit flushes the audit sink before the command reports anything: every
+    # record of this import, denials included, is written (or the exit says it is not).
+    async with contextlib.AsyncExitStack() as stack:
+        durable = await _open_chain_state(stack, args, clock)
+        store, audit = durable.workspaces, durable.audit
+        assert store is not None  # _host_state always names a database
         model = DataModelService(store, audit=audit, clock=clock)
         policies = AccessPolicyService(store, audit=audit, clock=clock)
         exposures = ExposureService(store, DurableConfigRepository(store), audit=audit, clock=clock)
@@ -337,8 +396,6 @@ async def _apply(
                         reason=reason,
                     )
                     version = workspace.version
-    finally:
-        await _close(store)
     state = "published" if args.publish else "left as a draft"
     sys.stdout.write(f"imported into tenant {tenant!r}: now at version {version}, {state}\n")
     return 0
@@ -346,9 +403,16 @@ async def _apply(
 
 def _import(args: argparse.Namespace) -> int:
     from esra.core.admin import ConfigConflictError, NotPermittedError  # noqa: PLC0415
+    from esra.core.audit import AuditUnavailableError  # noqa: PLC0415
     from esra.core.config import load_snapshot  # noqa: PLC0415
     from esra.core.exceptions import ConfigurationError  # noqa: PLC0415
+    from esra.starlette._log_redaction import redact_root_handlers  # noqa: PLC0415
 
+    # A host auditing to its log ([audit] kind = "logging") has the esra.audit log lines as
+    # its only audit records: this command's must reach stderr as the host's reach its log,
+    # in `esra serve`'s format (whose helper lives in _cli, which imports this module).
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    redact_root_handlers()
     try:
         tenant, admins = _administrators(args)
         document = _document(args.file)
@@ -361,6 +425,18 @@ def _import(args: argparse.Namespace) -> int:
         return _fail(f"import: {args.file}: {exc}")
     try:
         return asyncio.run(_apply(args, snapshot, admins))
+    except _StateUnavailableError as exc:
+        return _fail(
+            f"import: cannot open the host's configuration database and audit store ({exc}): "
+            "nothing was applied",
+            1,
+        )
+    except AuditUnavailableError:
+        return _fail(
+            "import: stopped: the audit store stopped accepting records (those not written "
+            "are logged to esra.audit.unwritten); nothing after the failing step was applied",
+            1,
+        )
     except NotPermittedError:
         return _fail("import: the tokens' roles do not permit a step (it is audited)", 1)
     except ConfigConflictError as exc:
