@@ -6,6 +6,7 @@ rerank items), so a masked value is the only form of it that ever leaves the cor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping as AbcMapping
 from datetime import date, datetime
 
@@ -17,6 +18,16 @@ __all__ = ["MASK", "mask", "masked_values", "render_value"]
 # Fixed width whatever the value's length, so the mask does not leak how long the value was.
 MASK = "****"
 _LAST = 4
+# A domain as DNS carries it: at least two dot-separated labels of ASCII letters, digits and
+# inner hyphens, each at most 63 characters. The EMAIL rule returns the domain unmasked, so
+# only text of that shape may be returned: anything looser lets notes, numbers or a sentence
+# after an "@" through. Internationalised domains qualify in their ASCII (``xn--``) form only;
+# their Unicode form is masked whole, because allowing "letters" of every script would also
+# allow full-width dots, look-alike and invisible characters that no DNS name contains, and
+# masking too much is the safe failure of a mask.
+_DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_DOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})+")
+_MAX_DOMAIN_CHARS = 253
 
 
 def mask(value: str, kind: MaskingKind) -> str:
@@ -25,7 +36,9 @@ def mask(value: str, kind: MaskingKind) -> str:
     ``FULL`` hides everything; ``LAST4`` keeps the last four characters, but only when the value
     is longer than that (otherwise they would be the whole value); ``EMAIL`` keeps the first
     character of the local part and the domain, and masks fully anything that is not an
-    address.
+    address: a value is kept in part only when it is one ``local@domain`` with no whitespace
+    or invisible character anywhere and a DNS domain (ASCII labels, at least one dot) after
+    its last "@".
     """
     match kind:
         case MaskingKind.FULL:
@@ -36,9 +49,18 @@ def mask(value: str, kind: MaskingKind) -> str:
             return MASK + value[-_LAST:]
         case MaskingKind.EMAIL:
             local, at, domain = value.rpartition("@")
-            if not at or not local or not domain:
+            if not at or not local or not _is_single_address(value, domain):
                 return MASK
             return f"{local[0]}{MASK}@{domain}"
+
+
+def _is_single_address(value: str, domain: str) -> bool:
+    # Whitespace means more than one word: an address with a note after it, or a sentence
+    # around one. Control and zero-width characters have no place in an address and could
+    # hide what follows them. ``isprintable`` refuses all of these except the ASCII space.
+    if not value.isprintable() or any(ch.isspace() for ch in value):
+        return False
+    return len(domain) <= _MAX_DOMAIN_CHARS and _DOMAIN.fullmatch(domain) is not None
 
 
 def render_value(value: RowValue) -> str | None:

@@ -7,8 +7,10 @@ quoting and send every value — claim or literal — as a bind parameter, numbe
 left to right in the order ``predicate_values`` returns them.
 
 A placeholder whose claim is missing, empty or does not fit its field raises
-``MissingClaimError``: the validator then drops the whole source (fail closed), exactly as for
-a structured record filter. The error carries no claim name or value.
+``MissingClaimError``: the validator then drops the whole source (fail closed). The error
+carries no claim name or value. ``coerce_claim`` and ``coerce_claim_set`` are the one claim
+check of record-level security: a mapping's structured ``record_filters`` bind their claims
+through them too, so both forms accept and refuse exactly the same claims.
 
 Claim coercion, per field type:
 
@@ -58,6 +60,8 @@ __all__ = [
     "PredicateOr",
     "RecordPredicate",
     "bind_template",
+    "coerce_claim",
+    "coerce_claim_set",
     "predicate_columns",
     "predicate_shape",
     "predicate_values",
@@ -153,12 +157,7 @@ def _bind(
             return PredicateComparison(column, field_type, Operator.IN, values)
         case InClaim(field=name, claim=claim):
             column, field_type = _column(mapping, name)
-            raw = claims.get(claim.name)
-            # A single-valued claim is a one-element set: IdPs often flatten one group.
-            items = raw if isinstance(raw, tuple) else (raw,)
-            if not items or len(items) > MAX_CLAIM_VALUES:
-                raise MissingClaimError
-            values = tuple(_claim(item, field_type) for item in items)
+            values = coerce_claim_set(claims.get(claim.name), field_type)
             return PredicateComparison(column, field_type, Operator.IN, values)
     raise MissingClaimError  # pragma: no cover — Expression is closed
 
@@ -179,11 +178,33 @@ def _operand(operand: Operand, field_type: FieldType, claims: MappingABC[str, ob
         # A multi-valued claim has no single value to compare with: IN {claim:...} is the
         # explicit form, so nothing is silently picked from the set.
         raise MissingClaimError
-    return _claim(raw, field_type)
+    return coerce_claim(raw, field_type)
 
 
-def _claim(value: object, field_type: FieldType) -> Scalar:
-    """Return the claim value typed for ``field_type`` or raise ``MissingClaimError``."""
+def coerce_claim_set(value: object, field_type: FieldType) -> tuple[Scalar, ...]:
+    """Return a claim used as a set (``IN``) as its values typed for ``field_type``.
+
+    A single-valued claim is a one-element set: IdPs often flatten one group.
+
+    Raises:
+        MissingClaimError: the set is empty, holds more than ``MAX_CLAIM_VALUES`` values, or
+            any value is refused by ``coerce_claim`` — one unusable value refuses the whole
+            claim rather than being skipped, since skipping it would bind a set the identity
+            provider never issued.
+    """
+    items = value if isinstance(value, tuple) else (value,)
+    if not items or len(items) > MAX_CLAIM_VALUES:
+        raise MissingClaimError
+    return tuple(coerce_claim(item, field_type) for item in items)
+
+
+def coerce_claim(value: object, field_type: FieldType) -> Scalar:
+    """Return the claim value typed for ``field_type`` (module docstring: per type).
+
+    Raises:
+        MissingClaimError: the value is missing (``None``), empty, holds a control, format or
+            line-separator character, or does not fit ``field_type``.
+    """
     integer = isinstance(value, int) and not isinstance(value, bool)
     match field_type:
         case FieldType.TEXT:

@@ -19,7 +19,13 @@ from esra.core._config.record_filter_template import template_of
 from esra.core._context import ClaimValue
 from esra.core._pipeline.values import ProviderCapabilities
 from esra.core._query import PlannedFilter, ProjectedField, ResolvedFilter, Scalar, Strategy
-from esra.core._record_predicate import RecordPredicate, bind_template
+from esra.core._record_predicate import (
+    MissingClaimError,
+    RecordPredicate,
+    bind_template,
+    coerce_claim,
+    coerce_claim_set,
+)
 from esra.core.codes import RejectionReason
 
 __all__ = [
@@ -282,32 +288,31 @@ def resolve_record_filters(
 
     A tuple claim becomes an IN predicate. Returns ``None`` (the source must be dropped) when
     a claim is missing, empty, or cannot be bound to the field's type and operator: record
-    security fails closed and is never defaulted or omitted.
+    security fails closed and is never defaulted or omitted. Claims are checked and coerced
+    by the record-filter template's own check (``coerce_claim``), so an empty value, a set
+    holding one, or text with control or zero-width characters drops the source here exactly
+    as it does for a template.
     """
     resolved: list[ResolvedFilter] = []
     for record_filter in mapping.record_filters:
         spec = mapping.field(record_filter.field)
-        claim = claims.get(record_filter.claim)
-        if spec is None or claim is None:
+        if spec is None:
             return None
+        claim = claims.get(record_filter.claim)
         operator = record_filter.operator
-        raw: tuple[object, ...]
-        if isinstance(claim, tuple):
-            if not claim or operator not in (Operator.EQ, Operator.IN):
-                return None
-            operator, raw = Operator.IN, claim
-        else:
-            raw = (claim,)
-        values = tuple(_claim_value(v, spec.type) for v in raw)
-        if any(v is None for v in values):
+        try:
+            if isinstance(claim, tuple):
+                # A set of values can only mean membership; an ordering or inequality operator
+                # has no single value to compare with.
+                if operator not in (Operator.EQ, Operator.IN):
+                    return None
+                operator, values = Operator.IN, coerce_claim_set(claim, spec.type)
+            else:
+                values = (coerce_claim(claim, spec.type),)
+        except MissingClaimError:
             return None
         resolved.append(
-            ResolvedFilter(
-                column=spec.column,
-                type=spec.type,
-                operator=operator,
-                values=tuple(v for v in values if v is not None),
-            )
+            ResolvedFilter(column=spec.column, type=spec.type, operator=operator, values=values)
         )
     return tuple(resolved)
 
@@ -329,17 +334,3 @@ def resolve_record_predicate(
     if template is None:
         return None
     return bind_template(template, mapping, claims)
-
-
-def _claim_value(value: object, field_type: FieldType) -> Scalar | None:
-    """Return the claim value typed for the field, or ``None`` if it does not fit."""
-    ok = {
-        FieldType.TEXT: isinstance(value, str),
-        FieldType.DATE: isinstance(value, str),
-        FieldType.BOOLEAN: isinstance(value, bool),
-        FieldType.INTEGER: isinstance(value, int) and not isinstance(value, bool),
-        FieldType.NUMBER: isinstance(value, int | float) and not isinstance(value, bool),
-    }[field_type]
-    if not ok or not isinstance(value, str | int | float | bool):
-        return None
-    return value
