@@ -143,6 +143,43 @@ def test_docx_headings_start_segments() -> None:
     assert zipfile.is_zipfile(io.BytesIO(buffer.getvalue()))
 
 
+def docx_with_bad_grid_span() -> bytes:
+    """A Word package python-docx opens but cannot read: a table cell spans ``"x"`` columns.
+
+    The XML is well formed, so every upload check passes; reading the table's cells raises.
+    """
+    from docx import Document
+
+    document = Document()
+    document.add_paragraph("Quarterly report")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "a", "b"
+    buffer = io.BytesIO()
+    document.save(buffer)
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
+    ):
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename == "word/document.xml":
+                data = data.replace(b"<w:tc><w:tcPr>", b'<w:tc><w:tcPr><w:gridSpan w:val="x"/>', 1)
+                assert b"gridSpan" in data
+            target.writestr(info.filename, data)
+    return out.getvalue()
+
+
+def test_a_docx_python_docx_opens_but_cannot_read_is_malformed() -> None:
+    """Reading the content, not only opening the package, is classified: a bad cell span
+    is ``MALFORMED_DOCUMENT``, never an unclassified error."""
+    upload = inspect_upload("report.docx", docx_with_bad_grid_span())
+    assert upload.breach is None
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(upload)
+    assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
+
+
 def test_the_sandbox_warms_up_on_a_strictly_valid_pdf_with_text() -> None:
     """The server's warm-up document must take pypdf's text path (fonts, content streams), or
     every child would still set that up again; strict parsing proves its structure exact."""

@@ -7,12 +7,16 @@ from datetime import datetime
 
 import pytest
 
+from esra.core._docstore import ingestion
+from esra.core._docstore.extraction import extract as real_extract
 from esra.core._docstore.ingestion import IngestionWorker, upload_files
 from esra.core._docstore.model import Claim, DocumentState, IndexedContent, StoreSettings
 from esra.core._docstore.scanner import ScanPolicy
+from esra.core._docstore.upload import AcceptedUpload
 from esra.core.codes import DocumentRefusal
 from esra.core.testing import FakeClock
 from esra.core.testing._docstore import InMemoryDocumentRepository
+from tests.core.docstore.test_extraction import docx_with_bad_grid_span
 
 TENANT = "tenant-a"
 POLICY = b"Leave policy\n\nEmployees receive 28 days of paid leave per year.\n"
@@ -201,13 +205,47 @@ async def test_a_poison_pill_fails_at_the_attempt_ceiling() -> None:
         )
         == []
     )
-    assert await repository.fail_exhausted(max_attempts=3, now=clock.now()) == 1
+    assert await repository.fail_exhausted(TENANT, max_attempts=3, now=clock.now()) == 1
     document = await repository.get(TENANT, document_id)
     assert document is not None
     assert document.state is DocumentState.FAILED
     reset = await repository.reindex(TENANT, document_id, now=clock.now())
     assert reset is not None
     assert (reset.state, reset.attempts) == (DocumentState.PENDING, 0)
+
+
+async def test_one_tenants_attempt_ceiling_never_fails_another_tenants_document() -> None:
+    """Tenants sharing a store each sweep at their own ceiling: A's ceiling of 1 leaves B's
+    document, lapsed at attempt 1 by a restarted worker, to be reclaimed and indexed."""
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    (theirs,) = [
+        o.document.id
+        for o in await upload_files(
+            repository, "tenant-b", [("b.txt", POLICY)], scope="all", clock=clock
+        )
+        if o.document is not None
+    ]
+    await repository.claim(
+        "tenant-b", worker_id="dead", limit=1, lease_s=60, max_attempts=3, now=clock.now()
+    )
+    clock.advance(61)
+    await _upload(repository, clock, ("a.txt", POLICY))
+    ceilings = {TENANT: 1, "tenant-b": 3}
+    worker = IngestionWorker(
+        repository,
+        worker_id="w2",
+        clock=clock,
+        settings_for=lambda tenant: StoreSettings(max_attempts=ceilings[tenant]),
+    )
+    turns = {t.tenant_id: t for t in await worker.run_turn()}
+    assert list(turns) == [TENANT, "tenant-b"]  # A sweeps first
+    document = await repository.get("tenant-b", theirs)
+    assert document is not None
+    assert (document.state, document.failure, document.attempts) == (
+        DocumentState.INDEXED,
+        None,
+        2,
+    )
 
 
 async def test_batches_are_bounded_per_tenant_and_the_bound_is_recorded() -> None:
@@ -257,6 +295,74 @@ async def test_an_unreachable_store_ends_only_its_tenants_turn() -> None:
     turns = {t.tenant_id: t for t in await _worker(repository, clock).run_turn()}
     assert turns["tenant-down"].unreachable
     assert turns[TENANT].indexed == 1
+
+
+async def test_a_docx_that_cannot_be_read_fails_only_itself() -> None:
+    """A package python-docx opens but cannot read fails that document, classified; the turn
+    goes on to the next document instead of ending as if the store were down."""
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    bad, clean = await _upload(
+        repository, clock, ("report.docx", docx_with_bad_grid_span()), ("clean.txt", POLICY)
+    )
+    (turn,) = await _worker(repository, clock).run_turn()
+    assert (turn.unreachable, turn.failed, turn.indexed) == (False, 1, 1)
+    failed, indexed = await repository.get(TENANT, bad), await repository.get(TENANT, clean)
+    assert failed is not None
+    assert indexed is not None
+    assert (failed.state, failed.failure) == (
+        DocumentState.FAILED,
+        DocumentRefusal.MALFORMED_DOCUMENT,
+    )
+    assert indexed.state is DocumentState.INDEXED
+
+
+async def test_an_unexpected_extraction_error_fails_only_its_document_at_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Any error out of extraction is a final MALFORMED_DOCUMENT for that document, logged by
+    type only (its message could quote the document)."""
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    bad, clean = await _upload(repository, clock, ("bad.txt", HOSTILE), ("clean.txt", POLICY))
+
+    def extract(upload: AcceptedUpload, **kwargs: object) -> object:
+        if upload.display_name == "bad.txt":
+            raise RuntimeError("28 days of paid leave")
+        return real_extract(upload, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingestion, "extract", extract)
+    (turn,) = await _worker(repository, clock).run_turn()
+    assert (turn.unreachable, turn.failed, turn.retried, turn.indexed) == (False, 1, 0, 1)
+    failed, indexed = await repository.get(TENANT, bad), await repository.get(TENANT, clean)
+    assert failed is not None
+    assert indexed is not None
+    assert (failed.state, failed.failure, failed.attempts) == (
+        DocumentState.FAILED,
+        DocumentRefusal.MALFORMED_DOCUMENT,
+        1,
+    )
+    assert indexed.state is DocumentState.INDEXED
+    lines = [r.getMessage() for r in caplog.records if "RuntimeError" in r.getMessage()]
+    assert lines
+    assert not any("28 days" in r.getMessage() or r.exc_info for r in caplog.records)
+
+
+class _CompleteFailsStore(InMemoryDocumentRepository):
+    """A store that goes away just as a document's outcome is written."""
+
+    async def complete(self, claim: Claim, content: IndexedContent, *, now: datetime) -> bool:
+        raise ConnectionError("store unreachable")
+
+
+async def test_a_store_error_writing_the_outcome_still_ends_the_turn_unclassified() -> None:
+    """Only extraction errors fail the document: a store error is the store's, so the turn
+    ends and the document's lease lapses for a later attempt, its bytes never blamed."""
+    repository, clock = _CompleteFailsStore(), FakeClock()
+    (document_id,) = await _upload(repository, clock, ("a.txt", POLICY))
+    (turn,) = await _worker(repository, clock).run_turn()
+    assert (turn.unreachable, turn.failed) == (True, 0)
+    document = await repository.get(TENANT, document_id)
+    assert document is not None
+    assert (document.state, document.failure) == (DocumentState.PROCESSING, None)
 
 
 async def test_release_only_moves_quarantined_documents() -> None:

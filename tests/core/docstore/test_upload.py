@@ -215,6 +215,47 @@ def test_zip_limits_are_enforced(entries: list[tuple[str, bytes]], detail: str) 
     assert raised.value.detail == detail
 
 
+def _docx_with_compressed_member(compress_type: int, inflated_mib: int) -> bytes:
+    """A Word package whose ``word/media/zeros.bin`` holds ``inflated_mib`` MiB of zeros."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", b"<Types/>")
+        archive.writestr("word/document.xml", b"<w:document " + W + b"/>")
+        member = zipfile.ZipInfo("word/media/zeros.bin")
+        member.compress_type = compress_type
+        # Streamed, so the test never holds the inflated bytes either.
+        with archive.open(member, "w") as target:
+            for _ in range(inflated_mib):
+                target.write(bytes(1 << 20))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("compress_type", "inflated_mib"),
+    [(zipfile.ZIP_BZIP2, 64), (zipfile.ZIP_LZMA, 8)],
+    ids=["bzip2", "lzma"],
+)
+def test_an_entry_not_stored_or_deflated_is_refused_before_any_member_is_read(
+    monkeypatch: pytest.MonkeyPatch, compress_type: int, inflated_mib: int
+) -> None:
+    """bzip2 and LZMA inflate a whole compressed chunk with no output bound, so counting the
+    output cannot stop a bomb; such an entry is a structure breach, caught from the central
+    directory (a few hundred bytes of bzip2 here would become 64 MiB)."""
+    data = _docx_with_compressed_member(compress_type, inflated_mib)
+    assert len(data) < 16 * 1024
+
+    def no_member_read(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a member was read before the archive was refused")
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", no_member_read)
+    with pytest.raises(DocumentRefusedError) as raised:
+        inflate_members(data)
+    assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
+    assert raised.value.breach is Breach.ZIP_STRUCTURE
+    assert raised.value.detail == "unsupported compression method"
+    assert _breach("bomb.docx", data) is Breach.ZIP_STRUCTURE
+
+
 def test_a_minimal_word_package_is_accepted_and_hashed() -> None:
     """A plain package passes; its hash identifies duplicates later."""
     accepted = inspect_upload("../../etc/Report .docx", _docx())

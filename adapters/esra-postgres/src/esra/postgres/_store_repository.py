@@ -372,8 +372,9 @@ class PostgresDocumentRepository:
         )
         return row is not None
 
-    async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
-        """Fail documents whose lease expired at the attempt ceiling; return how many."""
+    async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
+        """Fail the tenant's documents whose lease expired at the attempt ceiling; return how
+        many (``max_attempts`` is the tenant's own; other tenants may share this schema)."""
         refusal = DocumentRefusal.MALFORMED_DOCUMENT
         async with self._pool.connection() as conn:
             cursor = await conn.execute(
@@ -381,10 +382,11 @@ class PostgresDocumentRepository:
                     "UPDATE {d} SET state = 'failed', failure = %(failure)s, remedy = %(remedy)s,"
                     " failure_breach = NULL, locked_by = NULL, lease_until = NULL,"
                     " updated_at = %(now)s"
-                    " WHERE state = 'processing' AND lease_until <= %(now)s"
-                    " AND attempts >= %(max)s"
+                    " WHERE tenant_id = %(tenant)s AND state = 'processing'"
+                    " AND lease_until <= %(now)s AND attempts >= %(max)s"
                 ),
                 {
+                    "tenant": tenant_id,
                     "failure": refusal.value,
                     "remedy": REMEDIES[refusal],
                     "now": now,

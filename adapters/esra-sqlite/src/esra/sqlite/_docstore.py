@@ -349,9 +349,11 @@ class SqliteDocumentRepository:
 
         return await self._db.write(mark)
 
-    async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
-        """Fail documents whose lease expired at the attempt ceiling; return how many."""
+    async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
+        """Fail the tenant's documents whose lease expired at the attempt ceiling; return how
+        many (``max_attempts`` is the tenant's own; other tenants may share this file)."""
         params = {
+            "tenant": tenant_id,
             "max_attempts": max_attempts,
             "failure": _EXHAUSTED.value,
             "remedy": REMEDIES[_EXHAUSTED],
@@ -363,7 +365,7 @@ class SqliteDocumentRepository:
                 "UPDATE store_documents SET state = 'failed', failure = :failure, "
                 "failure_breach = NULL, remedy = :remedy, worker_id = NULL, lease_until = NULL, "
                 "updated_at = :now "
-                "WHERE state = 'processing' AND lease_until <= :now "
+                "WHERE tenant_id = :tenant AND state = 'processing' AND lease_until <= :now "
                 "AND attempts >= :max_attempts",
                 params,
             )

@@ -218,33 +218,38 @@ def _docx(data: bytes, limits: ExtractionLimits) -> Extraction:
 
     # Counted inflation and DTD-free XML first: python-docx trusts its zip and its parser.
     check_docx_members(inflate_members(data, limits.zip))
-    try:
-        document = Document(io.BytesIO(data))
-    except Exception as exc:
-        raise DocumentRefusedError(
-            DocumentRefusal.MALFORMED_DOCUMENT, detail=f"python-docx: {type(exc).__name__}"
-        ) from exc
     lines: list[str] = []
     units = _Units(limits)
     labels: list[str] = [""]
     offset = 0
-    for block in document.iter_inner_content():
-        if hasattr(block, "rows"):
-            rows = [" | ".join(cell.text for cell in row.cells) for row in block.rows]
-            chunk = "\n".join(rows)
-        else:
-            chunk = block.text
-            style = (block.style.name if block.style is not None else "") or ""
-            if style.startswith(("Heading", "Title")) and chunk.strip():
-                if offset > 0:
-                    units.add(offset)
-                    labels.append(_label(chunk))
-                else:
-                    labels[0] = _label(chunk)
-        lines.append(chunk)
-        offset += len(chunk) + 1
-        if offset > limits.max_chars + 1:
-            raise _text_too_long(limits)
+    # python-docx parses attribute values lazily, as the content is read: a well-formed
+    # package can open fine and then raise on a bad value (a cell spanning "x" columns). So
+    # reading is guarded as a whole, not only opening.
+    try:
+        document = Document(io.BytesIO(data))
+        for block in document.iter_inner_content():
+            if hasattr(block, "rows"):
+                rows = [" | ".join(cell.text for cell in row.cells) for row in block.rows]
+                chunk = "\n".join(rows)
+            else:
+                chunk = block.text
+                style = (block.style.name if block.style is not None else "") or ""
+                if style.startswith(("Heading", "Title")) and chunk.strip():
+                    if offset > 0:
+                        units.add(offset)
+                        labels.append(_label(chunk))
+                    else:
+                        labels[0] = _label(chunk)
+            lines.append(chunk)
+            offset += len(chunk) + 1
+            if offset > limits.max_chars + 1:
+                raise _text_too_long(limits)
+    except DocumentRefusedError:
+        raise  # our own limits (text length, segment count) keep their classification
+    except Exception as exc:
+        raise DocumentRefusedError(
+            DocumentRefusal.MALFORMED_DOCUMENT, detail=f"python-docx: {type(exc).__name__}"
+        ) from exc
     return Extraction(
         text="\n".join(lines),
         boundaries=tuple(units.starts),

@@ -209,8 +209,9 @@ class IngestionWorker:
             # every worker on the store. Unreadable settings end the turn (fail closed: a
             # "reject" policy must never fall back to the defaults' "quarantine").
             settings = await self._settings(tenant_id)
+            # This tenant's documents only, at this tenant's own ceiling.
             await self._repository.fail_exhausted(
-                max_attempts=settings.max_attempts, now=self._clock.now()
+                tenant_id, max_attempts=settings.max_attempts, now=self._clock.now()
             )
         except Exception:
             _log.warning("store of tenant %s unreachable; turn ended", tenant_id, exc_info=True)
@@ -258,6 +259,34 @@ class IngestionWorker:
         configured = await self._repository.load_configuration(tenant_id)
         return configured.settings.applied_to(settings) if configured is not None else settings
 
+    async def _extract_classified(
+        self, claim: Claim, upload: AcceptedUpload, settings: StoreSettings
+    ) -> _Extracted:
+        """Extract, scan and segment ``claim``'s document; any failure is the document's.
+
+        Raises:
+            DocumentRefusedError: the document cannot be extracted. An error extraction did
+                not classify is ``MALFORMED_DOCUMENT``: this file failed, not the store, so it
+                must not end the tenant's turn (and leave the file Processing) as a store
+                error would. Only extraction is guarded here; store calls fail as the store's.
+        """
+        try:
+            return await asyncio.to_thread(_extract, upload, self._pdf_limits, settings.scan_policy)
+        except DocumentRefusedError:
+            raise
+        except Exception as exc:
+            # By type only, with no traceback: a message could quote the document.
+            _log.warning(
+                "extracting document %s of tenant %s raised %s; failed as malformed",
+                claim.document_id,
+                claim.tenant_id,
+                type(exc).__name__,
+            )
+            raise DocumentRefusedError(
+                DocumentRefusal.MALFORMED_DOCUMENT,
+                detail=f"unclassified extraction error: {type(exc).__name__}",
+            ) from exc
+
     async def _process(self, claim: Claim, settings: StoreSettings, tally: _Tally) -> None:
         upload = AcceptedUpload(
             display_name=claim.title, format=claim.format, data=claim.data, sha256=""
@@ -272,9 +301,7 @@ class IngestionWorker:
         try:
             # The heartbeat stops before the write that ends the claim, never during it.
             async with heartbeat:
-                extracted = await asyncio.to_thread(
-                    _extract, upload, self._pdf_limits, settings.scan_policy
-                )
+                extracted = await self._extract_classified(claim, upload, settings)
         except DocumentRefusedError as refused:
             final = refused.refusal in _FINAL or claim.attempt >= settings.max_attempts
             owned = await self._repository.fail(

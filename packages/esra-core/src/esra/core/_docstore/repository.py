@@ -106,8 +106,10 @@ class DocumentRepository(Protocol):
         """
         ...
 
-    async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
-        """Fail documents whose lease expired at the attempt ceiling; return how many."""
+    async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
+        """Fail the tenant's documents whose lease expired at the attempt ceiling; return how
+        many. Only the tenant's: ``max_attempts`` is its own setting, and tenants may share
+        one store."""
         ...
 
     async def get(self, tenant_id: str, document_id: str) -> StoredDocument | None:

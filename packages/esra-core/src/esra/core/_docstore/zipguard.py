@@ -4,7 +4,8 @@ Apache POI's defaults, which the REFERENCES adopt: at most 1000 entries; no dupl
 absolute, ``..`` or symlink names; no overlapping entries (the overlap trick behind
 non-recursive zip bombs); a compression ratio of at least 0.01 for any entry inflated past
 100 KB; caps on each entry and on the total. Declared sizes are not trusted: bytes are
-counted while streaming, and reading stops the moment a limit breaks.
+counted while streaming, and reading stops the moment a limit breaks. Only stored and
+deflated entries are read, the two methods whose inflation can be counted as it runs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ __all__ = ["ZipLimits", "inflate_members"]
 
 _CHUNK = 64 * 1024
 _LOCAL_HEADER_BYTES = 30
+# zipfile inflates deflate with an output bound per read, so counting stops a bomb mid-way;
+# for bzip2 and LZMA it decompresses each whole compressed chunk unbounded (a few hundred
+# bytes become gigabytes in one read). Word writes only stored and deflated entries.
+_COUNTABLE_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})
 
 
 @attrs.frozen
@@ -67,6 +72,9 @@ def _check_structure(archive: zipfile.ZipFile, size: int, limits: ZipLimits) -> 
             raise _malformed("symbolic link entry")
         if info.flag_bits & 0x1:
             raise DocumentRefusedError(DocumentRefusal.PASSWORD_PROTECTED, detail="encrypted entry")
+        # The central directory's method is the one zipfile decompresses with.
+        if info.compress_type not in _COUNTABLE_METHODS:
+            raise _malformed("unsupported compression method")
     # Each entry's local header and data must end before the next one starts.
     ordered = sorted(entries, key=lambda i: i.header_offset)
     for current, following in itertools.pairwise(ordered):

@@ -246,15 +246,16 @@ class InMemoryDocumentRepository:
             )
             return True
 
-    async def fail_exhausted(self, *, max_attempts: int, now: datetime) -> int:
-        """Fail lease-expired documents that reached the attempt ceiling."""
+    async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
+        """Fail the tenant's lease-expired documents that reached the attempt ceiling."""
         async with self._lock:
             count = 0
             for row in self._rows.values():
                 doc = row.document
                 expired = row.lease_until is not None and row.lease_until <= now
                 if (
-                    doc.state is DocumentState.PROCESSING
+                    doc.tenant_id == tenant_id
+                    and doc.state is DocumentState.PROCESSING
                     and expired
                     and doc.attempts >= max_attempts
                 ):

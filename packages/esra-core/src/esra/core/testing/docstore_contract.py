@@ -415,7 +415,7 @@ class DocumentRepositoryContract(
         (second,) = await self._claim(repository, limit=1, max_attempts=1, at=2 + LEASE_S)
         assert second.document_id == live.id
         # pill's lease lapsed at the ceiling; live's is still running.
-        assert await repository.fail_exhausted(max_attempts=1, now=_at(3 + LEASE_S)) == 1
+        assert await repository.fail_exhausted(TENANT, max_attempts=1, now=_at(3 + LEASE_S)) == 1
         failed = await repository.get(TENANT, pill.id)
         assert failed is not None
         assert failed.state is DocumentState.FAILED
@@ -424,7 +424,7 @@ class DocumentRepositoryContract(
         running = await repository.get(TENANT, live.id)
         assert running is not None
         assert running.state is DocumentState.PROCESSING
-        assert await repository.fail_exhausted(max_attempts=1, now=_at(4 + LEASE_S)) == 0
+        assert await repository.fail_exhausted(TENANT, max_attempts=1, now=_at(4 + LEASE_S)) == 0
         assert await repository.original(TENANT, pill.id) is not None
         assert not await repository.complete(first, _content("late"), now=_at(5 + LEASE_S))
 
@@ -434,10 +434,29 @@ class DocumentRepositoryContract(
         """Below the ceiling a lapsed lease is reclaimable, not failed."""
         document = await self._add(repository, "a.txt")
         await self._claim(repository)
-        assert await repository.fail_exhausted(max_attempts=MAX_ATTEMPTS, now=_at(LEASE_S)) == 0
+        assert (
+            await repository.fail_exhausted(TENANT, max_attempts=MAX_ATTEMPTS, now=_at(LEASE_S))
+            == 0
+        )
         stored = await repository.get(TENANT, document.id)
         assert stored is not None
         assert stored.state is DocumentState.PROCESSING
+
+    async def test_fail_exhausted_fails_only_the_given_tenants_documents(
+        self, repository: DocumentRepository
+    ) -> None:
+        """Each tenant's ceiling is its own: sweeping one tenant at a ceiling of 1 leaves
+        another tenant's lapsed document (same store) Processing, reclaimable at its own."""
+        await self._add(repository, "mine.txt")
+        theirs = await self._add(repository, "theirs.txt", tenant=OTHER)
+        await self._claim(repository, at=1)
+        await self._claim(repository, tenant=OTHER, at=1)
+        assert await repository.fail_exhausted(TENANT, max_attempts=1, now=_at(1 + LEASE_S)) == 1
+        untouched = await repository.get(OTHER, theirs.id)
+        assert untouched is not None
+        assert (untouched.state, untouched.failure) == (DocumentState.PROCESSING, None)
+        (reclaimed,) = await self._claim(repository, tenant=OTHER, at=1 + LEASE_S)
+        assert (reclaimed.document_id, reclaimed.attempt) == (theirs.id, 2)
 
     # -- fencing ---------------------------------------------------------------------------
 
