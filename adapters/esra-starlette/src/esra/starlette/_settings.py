@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from esra.core.config import ConfigSnapshot, Source, load_snapshot
+from esra.core.config import ConfigSnapshot, Source, check_no_literal_password, load_snapshot
 from esra.core.docstore import (
     MAX_ATTEMPTS_CEILING,
     MAX_BATCH_CEILING,
@@ -627,17 +627,9 @@ def _source_options(table: _Table, snapshot: ConfigSnapshot) -> dict[str, dict[s
 def _check_template(table: _Table, source: Source) -> None:
     """A connection template's password is a secret reference, never the secret."""
     try:
-        netloc = urlsplit(encode_placeholders(source.connection_ref)).netloc
-    except ValueError:
-        return  # the provider classifies a malformed template when it opens
-    # References may hold ":" themselves (``${secret:env:NAME}``): judge what is left without them.
-    userinfo = _SECRET_REFERENCE.sub("", netloc.rpartition("@")[0])
-    if userinfo.partition(":")[2]:
-        raise table.fail(
-            "config",
-            f"source {source.id!r}: its connection template holds a literal password; name "
-            "the secret instead (${secret:env:NAME}, ${secret:file:/path} or a stored secret)",
-        )
+        check_no_literal_password(source)
+    except ConfigurationError as exc:
+        raise table.fail("config", str(exc)) from exc
 
 
 def _check_sources(

@@ -10,6 +10,7 @@ from esra.core._config.capability import (
     SourceBinding,
 )
 from esra.core._config.ceilings import LimitCeilings
+from esra.core._config.connection_credentials import check_no_literal_password
 from esra.core._config.converter import CONVERTER, dump_snapshot, load_part, load_snapshot
 from esra.core._config.exposure import Exposure, RetentionClass
 from esra.core._config.mapping import (
@@ -83,6 +84,7 @@ __all__ = [
     "SourceBinding",
     "SourceHealth",
     "SourcePolicy",
+    "check_no_literal_password",
     "clamp_max_queries",
     "dump_snapshot",
     "load_part",

@@ -108,8 +108,23 @@ class SecretStore(Protocol):
 class WritableSecretStore(SecretStore, Protocol):
     """**Protocol:** a ``SecretStore`` that can also create and rotate secrets."""
 
+    async def check_put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Raise what ``put`` would raise for this write's own content; write nothing.
+
+        The admin chain asks before it records a write, so a write the store refuses (an
+        external reference, a value it cannot hold) leaves the configuration unchanged.
+
+        Raises:
+            ConfigurationError: ``put`` would refuse the write whatever the store's state.
+        """
+        ...
+
     async def put(self, tenant_id: str, reference: str, value: str) -> None:
-        """Create, or replace (rotate), the secret ``reference`` of ``tenant_id``."""
+        """Create, or replace (rotate), the secret ``reference`` of ``tenant_id``.
+
+        Raises:
+            ConfigurationError: the write is refused (``check_put`` says so beforehand).
+        """
         ...
 
 

@@ -10,6 +10,7 @@ every attempt — allowed, denied or rejected — is audited under the tenant it
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
@@ -26,11 +27,12 @@ from esra.core._admin.workspace import AdminWorkspace
 from esra.core._audit.record import AuditDimension
 from esra.core._config.access_policy import AccessPolicy
 from esra.core._config.capability import Capability
+from esra.core._config.connection_credentials import check_no_literal_password
 from esra.core._config.exposure import Exposure
 from esra.core._config.mapping import Mapping
 from esra.core._config.source import Source
 from esra.core.codes import AuditEvent
-from esra.core.exceptions import ConfigurationError
+from esra.core.exceptions import ConfigurationError, EsraError
 from esra.core.ports import AuditSink, Clock, WritableSecretStore
 
 __all__ = [
@@ -42,6 +44,18 @@ __all__ = [
 
 _Change = Callable[[AdminWorkspace], AdminWorkspace]
 _Dimensions = Callable[[AdminWorkspace], dict[str, AuditDimension]]
+# Given the latest workspace, the next one without a change whose effect failed; None when
+# there is nothing left to withdraw (a later change superseded it).
+_Withdrawal = Callable[[AdminWorkspace], AdminWorkspace | None]
+# A withdrawal that keeps losing races gives up: the failed attempt is audited either way.
+_WITHDRAW_ATTEMPTS = 3
+
+_log = logging.getLogger(__name__)
+
+
+def _failure_reason(exc: Exception) -> str:
+    # An audit reason is a classified code: an exception's class or text may be a driver's.
+    return exc.code.value if isinstance(exc, EsraError) else "unexpected_error"
 
 
 class _AdminService:
@@ -50,6 +64,12 @@ class _AdminService:
     A change reads the tenant's workspace at version *v* and saves the next one naming *v*
     (or the ``expected_version`` the caller read earlier, when it gives one), so a change
     that raced another is refused with ``ConfigConflictError`` instead of overwriting it.
+
+    A change with an effect outside the workspace (writing a secret) runs the effect only
+    after its save won the version, and asks ``check`` before saving, so whatever the
+    effect would refuse is refused before anything is saved. An effect that still fails
+    (its backend is down) has its change withdrawn again by ``withdraw``: the workspace
+    never claims what did not happen.
     """
 
     def __init__(self, workspaces: WorkspaceStore, *, audit: AuditSink, clock: Clock) -> None:
@@ -73,7 +93,9 @@ class _AdminService:
         expected_version: int | None,
         reason: str | None,
         dimensions_of: _Dimensions | None = None,
+        check: Callable[[], Awaitable[None]] | None = None,
         effect: Callable[[], Awaitable[None]] | None = None,
+        withdraw: _Withdrawal | None = None,
     ) -> AdminWorkspace:
         dims: dict[str, AuditDimension] = {"subject": admin.subject, "role": role.value}
         dims.update(dimensions)
@@ -91,8 +113,13 @@ class _AdminService:
             raise conflict
         try:
             updated = change(current)
+            if check is not None:
+                await check()
         except ConfigurationError as exc:
             await self._record(event, tenant_id, "rejected", str(exc), dims, by=admin)
+            raise
+        except Exception as exc:
+            await self._record(event, tenant_id, "failed", _failure_reason(exc), dims, by=admin)
             raise
         record = ConfigChange(
             tenant_id=tenant_id,
@@ -111,16 +138,65 @@ class _AdminService:
         dims["version"] = updated.version
         if effect is not None:
             # Only after the save won its version: a write refused as stale must not have
-            # changed anything outside the workspace (a secret) either. If the effect fails
-            # now, the saved change stands without it; the caller sees the error and retries
-            # from the new version.
+            # changed anything outside the workspace (a secret) either.
             try:
                 await effect()
             except Exception as exc:
-                await self._record(event, tenant_id, "failed", type(exc).__name__, dims, by=admin)
+                if withdraw is not None:
+                    withdrawn = await self._withdraw(admin, tenant_id, event, target, withdraw)
+                    if withdrawn is not None:
+                        dims["withdrawn_version"] = withdrawn
+                await self._record(event, tenant_id, "failed", _failure_reason(exc), dims, by=admin)
                 raise
         await self._record(event, tenant_id, "ok", None, dims, by=admin)
         return updated
+
+    async def _withdraw(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        event: AuditEvent,
+        target: str,
+        withdraw: _Withdrawal,
+    ) -> int | None:
+        """Save the workspace without a change whose effect failed; the version saved.
+
+        ``None`` when nothing was withdrawn: a later change superseded it, or the workspace
+        store failed as well (logged; the effect's own error is what the caller sees).
+        """
+        for _ in range(_WITHDRAW_ATTEMPTS):
+            try:
+                current = await self._current(tenant_id)
+                withdrawn = withdraw(current)
+                if withdrawn is None:
+                    return None
+                record = ConfigChange(
+                    tenant_id=tenant_id,
+                    version=withdrawn.version,
+                    subject=admin.subject,
+                    at=self._clock.now(),
+                    action=event.value,
+                    target=target,
+                    reason="withdrawn: the change's effect failed after it was saved",
+                )
+                await self._workspaces.save(
+                    withdrawn, expected_version=current.version, change=record
+                )
+            except ConfigConflictError:
+                continue
+            except Exception:
+                _log.warning(
+                    "a failed change could not be withdrawn",
+                    exc_info=True,
+                    extra={"tenant_id": tenant_id, "action": event.value, "target": target},
+                )
+                return None
+            return withdrawn.version
+        _log.warning(
+            "a failed change could not be withdrawn: the workspace kept changing",
+            extra={"tenant_id": tenant_id, "action": event.value, "target": target},
+        )
+        return None
 
     async def _record(
         self,
@@ -199,17 +275,39 @@ class ConnectionSecretService(_AdminService):
         ``expected_version`` (every service takes it) is the workspace version the caller
         read; a workspace that moved on since raises ``ConfigConflictError``. ``reason`` is
         recorded with the change.
+
+        A write the secret store refuses (``check_put``: an ``env:``/``file:`` reference, a
+        value it cannot hold) raises ``ConfigurationError`` and changes nothing. A write
+        that fails after the change was saved is withdrawn again in a further version, so
+        no source can be modelled on a secret that was never written.
         """
 
+        previous: int | None = None
+
         def change(ws: AdminWorkspace) -> AdminWorkspace:
+            nonlocal previous
             if not reference:
                 raise ConfigurationError("a secret reference must not be empty")
+            previous = ws.secret_rotations.get(reference)
             rotations = dict(ws.secret_rotations)
-            rotations[reference] = rotations.get(reference, 0) + 1
+            rotations[reference] = (previous or 0) + 1
             return ws.next(secret_rotations=rotations)
+
+        async def check() -> None:
+            await self._secrets.check_put(tenant_id, reference, value)
 
         async def effect() -> None:
             await self._secrets.put(tenant_id, reference, value)
+
+        def withdraw(ws: AdminWorkspace) -> AdminWorkspace | None:
+            rotations = dict(ws.secret_rotations)
+            if rotations.get(reference) != (previous or 0) + 1:
+                return None  # rotated again since: that later write is the one that stands
+            if previous is None:
+                del rotations[reference]
+            else:
+                rotations[reference] = previous
+            return ws.next(secret_rotations=rotations)
 
         return await self._attempt(
             admin,
@@ -221,7 +319,9 @@ class ConnectionSecretService(_AdminService):
             dimensions={"reference": reference},
             expected_version=expected_version,
             reason=reason,
+            check=check,
             effect=effect,
+            withdraw=withdraw,
         )
 
 
@@ -269,6 +369,9 @@ class DataModelService(_AdminService):
     ) -> AdminWorkspace:
         """Add or replace ``source`` with exactly ``mappings``; its secret must exist.
 
+        Its connection template names its password as a secret reference: a literal one is
+        refused (``check_no_literal_password``), so it never reaches the draft or history.
+
         The audit record's ``record_filter_templates`` dimension lists every mapping whose
         record-filter template this change adds, alters or removes, as
         ``{mapping_id}:{fingerprint}`` (``none`` once removed), never the template text.
@@ -277,6 +380,7 @@ class DataModelService(_AdminService):
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             _own_tenant(tenant_id, source, *new_mappings)
+            check_no_literal_password(source)
             if names_missing_secret(source.connection_ref, ws.secret_rotations):
                 raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
             if any(m.source_id != source.id for m in new_mappings):

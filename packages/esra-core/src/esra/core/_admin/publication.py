@@ -2,8 +2,9 @@
 
 Publication re-asserts what the domain already rejects (names unique within the tenant, no
 cross-tenant reference) and adds what only the chain knows: the exposure's access policy
-exists and agrees with it, and every connection secret a source names exists. Every
-record-filter template is parsed against its mapping once more.
+exists and agrees with it, every connection secret a source names exists, and no connection
+template holds a literal password. Every record-filter template is parsed against its
+mapping once more.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Protocol
 import attrs
 
 from esra.core._admin.workspace import AdminWorkspace
+from esra.core._config.connection_credentials import check_no_literal_password
 from esra.core._config.record_filter_template import parse_record_filter_template
 from esra.core._config.snapshot import ConfigSnapshot
 from esra.core._secrets.references import reference_scheme
@@ -70,6 +72,9 @@ def publishable_snapshot(workspace: AdminWorkspace, slug: str) -> ConfigSnapshot
         if candidate.published or candidate.slug == slug:
             _check_policy(snapshot, candidate.slug, candidate.capability_id, candidate.audience)
     for source in snapshot.sources:
+        # Modelling refuses a literal password already; a workspace stored before it did
+        # must not publish one either.
+        check_no_literal_password(source)
         if names_missing_secret(source.connection_ref, workspace.secret_rotations):
             raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
     for mapping in snapshot.mappings:

@@ -20,6 +20,9 @@ class InMemorySecretVault:
     def __init__(self) -> None:
         self._secrets: dict[tuple[str, str], str] = {}
 
+    async def check_put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Accept every write: a dict holds any value under any reference."""
+
     async def put(self, tenant_id: str, reference: str, value: str) -> None:
         """Store ``value`` under ``reference`` for ``tenant_id`` only."""
         self._secrets[(tenant_id, reference)] = value

@@ -28,6 +28,11 @@ class ExternalReferenceWriteError(ConfigurationError):
     public_message = "An env: or file: secret is managed outside ESRA and cannot be written."
 
 
+def _refuse_external(reference: str) -> None:
+    if isinstance(reference, str) and reference_scheme(reference) is not None:
+        raise ExternalReferenceWriteError
+
+
 class RoutingSecretStore:
     """Stored secrets in ``stored``; ``env:``/``file:`` references through ``external``."""
 
@@ -35,14 +40,18 @@ class RoutingSecretStore:
         self._stored = stored
         self._external = external
 
+    async def check_put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Raise what ``put`` would raise for this write; nothing is stored."""
+        _refuse_external(reference)
+        await self._stored.check_put(tenant_id, reference, value)
+
     async def put(self, tenant_id: str, reference: str, value: str) -> None:
         """Write a stored secret; refuse an external reference.
 
         Raises:
             ExternalReferenceWriteError: if ``reference`` is ``env:…`` or ``file:…``.
         """
-        if isinstance(reference, str) and reference_scheme(reference) is not None:
-            raise ExternalReferenceWriteError
+        _refuse_external(reference)
         await self._stored.put(tenant_id, reference, value)
 
     async def resolve(self, tenant_id: str, reference: str) -> str:

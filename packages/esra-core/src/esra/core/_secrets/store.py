@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from esra.core._secrets.envelope import EnvelopeOpenError, rewrap, seal, unseal
+from esra.core._secrets.envelope import EnvelopeOpenError, SealedSecret, rewrap, seal, unseal
 from esra.core._secrets.keys import KeyEncryptionKeys, KeyringConfigurationError
 from esra.core._secrets.table import SecretTable
 from esra.core.codes import ProviderErrorCode
@@ -85,13 +85,7 @@ class EncryptedSecretStore:
         """The keyring in use (its ``repr`` lists key ids only)."""
         return self._keys
 
-    async def put(self, tenant_id: str, reference: str, value: str) -> None:
-        """Create, or replace (rotate), the secret ``reference`` of ``tenant_id``.
-
-        Raises:
-            ConfigurationError: on an empty tenant or reference, a non-string value or a
-                value over 64 KiB.
-        """
+    def _sealed(self, tenant_id: str, reference: str, value: str) -> SealedSecret:
         _check_name("tenant id", tenant_id)
         _check_name("reference", reference)
         given: object = value  # callers outside the type checker pass anything
@@ -99,9 +93,26 @@ class EncryptedSecretStore:
             msg = "a secret value must be a string"
             raise ConfigurationError(msg)
         try:
-            row = seal(tenant_id, reference, value, self._keys)
+            return seal(tenant_id, reference, value, self._keys)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
+
+    async def check_put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Raise what ``put`` would raise for this write; nothing is stored.
+
+        The value is sealed and discarded: sealing is what refuses, so the check cannot
+        drift from the write.
+        """
+        self._sealed(tenant_id, reference, value)
+
+    async def put(self, tenant_id: str, reference: str, value: str) -> None:
+        """Create, or replace (rotate), the secret ``reference`` of ``tenant_id``.
+
+        Raises:
+            ConfigurationError: on an empty tenant or reference, a non-string value or a
+                value over 64 KiB.
+        """
+        row = self._sealed(tenant_id, reference, value)
         await self._table.put(row)
         _log.info(
             "secret written",

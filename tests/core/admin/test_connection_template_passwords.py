@@ -1,0 +1,112 @@
+"""A source's connection template names its credentials; it never holds a password.
+
+The check is esra-core's (``check_no_literal_password``): the admin chain refuses such a
+source when it is modelled, publication refuses a draft that still holds one (a workspace
+stored before the check existed), and the settings loader calls the same function.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from esra.core._admin.publication import publishable_snapshot
+from esra.core._admin.store import ConfigChange
+from esra.core.admin import Role
+from esra.core.codes import AuditEvent, ErrorCode
+from esra.core.config import check_no_literal_password
+from esra.core.exceptions import ConfigurationError
+from tests.core.admin.test_chain import SECRET_REF, Admin, holder, run_until
+from tests.core.factories import SLUG, TENANT, make_exposure, make_mapping, make_source
+
+PASSWORD = "hunter2-literal-password"
+
+REFUSED = [
+    f"postgresql://reader:{PASSWORD}@db.internal:5432/sales",
+    f"postgresql://${{secret:{SECRET_REF}}}:{PASSWORD}@db.internal/sales",
+    f"postgresql://${{secret:env:PGUSER}}:{PASSWORD}@db.internal/sales",
+    f"postgresql://${{secret:file:/run/secrets/pg-user}}:{PASSWORD}@db.internal/sales",
+    f"postgresql://${{secret%3Aenv%3APGUSER}}:{PASSWORD}@db.internal/sales",
+    f"postgresql://reader:${{secret:pg}}{PASSWORD}@db.internal/sales",
+    f"mysql://reader:{PASSWORD}@db.internal:3306/sales?ssl=true",
+    f"//reader:{PASSWORD}@db.internal/sales",
+    f"postgresql://reader:{PASSWORD}@[db.internal/sales",  # malformed: judged all the same
+]
+ACCEPTED = [
+    "postgresql://reader:${secret:pg}@db.internal:5432/sales?sslmode=require",
+    "postgresql://${secret:env:PGUSER}:${secret:file:/run/secrets/pg-password}@db.internal/x",
+    "postgresql://${secret%3Aenv%3APGUSER}:${secret%3Aenv%3APGPW}@db.internal/x",
+    "postgresql://reader@db.internal/sales",
+    "postgresql://reader:@db.internal/sales",
+    "postgresql://db.internal/sales?user=reader",
+    "secret://s-1",
+    "sales.db",
+]
+
+
+@pytest.mark.parametrize("template", REFUSED)
+def test_a_literal_password_is_refused_without_echoing_it(template: str) -> None:
+    with pytest.raises(ConfigurationError, match="literal password") as refused:
+        check_no_literal_password(make_source("s-pg", connection_ref=template))
+    assert refused.value.code is ErrorCode.ESRA_CONFIGURATION_INVALID
+    assert "'s-pg'" in str(refused.value)
+    assert PASSWORD not in str(refused.value)
+
+
+@pytest.mark.parametrize("template", ACCEPTED)
+def test_secret_references_and_no_password_are_accepted(template: str) -> None:
+    check_no_literal_password(make_source("s-pg", connection_ref=template))
+
+
+@pytest.mark.asyncio
+async def test_modelling_a_source_with_a_literal_password_is_rejected_and_audited() -> None:
+    h = Admin()
+    await run_until(h, 1)
+    before = await h.current(TENANT)
+    template = f"postgresql://${{secret:{SECRET_REF}}}:{PASSWORD}@db.internal:5432/sales"
+    source = make_source("s-1", connection_ref=template)
+
+    with pytest.raises(ConfigurationError, match="literal password") as refused:
+        await h.data.model_source(holder(Role.ESRA_DATA_MANAGE), TENANT, source, [make_mapping()])
+
+    assert refused.value.code is ErrorCode.ESRA_CONFIGURATION_INVALID
+    assert PASSWORD not in str(refused.value)
+    assert await h.current(TENANT) == before
+    rejection = h.audit.records[-1]
+    assert (rejection.event, rejection.outcome) == (AuditEvent.ADMIN_SOURCE_MODEL, "rejected")
+    assert PASSWORD not in repr(rejection)
+
+
+@pytest.mark.asyncio
+async def test_publication_refuses_a_stored_draft_holding_a_literal_password() -> None:
+    """A workspace saved before modelling checked templates cannot be published."""
+    h = Admin()
+    await run_until(h, 3)
+    publisher = holder(Role.ESRA_EXPOSURE_MANAGE)
+    exposure = make_exposure(published=False, source_subset=frozenset({"s-1"}))
+    await h.exposures.bind_exposure(publisher, TENANT, exposure)
+    current = await h.current(TENANT)
+    # Its user is the written secret, so only the literal password stands in the way.
+    template = f"postgresql://${{secret:{SECRET_REF}}}:{PASSWORD}@db.internal/x"
+    leaked = make_source("s-1", connection_ref=template)
+    snapshot = attrs.evolve(current.snapshot, sources=(leaked,))
+    stored = current.next(snapshot=snapshot)
+    change = ConfigChange(
+        tenant_id=TENANT,
+        version=stored.version,
+        subject="before-the-fix",
+        at=h.clock.now(),
+        action=AuditEvent.ADMIN_SOURCE_MODEL.value,
+        target="s-1",
+    )
+    await h.store.save(stored, expected_version=current.version, change=change)
+
+    with pytest.raises(ConfigurationError, match="literal password") as direct:
+        publishable_snapshot(await h.current(TENANT), SLUG)
+    assert PASSWORD not in str(direct.value)
+    with pytest.raises(ConfigurationError, match="literal password"):
+        await h.exposures.publish(publisher, TENANT, SLUG)
+    assert await h.runtime.snapshot(TENANT) is None
+    rejection = h.audit.records[-1]
+    assert (rejection.event, rejection.outcome) == (AuditEvent.ADMIN_EXPOSURE_PUBLISH, "rejected")
+    assert PASSWORD not in repr(rejection)
