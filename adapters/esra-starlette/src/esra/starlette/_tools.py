@@ -9,7 +9,9 @@ caller's list looks exactly like calling one that does not exist.
 
 A call runs authenticate (the SDK's bearer middleware, before this module) → authorize (the
 tool is in the caller's list) → audit (one ``esra.invoke`` record, denials included) → the
-core's pipeline. Every failure reaches the client as a classified tool error.
+core's pipeline. Every failure reaches the client as a classified tool error; a failed
+``tools/list`` (which has no tool error to give) as a JSON-RPC ``INTERNAL_ERROR`` reading
+``ESRA_INTERNAL: …`` with the core's fixed text — the detail is logged, never returned.
 
 A search tool's input schema lists the fields this caller may filter on through that exposure
 (``esra.core.hosting.listed_filter_fields``), so two callers of one tool may
@@ -33,7 +35,9 @@ from typing import Any
 import attrs
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INTERNAL_ERROR,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
@@ -263,10 +267,16 @@ class EsraTools:
     async def _on_list_tools(
         self, _ctx: ServerRequestContext[Any], _params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        caller = current_caller()
-        if caller is None:
-            return ListToolsResult(tools=[])
-        return ListToolsResult(tools=await self.definitions_for(caller))
+        try:
+            caller = current_caller()
+            if caller is None:
+                return ListToolsResult(tools=[])
+            return ListToolsResult(tools=await self.definitions_for(caller))
+        except Exception:
+            # Without this, the SDK's handshake-era dispatcher answers str(exc) to the client
+            # (a driver's text, a host name); the detail belongs in the log only.
+            _log.exception("unclassified failure listing tools")
+            raise _internal_error() from None
 
     async def _on_call_tool(
         self, _ctx: ServerRequestContext[Any], params: CallToolRequestParams
@@ -373,6 +383,13 @@ class EsraTools:
                 },
             )
         )
+
+
+def _internal_error() -> MCPError:
+    """The JSON-RPC error of a failed request that has no tool error to give: the core's
+    ``ESRA_INTERNAL`` with its fixed text, exactly as a failed call reads, and no detail."""
+    error = EsraError()
+    return MCPError(code=INTERNAL_ERROR, message=f"{error.code.value}: {error}")
 
 
 def _parse(kind: ToolKind, arguments: object) -> SearchArguments | FetchArguments:

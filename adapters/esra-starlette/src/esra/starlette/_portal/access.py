@@ -19,6 +19,7 @@ from starlette.requests import Request
 from esra.core.admin import NotPermittedError, Role
 from esra.core.docstore import StoreNotReadyError, StoreStatus
 from esra.starlette._auth import AuthenticatedCaller
+from esra.starlette._portal.bodies import bounded_body
 from esra.starlette._portal.errors import PortalError
 from esra.starlette._portal.session import Sessions, Visitor
 from esra.starlette._stores import TenantStore
@@ -69,21 +70,25 @@ def not_ready(status: StoreStatus) -> PortalError:
 
 
 async def read_form(request: Request) -> FormData:
-    """The submitted URL-encoded form, refused before it is read when it is not small.
+    """The submitted URL-encoded form, refused unless it is small, counted as it arrives.
 
     The form parser keeps field values in memory, and the sign-in form is open to anyone,
-    so the declared length is checked first (the server holds the body to it); browsers
-    always declare it for a form.
+    so the declared length is checked before any byte is read and the bytes that actually
+    arrive are counted (a server may frame the body other than by its declared length):
+    the whole form is read within :data:`MAX_FORM_BYTES` before any of it is parsed.
+    Browsers always declare the length of a form.
 
     Raises:
-        PortalError: 411 without a declared length, 413 over :data:`MAX_FORM_BYTES`.
+        PortalError: 400 with both a declared length and a transfer encoding, 411 without
+            a declared length, 413 over :data:`MAX_FORM_BYTES` declared or received.
     """
-    declared = request.headers.get("content-length")
-    if declared is None or not declared.isdigit():
-        raise PortalError(411, "Form refused", "The form did not declare its length.")
-    if int(declared) > MAX_FORM_BYTES:
-        raise PortalError(413, "Form refused", "The form is larger than any portal form.")
-    return await request.form(max_files=0, max_fields=16)
+    body = bounded_body(request, limit=MAX_FORM_BYTES, noun="form", too_large=_form_too_large)
+    await body.body()
+    return await body.form(max_files=0, max_fields=16)
+
+
+def _form_too_large() -> PortalError:
+    return PortalError(413, "Form refused", "The form is larger than any portal form.")
 
 
 class Access:

@@ -20,6 +20,7 @@ from esra.core.admin import Role
 from esra.sqlite import DEFAULT_SCOPE_CLAIM
 from esra.starlette._admin.limits import AdminLimits
 from esra.starlette._portal.access import Access
+from esra.starlette._portal.bodies import bounded_body
 from esra.starlette._portal.errors import PortalError
 from esra.starlette._portal.layout import callout, page
 from esra.starlette._portal.markup import Markup, render_template
@@ -62,9 +63,9 @@ class UploadPages:
                 store.documents.upload(visitor.operator, (), scope=store.default_scope),
                 "Uploading documents",
             )
-        _check_body(request)
+        body = _bounded_body(request)
         try:
-            async with request.form(
+            async with body.form(
                 max_files=MAX_FILES_PER_UPLOAD, max_fields=8, max_part_size=64 * 1024
             ) as form:
                 self._access.sessions.require_csrf(visitor, form.get("csrf"))
@@ -149,25 +150,27 @@ class UploadPages:
         )
 
 
-def _check_body(request: Request) -> None:
-    """Refuse an upload without a declared length, or over the limit, before reading it.
+def _bounded_body(request: Request) -> Request:
+    """The upload, refused before it is read unless it is a declared multipart body within
+    :data:`MAX_UPLOAD_BYTES`, and counted as it arrives (files spool to disk as they are
+    parsed): read the form from the returned request.
 
-    The server enforces the declared ``Content-Length`` as the body's framing, so checking
-    it bounds what is read; browsers always declare it for a form.
+    The declared ``Content-Length`` alone bounds nothing when a server frames the body
+    otherwise (a chunked body beside it); browsers always declare it for a form.
     """
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise PortalError(415, "Upload refused", "Upload files with the portal's upload form.")
-    declared = request.headers.get("content-length")
-    if declared is None or not declared.isdigit():
-        raise PortalError(411, "Upload refused", "The upload did not declare its length.")
-    if int(declared) > MAX_UPLOAD_BYTES:
-        raise PortalError(
-            413,
-            "Upload too large",
-            f"One upload may carry at most {human_size(MAX_UPLOAD_BYTES)}; upload the files "
-            "in smaller batches.",
-            links=(("/upload", "Upload form"),),
-        )
+    return bounded_body(request, limit=MAX_UPLOAD_BYTES, noun="upload", too_large=_upload_too_large)
+
+
+def _upload_too_large() -> PortalError:
+    return PortalError(
+        413,
+        "Upload too large",
+        f"One upload may carry at most {human_size(MAX_UPLOAD_BYTES)}; upload the files "
+        "in smaller batches.",
+        links=(("/upload", "Upload form"),),
+    )
 
 
 def _summary(total: int, *, stored: int, failed: int, refused: int) -> str:
