@@ -373,8 +373,11 @@ def _retrieve_record(deployment: Deployment, correlation_id: str) -> dict[str, A
 
 
 def _breaker_open_in_redis(deployment: Deployment) -> bool:
+    # The key's name is a digest of the ids; the opening it holds names them.
     with redis.Redis(port=deployment.redis.port, socket_timeout=2) as client:
-        return bool(client.exists(f"{deployment.redis_prefix}breaker:{ACME}:broken"))
+        keys = list(client.scan_iter(match=f"{deployment.redis_prefix}breaker:*"))
+        openings = [json.loads(value) for value in client.mget(keys) if value] if keys else []
+        return any((o["tenant"], o["source"]) == (ACME, "broken") for o in openings)
 
 
 @contextlib.contextmanager

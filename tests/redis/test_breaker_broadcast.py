@@ -78,11 +78,68 @@ async def test_an_opening_in_force_is_read_at_start(
         opening = await next_opening(it)
 
     assert opening == BreakerOpening(tenant_id="acme", source_id="crm", open_for_s=18.0)
-    stored = await client.get(namespace + "acme:crm")
+    keys = [key async for key in client.scan_iter(match=namespace + "*")]
+    assert len(keys) == 1
+    stored = await client.get(keys[0])
     assert isinstance(stored, bytes)
     until_ms = int(T0.timestamp()) * 1000 + 30_000
     assert json.loads(stored) == {"tenant": "acme", "source": "crm", "until_ms": until_ms}
-    assert 0 < await client.pttl(namespace + "acme:crm") <= 30_000
+    assert 0 < await client.pttl(keys[0]) <= 30_000
+
+
+async def _read_at_start(client: Redis, namespace: str, clock: FakeClock, count: int) -> set[str]:
+    seen: set[str] = set()
+    async with contextlib.aclosing(broadcast(client, namespace, clock).openings()) as it:
+        for _ in range(count):
+            opening = await next_opening(it)
+            seen.add(f"{opening.tenant_id}|{opening.source_id}|{opening.open_for_s}")
+    return seen
+
+
+async def test_ids_that_join_alike_keep_separate_openings(
+    client: Redis, other_client: Redis, namespace: str
+) -> None:
+    """Tenant "acme:eu"'s source "crm" and tenant "acme"'s source "eu:crm" are two breakers:
+    neither's key may replace the other's opening or its expiry."""
+    clock = FakeClock(T0)
+    writer = broadcast(other_client, namespace, clock)
+    await writer.opened("acme:eu", "crm", 30.0)
+    await writer.opened("acme", "eu:crm", 10.0)
+
+    keys = [key async for key in client.scan_iter(match=namespace + "*")]
+    assert len(keys) == 2
+    shorter, longer = sorted([await client.pttl(key) for key in keys])
+    assert 0 < shorter <= 10_000 < longer <= 30_000
+    assert await _read_at_start(client, namespace, clock, 2) == {
+        "acme:eu|crm|30.0",
+        "acme|eu:crm|10.0",
+    }
+
+
+async def test_the_key_names_no_id(client: Redis, other_client: Redis, namespace: str) -> None:
+    """Of fixed length whatever the ids (the message it holds carries them)."""
+    await broadcast(other_client, namespace, FakeClock(T0)).opened("a" * 256, "b:c" * 80, 30.0)
+    keys = [key async for key in client.scan_iter(match=namespace + "*")]
+    assert len(keys) == 1
+    assert b"aaa" not in keys[0]
+    assert b"b:c" not in keys[0]
+    assert len(keys[0]) == len(namespace) + 64
+
+
+async def test_an_opening_kept_under_the_former_key_is_still_read(
+    client: Redis, other_client: Redis, namespace: str
+) -> None:
+    """A host not yet upgraded keeps its openings under ``<prefix><tenant>:<source>``: they
+    are read at start like any other (the message carries the ids), and expire as before."""
+    message = {"tenant": "acme", "source": "crm", "until_ms": int(T0.timestamp()) * 1000 + 20_000}
+    await other_client.set(namespace + "acme:crm", json.dumps(message), px=20_000)
+    clock = FakeClock(T0)
+    await broadcast(other_client, namespace, clock).opened("acme", "erp", 30.0)
+
+    assert await _read_at_start(client, namespace, clock, 2) == {
+        "acme|crm|20.0",
+        "acme|erp|30.0",
+    }
 
 
 async def test_openings_already_over_are_not_yielded(

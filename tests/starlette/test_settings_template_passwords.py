@@ -24,8 +24,10 @@ PASSWORD = "hunter2-literal-password"
         f"postgresql://${{secret:env:LARKSPUR_STORE_USER}}:{PASSWORD}@db.internal:5432/esra",
         f"postgresql://${{secret%3Aenv%3ALARKSPUR_STORE_USER}}:{PASSWORD}@db.internal/esra",
         f"postgresql://esra_store:{PASSWORD}@[db.internal:5432/esra",
+        f"postgresql://esra_store:${{secret:env:LARKSPUR_STORE_PW}}@db.internal:5432/esra"
+        f"?sslkey=/etc/esra/client.key&sslpassword={PASSWORD}",
     ],
-    ids=["plain", "reference-user", "percent-encoded-reference", "malformed"],
+    ids=["plain", "reference-user", "percent-encoded-reference", "malformed", "query-option"],
 )
 def test_a_literal_password_is_refused_without_echoing_it(tmp_path: Path, template: str) -> None:
     with pytest.raises(SettingsError, match="literal password") as refused:

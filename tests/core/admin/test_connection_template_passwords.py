@@ -31,6 +31,24 @@ REFUSED = [
     f"mysql://reader:{PASSWORD}@db.internal:3306/sales?ssl=true",
     f"//reader:{PASSWORD}@db.internal/sales",
     f"postgresql://reader:{PASSWORD}@[db.internal/sales",  # malformed: judged all the same
+    # A credential in the query string: any option whose name holds password, passwd, pwd,
+    # passphrase, secret or token (case and separators aside) must be one whole reference.
+    f"postgresql://reader:${{secret:pg}}@db.internal/sales?sslkey=/k&sslpassword={PASSWORD}",
+    f"postgresql://reader@db.internal/sales?password={PASSWORD}",
+    f"postgresql://reader@db.internal/sales?PassWord={PASSWORD}",
+    f"postgresql://reader@db.internal/sales?ssl%70assword={PASSWORD}",  # the name encoded
+    f"mysql://reader@db.internal/sales?ssl_key_passwd={PASSWORD}",
+    f"mysql://reader@db.internal/sales?ssl-key-passphrase={PASSWORD}",
+    f"sqlserver://reader@db.internal/sales?PWD={PASSWORD}",
+    f"oracle://reader@db.internal/sales?client_secret={PASSWORD}",
+    f"oracle://reader@db.internal/sales?access_token={PASSWORD}",
+    f"postgresql://reader@db.internal/sales?sslpassword=${{secret:pg}}{PASSWORD}",
+    f"postgresql://reader@db.internal/sales?sslpassword={PASSWORD}${{secret:pg}}",
+    f"postgresql://reader@db.internal/sales?sslpassword=${{secret:a}}${{secret:b}}{PASSWORD}",
+    f"postgresql://reader@db.internal/sales?sslmode=require&sslpassword={PASSWORD}#frag",
+    f"postgresql://reader@db.internal/sales?sslpassword=+{PASSWORD}",
+    f"postgresql://reader@db.internal/sales?sslpassword={PASSWORD}&sslpassword=${{secret:pg}}",
+    f"  postgresql://reader@db.internal/sales?sslpass\tword={PASSWORD}",  # tab: dropped
 ]
 ACCEPTED = [
     "postgresql://reader:${secret:pg}@db.internal:5432/sales?sslmode=require",
@@ -41,6 +59,14 @@ ACCEPTED = [
     "postgresql://db.internal/sales?user=reader",
     "secret://s-1",
     "sales.db",
+    "postgresql://reader@db.internal/sales?sslkey=/k&sslpassword=${secret:key-pass}",
+    "postgresql://reader@db.internal/sales?sslpassword=${secret:file:/run/secrets/key-pass}",
+    "postgresql://reader@db.internal/sales?sslpassword=${secret%3Aenv%3AKEY_PASS}",
+    "postgresql://reader@db.internal/sales?sslpassword=%24%7Bsecret%3Aenv%3AKEY_PASS%7D",
+    "postgresql://reader@db.internal/sales?sslpassword=",  # empty: no secret at all
+    "postgresql://reader@db.internal/sales?sslmode=verify-full&sslrootcert=/etc/esra/ca.pem",
+    "postgresql://reader@db.internal/sales?application_name=password-reset",  # a value only
+    "mysql://reader@db.internal/sales?ssl_ca=/etc/esra/ca.pem&connect_timeout=5",
 ]
 
 

@@ -6,10 +6,18 @@ Only the libpq options below may come from its query string: nothing that could 
 at another host, file-based credentials, a service file or server-side settings (``options``
 could otherwise switch ``default_transaction_read_only`` off), so the host the allowlist judged
 is the host connected to.
+
+Nor does a connection take anything libpq would otherwise fill in from the process: the
+``PGPASSWORD`` variable, the password file (``PGPASSFILE``, ``~/.pgpass``), a client
+certificate (``PGSSLCERT``/``PGSSLKEY``, ``~/.postgresql/postgresql.crt``), ``PGOPTIONS``, or
+those values from a service file (``PGSERVICE``). They belong to the whole process, and a
+tenant may use only the secrets its policy names (docs/secrets.md): ``connect_kwargs`` sets
+each one explicitly, so a template naming no password logs in with none.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from esra.core.codes import ProviderErrorCode
@@ -41,6 +49,11 @@ ALLOWED_OPTIONS = frozenset(
     }
 )
 
+# A path at which no file can exist (a name under the null device, which is no directory):
+# libpq, which goes on without a password file or client certificate it cannot find, finds
+# none here. os.devnull itself would do too, but libpq warns on stderr that it is no plain file.
+_NO_FILE = os.path.join(os.devnull, "esra-none")
+
 
 def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dict[str, Any]:
     """Return keyword arguments for ``psycopg.AsyncConnection.connect``.
@@ -52,8 +65,16 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
     as slowly, and a prepared statement is session state a transaction-mode PgBouncer
     cannot carry from one transaction to the next.
 
+    The password, password file, client certificate and server options are always given, so
+    libpq takes none of them from the process (see the module's docstring): a template with
+    no password sends none (an empty value set explicitly is not replaced by ``PGPASSWORD``
+    or a service file's, and the password file libpq then reads is one that cannot exist),
+    and one with no ``sslcert`` presents no certificate.
+
     Raises:
-        ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for an option outside ``ALLOWED_OPTIONS``.
+        ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for an option outside
+            ``ALLOWED_OPTIONS``, or an ``sslcert`` without the ``sslkey`` libpq would otherwise
+            look for in ``PGSSLKEY`` or the home directory.
     """
     kwargs: dict[str, Any] = {
         "host": target.host,
@@ -63,18 +84,28 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
         "application_name": "esra",
         "autocommit": True,
         "prepare_threshold": None,
+        "password": target.password,
+        "passfile": _NO_FILE,
+        "sslcert": _NO_FILE,
+        "options": "",
     }
     if target.user:
         kwargs["user"] = target.user
-    if target.password:
-        kwargs["password"] = target.password
     for name, value in target.options:
         if name not in ALLOWED_OPTIONS:
-            error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
-            error.add_note("unsupported connection option")  # for the log only
-            raise error
+            raise _invalid("unsupported connection option")
         kwargs[name] = value
+    if not kwargs["sslcert"]:  # libpq reads an empty one as "the default file"
+        kwargs["sslcert"] = _NO_FILE
+    if kwargs["sslcert"] != _NO_FILE and not kwargs.get("sslkey"):
+        raise _invalid("sslcert without sslkey")
     return kwargs
+
+
+def _invalid(note: str) -> ProviderError:
+    error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
+    error.add_note(note)  # for the log only
+    return error
 
 
 def scrub(value: object) -> object:

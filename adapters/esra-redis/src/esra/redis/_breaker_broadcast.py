@@ -2,14 +2,18 @@
 
 An opening is written twice, in one round trip::
 
-    SET     <prefix><tenant>:<source>  {"tenant": …, "source": …, "until_ms": …}  PX <open for>
-    PUBLISH <channel>                  {"tenant": …, "source": …, "until_ms": …}
+    SET     <prefix><digest>  {"tenant": …, "source": …, "until_ms": …}  PX <open for>
+    PUBLISH <channel>         {"tenant": …, "source": …, "until_ms": …}
 
 ``until_ms`` is the wall-clock epoch millisecond (the injected ``Clock``) until which the
 breaker stays open. The key lets an instance that starts, or reconnects, learn the openings
-still in force; the message tells the instances listening now. The key holds the whole message
-rather than ``until_ms`` alone, so reading it back never depends on parsing ids out of the key
-(a tenant id may contain a colon).
+still in force; the message tells the instances listening now. ``<digest>`` is the SHA-256
+(hex) of the JSON array ``[tenant, source]``: one key per pair, whatever the ids hold (joined
+with a separator, tenant "acme:eu"'s source "crm" and tenant "acme"'s source "eu:crm" would
+share a key, and the later opening would replace the other's, expiry included). The key holds
+the whole message, so reading it back never depends on the key's name: openings a host of an
+earlier version keeps under ``<prefix><tenant>:<source>`` are read the same way, and expire
+with their openings.
 
 ``openings()`` subscribes first and reads the keys as soon as Redis confirms the subscription,
 so an opening announced in between is seen in one or the other (or both, which is harmless:
@@ -27,6 +31,7 @@ or openings for a lost subscription) and is logged at WARNING at most once a min
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
@@ -149,7 +154,7 @@ class RedisBreakerBroadcast:
         try:
             async with asyncio.timeout(self._timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    pipe.set(f"{self._prefix}{tenant_id}:{source_id}", message, px=open_for_ms)
+                    pipe.set(self._key(tenant_id, source_id), message, px=open_for_ms)
                     pipe.publish(self._channel, message)
                     await pipe.execute()
         except (RedisError, OSError, TimeoutError) as exc:
@@ -244,6 +249,11 @@ class RedisBreakerBroadcast:
         if left_ms <= 0:
             return None
         return BreakerOpening(tenant_id=tenant, source_id=source, open_for_s=left_ms / 1000)
+
+    def _key(self, tenant_id: str, source_id: str) -> str:
+        """The opening's key: unambiguous for any ids, and of fixed length."""
+        pair = json.dumps([tenant_id, source_id], ensure_ascii=True, separators=(",", ":"))
+        return self._prefix + hashlib.sha256(pair.encode()).hexdigest()
 
     def _now_ms(self) -> int:
         return math.floor(self._clock.now().timestamp() * 1000)

@@ -5,11 +5,21 @@ Configuration holds secret references only (docs/secrets.md): a template's passw
 (``${secret%3Aenv%3APGPASSWORD}``). One check serves every way a source arrives — the
 settings file, the admin API's modelling, publication — so none accepts what another
 refuses, and a refusal never quotes the password back.
+
+The query string is judged too: a driver takes credentials from it as well (libpq's
+``sslpassword``, a client key's passphrase). An option is a credential when its name —
+percent-decoded, case and separators aside — contains ``password``, ``passwd``, ``pwd``,
+``passphrase``, ``secret`` or ``token``; its value must then be empty or one whole reference.
+The rule goes by the name rather than a list of each driver's options, so an option a
+provider comes to accept later, or one a provider refuses anyway, is judged all the same: a
+name caught by mistake costs only writing its value as a reference, while one missed would
+put a secret into configuration, its history and the audit trail.
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl, quote
 
 from esra.core._config.source import Source
 from esra.core.exceptions import ConfigurationError
@@ -24,11 +34,18 @@ _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*:)?//([^/?#]*)")
 # What urlsplit ignores, so the authority is found where a driver would find it.
 _LEADING_IGNORED = "".join(chr(code) for code in range(0x21))  # C0 controls and space
 _IGNORED_ANYWHERE = str.maketrans("", "", "\t\r\n")
+_CREDENTIAL_NAME = re.compile("password|passwd|pwd|passphrase|secret|token")
+_NOT_ALPHANUMERIC = re.compile("[^a-z0-9]")
 
 
 def holds_literal_password(connection_ref: str) -> bool:
-    """Whether the template's user information carries a password that is not a reference."""
+    """Whether the template carries a credential that is not a reference: a password in its
+    user information, or a credential option (see the module's docstring) in its query."""
     text = connection_ref.lstrip(_LEADING_IGNORED).translate(_IGNORED_ANYWHERE)
+    return _userinfo_holds_password(text) or _query_holds_credential(text)
+
+
+def _userinfo_holds_password(text: str) -> bool:
     # References hold ":" and "/" themselves (``${secret:file:/run/pw}``): judge the
     # template without them, so neither splits the user from the password nor ends the
     # authority, and whatever is left beside them is literal.
@@ -37,6 +54,20 @@ def holds_literal_password(connection_ref: str) -> bool:
         return False
     userinfo = match.group(1).rpartition("@")[0]
     return bool(userinfo.partition(":")[2])
+
+
+def _query_holds_credential(text: str) -> bool:
+    # Found where urlsplit finds it, by hand like the authority: after the first "?" of what
+    # comes before the first "#". Each reference is percent-encoded whole first, so nothing
+    # inside one ("#", "&", "+", "/") splits the query, and the decoding parse_qsl does (as
+    # every provider's parser does) gives it back as written.
+    encoded = _SECRET_REFERENCE.sub(lambda ref: quote(ref.group(0), safe=""), text)
+    query = encoded.partition("#")[0].partition("?")[2]
+    return any(
+        value and _SECRET_REFERENCE.fullmatch(value) is None
+        for name, value in parse_qsl(query, keep_blank_values=True)
+        if _CREDENTIAL_NAME.search(_NOT_ALPHANUMERIC.sub("", name.casefold()))
+    )
 
 
 def check_no_literal_password(source: Source) -> None:
