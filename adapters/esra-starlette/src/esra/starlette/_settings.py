@@ -40,7 +40,13 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from esra.core.config import ConfigSnapshot, Source, check_no_literal_password, load_snapshot
+from esra.core.config import (
+    ConfigSnapshot,
+    Source,
+    check_no_literal_password,
+    holds_literal_password,
+    load_snapshot,
+)
 from esra.core.docstore import (
     MAX_ATTEMPTS_CEILING,
     MAX_BATCH_CEILING,
@@ -106,7 +112,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # ``databases`` directory; every other kind's is a connection template (a URL whose
 # credentials are ``${secret:...}`` references, its host checked against ``outbound_hosts``).
 FILE_PROVIDER_KINDS = frozenset({"sqlite", STORE_PROVIDER_KIND})
-_SECRET_REFERENCE = re.compile(r"\$\{secret(?::|%3[Aa])[^}]*\}")  # plain or percent-encoded
 AUDIT_KINDS = frozenset({"database", "jsonl", "logging"})
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # The PostgreSQL schemas ESRA's own state lives in unless [state] names others.
@@ -675,9 +680,8 @@ def _state_database(state: _Table, base: Path) -> str | None:
             raise state.fail("database", "is not a PostgreSQL connection URL") from exc
         if not parts.hostname:
             raise state.fail("database", "must name the PostgreSQL server's host")
-        # References may hold ":" themselves: judge what is left without them.
-        userinfo = _SECRET_REFERENCE.sub("", parts.netloc.rpartition("@")[0])
-        if userinfo.partition(":")[2]:
+        # The sources' own check: the state database's URL is a connection template too.
+        if holds_literal_password(database):
             raise state.fail(
                 "database",
                 "holds a literal password; name it instead (${secret:env:NAME} or "

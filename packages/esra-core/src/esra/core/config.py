@@ -10,7 +10,10 @@ from esra.core._config.capability import (
     SourceBinding,
 )
 from esra.core._config.ceilings import LimitCeilings
-from esra.core._config.connection_credentials import check_no_literal_password
+from esra.core._config.connection_credentials import (
+    check_no_literal_password,
+    holds_literal_password,
+)
 from esra.core._config.converter import CONVERTER, dump_snapshot, load_part, load_snapshot
 from esra.core._config.exposure import Exposure, RetentionClass
 from esra.core._config.mapping import (
@@ -87,6 +90,7 @@ __all__ = [
     "check_no_literal_password",
     "clamp_max_queries",
     "dump_snapshot",
+    "holds_literal_password",
     "load_part",
     "load_snapshot",
     "parse_record_filter_template",
