@@ -5,10 +5,16 @@ mappings and capability → ``GOVERNANCE_MANAGE`` authors the tool's access poli
 ``ESRA_EXPOSURE_MANAGE`` binds audience and source subset and publishes. Each service checks
 its own role (and nothing else grants it), each step needs the previous one's product, and
 every attempt — allowed, denied or rejected — is audited under the tenant it targeted.
+
+No change takes effect while the audit sink refuses records: the sink is asked (its
+``ping()``) before anything is saved, and before a secret is written. A publication's save is
+itself the effect — followers sharing the state database apply it — so a publish refused for
+audit must never reach the store.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -20,10 +26,11 @@ from esra.core._admin.publication import (
     names_missing_secret,
     publishable_snapshot,
 )
-from esra.core._admin.recording import record_admin_action
+from esra.core._admin.recording import admin_action_record, record_admin_action
 from esra.core._admin.roles import Administrator, NotPermittedError, Role
 from esra.core._admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
 from esra.core._admin.workspace import AdminWorkspace
+from esra.core._audit.batching import AuditUnavailableError, log_unwritten
 from esra.core._audit.record import AuditDimension
 from esra.core._config.access_policy import AccessPolicy
 from esra.core._config.capability import Capability
@@ -49,6 +56,9 @@ _Dimensions = Callable[[AdminWorkspace], dict[str, AuditDimension]]
 _Withdrawal = Callable[[AdminWorkspace], AdminWorkspace | None]
 # A withdrawal that keeps losing races gives up: the failed attempt is audited either way.
 _WITHDRAW_ATTEMPTS = 3
+# How long the audit sink may take to say it accepts records before a change (a database
+# log answers a ping within this unless it is gone).
+_AUDIT_CHECK_TIMEOUT_S = 5.0
 
 _log = logging.getLogger(__name__)
 
@@ -70,6 +80,14 @@ class _AdminService:
     effect would refuse is refused before anything is saved. An effect that still fails
     (its backend is down) has its change withdrawn again by ``withdraw``: the workspace
     never claims what did not happen.
+
+    Nothing takes effect unaudited: before the save the audit sink must say it accepts
+    records (``_check_audit``), and again before an effect, whose change is withdrawn if it
+    no longer does. A refused change raises ``AuditUnavailableError`` with nothing saved and
+    its would-be record logged to ``esra.audit.unwritten``. Only a sink that fails between
+    that check and the final record leaves a saved change without a written record: the
+    sink keeps the record queued or logs it as unwritten, the chain logs the saved version at
+    ERROR, and the caller still gets ``AuditUnavailableError`` (noting the saved version).
     """
 
     def __init__(self, workspaces: WorkspaceStore, *, audit: AuditSink, clock: Clock) -> None:
@@ -121,6 +139,12 @@ class _AdminService:
         except Exception as exc:
             await self._record(event, tenant_id, "failed", _failure_reason(exc), dims, by=admin)
             raise
+        try:
+            # Before the save: a publication's save is already live for every follower.
+            await self._check_audit()
+        except AuditUnavailableError as exc:
+            self._unrecorded(event, tenant_id, _failure_reason(exc), dims, by=admin)
+            raise
         record = ConfigChange(
             tenant_id=tenant_id,
             version=updated.version,
@@ -137,19 +161,137 @@ class _AdminService:
             raise
         dims["version"] = updated.version
         if effect is not None:
-            # Only after the save won its version: a write refused as stale must not have
-            # changed anything outside the workspace (a secret) either.
-            try:
-                await effect()
-            except Exception as exc:
-                if withdraw is not None:
-                    withdrawn = await self._withdraw(admin, tenant_id, event, target, withdraw)
-                    if withdrawn is not None:
-                        dims["withdrawn_version"] = withdrawn
-                await self._record(event, tenant_id, "failed", _failure_reason(exc), dims, by=admin)
-                raise
-        await self._record(event, tenant_id, "ok", None, dims, by=admin)
+            await self._run_effect(
+                admin, tenant_id, event, target=target, dims=dims, effect=effect, withdraw=withdraw
+            )
+        await self._record_saved(
+            admin, tenant_id, event, target=target, dims=dims, version=updated.version
+        )
         return updated
+
+    async def _run_effect(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        event: AuditEvent,
+        *,
+        target: str,
+        dims: dict[str, AuditDimension],
+        effect: Callable[[], Awaitable[None]],
+        withdraw: _Withdrawal | None,
+    ) -> None:
+        """Run a saved change's effect, unless the audit sink stopped accepting records.
+
+        Either way it did not happen, the change is withdrawn (``withdraw``) and the error
+        raised: a failed effect is audited ``failed``; a sink refusing records has that
+        record logged as unwritten instead, and the effect never runs unaudited.
+        """
+        # Only after the save won its version: a write refused as stale must not have
+        # changed anything outside the workspace (a secret) either.
+        try:
+            await self._check_audit()
+        except AuditUnavailableError as exc:
+            await self._withdraw_into(
+                admin, tenant_id, event, target=target, dims=dims, withdraw=withdraw
+            )
+            self._unrecorded(event, tenant_id, _failure_reason(exc), dims, by=admin)
+            raise
+        try:
+            await effect()
+        except Exception as exc:
+            await self._withdraw_into(
+                admin, tenant_id, event, target=target, dims=dims, withdraw=withdraw
+            )
+            await self._record(event, tenant_id, "failed", _failure_reason(exc), dims, by=admin)
+            raise
+
+    async def _withdraw_into(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        event: AuditEvent,
+        *,
+        target: str,
+        dims: dict[str, AuditDimension],
+        withdraw: _Withdrawal | None,
+    ) -> None:
+        if withdraw is not None:
+            withdrawn = await self._withdraw(admin, tenant_id, event, target, withdraw)
+            if withdrawn is not None:
+                dims["withdrawn_version"] = withdrawn
+
+    async def _record_saved(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        event: AuditEvent,
+        *,
+        target: str,
+        dims: dict[str, AuditDimension],
+        version: int,
+    ) -> None:
+        """Audit a saved change ``ok``; if the sink refuses now, say which version stands."""
+        try:
+            await self._record(event, tenant_id, "ok", None, dims, by=admin)
+        except Exception as exc:
+            # The sink failed between its check and this record: the change stands (a
+            # publication may already be live elsewhere) and the sink holds the record
+            # queued or logged it to esra.audit.unwritten. Say so where operators look,
+            # and tell the caller which version stands.
+            _log.error(
+                "an administrative change was saved but its audit record was not written",
+                extra={
+                    "tenant_id": tenant_id,
+                    "action": event.value,
+                    "target": target,
+                    "version": version,
+                },
+            )
+            exc.add_note(
+                f"the change was saved as version {version} before its audit record was refused"
+            )
+            raise
+
+    async def _check_audit(self) -> None:
+        """Return once the audit sink accepts records; raise ``AuditUnavailableError`` if not.
+
+        A sink with a ``ping()`` (``BatchingAuditSink``: available, and its database log
+        answers; ``TraceLinkedAuditSink`` forwards it) is asked, bounded in time. A sink with
+        nothing to reach (a logger, a list) has no ``ping()`` and always accepts.
+        """
+        ping = getattr(self._audit, "ping", None)
+        if not callable(ping):
+            return
+        try:
+            async with asyncio.timeout(_AUDIT_CHECK_TIMEOUT_S):
+                await ping()
+        except AuditUnavailableError:
+            raise
+        except Exception as exc:
+            # The type only: a driver's message can name the host, the database or the user.
+            _log.warning("the audit sink does not accept records: %s", type(exc).__name__)
+            raise AuditUnavailableError from None
+
+    def _unrecorded(
+        self,
+        event: AuditEvent,
+        tenant_id: str,
+        reason: str,
+        dimensions: dict[str, AuditDimension],
+        *,
+        by: Administrator,
+    ) -> None:
+        """Log the ``failed`` record of a change refused because the sink refuses records."""
+        record = admin_action_record(
+            self._clock,
+            event,
+            by=by,
+            tenant_id=tenant_id,
+            outcome="failed",
+            reason=reason,
+            dimensions=dimensions,
+        )
+        log_unwritten([record], "refused: the audit sink does not accept records")
 
     async def _withdraw(
         self,

@@ -17,7 +17,29 @@ from esra.core._audit.record import AuditDimension, AuditRecord
 from esra.core.codes import AuditEvent
 from esra.core.ports import AuditSink, Clock
 
-__all__ = ["record_admin_action"]
+__all__ = ["admin_action_record", "record_admin_action"]
+
+
+def admin_action_record(
+    clock: Clock,
+    event: AuditEvent,
+    *,
+    by: Administrator,
+    tenant_id: str,
+    outcome: str,
+    reason: str | None,
+    dimensions: Mapping[str, AuditDimension],
+) -> AuditRecord:
+    """The audit record of one administrative action (or its refusal) by ``by``."""
+    return AuditRecord(
+        event=event,
+        tenant_id=tenant_id,
+        correlation_id=f"admin:{uuid.uuid4().hex}",
+        at=clock.now(),
+        outcome=outcome,
+        reason=reason,
+        dimensions={**dimensions, **by.acting_dimensions(tenant_id)},
+    )
 
 
 async def record_admin_action(
@@ -33,13 +55,13 @@ async def record_admin_action(
 ) -> None:
     """Record one administrative action (or its refusal) by ``by`` on ``audit``."""
     await audit.record(
-        AuditRecord(
-            event=event,
+        admin_action_record(
+            clock,
+            event,
+            by=by,
             tenant_id=tenant_id,
-            correlation_id=f"admin:{uuid.uuid4().hex}",
-            at=clock.now(),
             outcome=outcome,
             reason=reason,
-            dimensions={**dimensions, **by.acting_dimensions(tenant_id)},
+            dimensions=dimensions,
         )
     )

@@ -54,7 +54,13 @@ from esra.core._clock import SystemClock
 from esra.core.exceptions import EsraError
 from esra.core.ports import Clock
 
-__all__ = ["AuditBackend", "AuditUnavailableError", "BatchingAuditSink", "deferred_audit_waits"]
+__all__ = [
+    "AuditBackend",
+    "AuditUnavailableError",
+    "BatchingAuditSink",
+    "deferred_audit_waits",
+    "log_unwritten",
+]
 
 _log = logging.getLogger(__name__)
 UNWRITTEN_LOGGER = "esra.audit.unwritten"
@@ -241,7 +247,7 @@ class BatchingAuditSink:
                 lambda: self._closing or self._unavailable or self.queued < self._queue_size
             )
             if self._closing or self._unavailable:
-                _spill([record], "refused")
+                log_unwritten([record], "refused")
                 raise AuditUnavailableError
             self._pending.append(record)
             self._accepted += 1
@@ -282,7 +288,7 @@ class BatchingAuditSink:
             await self._writer
         if self._abandoned:
             count = len(self._abandoned)
-            _spill(self._abandoned, "abandoned at close")
+            log_unwritten(self._abandoned, "abandoned at close")
             self._abandoned = []
             error = AuditUnavailableError()
             error.add_note(f"{count} audit records could not be written")
@@ -427,8 +433,11 @@ class BatchingAuditSink:
             raise _GiveUpError
 
 
-def _spill(records: Sequence[AuditRecord], why: str) -> None:
-    """Log records that will not reach the backend, one JSON line each, so none is silent."""
+def log_unwritten(records: Sequence[AuditRecord], why: str) -> None:
+    """Log records that will not reach the backend, one JSON line each, so none is silent.
+
+    Each goes to the ``esra.audit.unwritten`` logger at ERROR as ``audit record {why}: {json}``.
+    """
     logger = logging.getLogger(UNWRITTEN_LOGGER)
     for record in records:
         logger.error("audit record %s: %s", why, json.dumps(record_document(record), default=str))

@@ -33,6 +33,16 @@ class TraceLinkedAuditSink:
         """The sink records are written to."""
         return self._inner
 
+    async def ping(self) -> None:
+        """Raise unless the inner sink accepts records now (one without ``ping()`` always does).
+
+        The administrative chain asks this before a change takes effect; a wrapper that hid
+        its inner sink's ``ping()`` would let a change proceed while its record is refused.
+        """
+        ping = getattr(self._inner, "ping", None)
+        if callable(ping):
+            await ping()
+
     async def record(self, record: AuditRecord) -> None:
         """Write ``record`` to the inner sink, with the trace id when a trace is current."""
         trace_id = current_trace_id()

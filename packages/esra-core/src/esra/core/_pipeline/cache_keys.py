@@ -3,6 +3,11 @@
 A key never contains the caller's prompt, only a SHA-256 digest of its normalized form, so a
 cache backend (or whoever can list its keys) learns nothing about what was asked. Every key
 starts with a per-tenant partition, so one tenant's entries can never be addressed by another.
+
+A configuration's version string is not unique: the settings file names its own and the admin
+workspace numbers publications 1, 2, 3…, so two different configurations can share one. A
+result key therefore also carries ``configuration_fingerprint`` — a digest of the content the
+response was computed from — and never relies on the version alone.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
+from esra.core._config.converter import CONVERTER
 from esra.core._context import ClaimValue
 
 __all__ = [
@@ -19,6 +25,7 @@ __all__ = [
     "SELECTION_TTL_S",
     "authorization_fingerprint",
     "candidate_fingerprint",
+    "configuration_fingerprint",
     "normalize_prompt",
     "prompt_fingerprint",
     "result_cache_key",
@@ -52,6 +59,23 @@ def prompt_fingerprint(text: str) -> str:
 def candidate_fingerprint(source_ids: Iterable[str]) -> str:
     """Return the hex SHA-256 of the candidate set, independent of order and repetition."""
     return _sha256(json.dumps(sorted(set(source_ids))))
+
+
+def configuration_fingerprint(configuration: object) -> str:
+    """Return the hex SHA-256 of ``configuration``'s content (configuration objects, any shape).
+
+    Dumped by the configuration converter (sets sorted) as canonical JSON, so equal content
+    gives one fingerprint whichever object holds it — a snapshot reloaded by another host or
+    after a restart still hits — and any change of content gives another. A value the
+    converter cannot dump is written by its ``repr``: at worst a miss, never a false hit.
+    """
+    document = json.dumps(
+        CONVERTER.unstructure(configuration),
+        sort_keys=True,
+        separators=(",", ":"),
+        default=repr,
+    )
+    return _sha256(document)
 
 
 def tenant_partition(tenant_id: str) -> str:
@@ -124,6 +148,7 @@ def result_cache_key(
     capability_id: str,
     exposure_id: str,
     config_version: str,
+    configuration: str,
     authorization: str,
     request: str,
     filters: str = "",
@@ -132,7 +157,9 @@ def result_cache_key(
     """Return the cache key of a whole retrieval response.
 
     Covers the tenant, client application, capability, exposure, configuration version, the
-    caller's ``authorization_fingerprint``, the normalized prompt, the caller's filters
+    ``configuration_fingerprint`` of the configuration the response is computed from (the
+    version string alone may be reused by different content), the caller's
+    ``authorization_fingerprint``, the normalized prompt, the caller's filters
     (``caller_filters.filters_digest``) and the top-K the response was cut to, so a change
     in configuration, in the caller's authorization or in what was asked for addresses a
     different entry.
@@ -144,6 +171,7 @@ def result_cache_key(
             capability_id,
             exposure_id,
             config_version,
+            configuration,
             authorization,
             prompt_fingerprint(request),
             filters,

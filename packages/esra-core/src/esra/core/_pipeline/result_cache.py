@@ -1,8 +1,11 @@
-"""Result caching: whole responses, isolated by tenant, caller authorization and config version.
+"""Result caching: whole responses, isolated by tenant, caller authorization and configuration.
 
 The key (``esra.core._pipeline.cache_keys.result_cache_key``) covers the tenant, client
-application, capability, exposure, configuration version, the caller's effective-authorization
-fingerprint and the normalized prompt, so a change to any of them misses. Only complete
+application, capability, exposure, configuration version and a digest of the effective scope's
+content (everything the stages read: exposure, capability, sources, mappings and their record
+filters, narrowed limits, response modes), the caller's effective-authorization fingerprint
+and the normalized prompt, so a change to any of them misses — a configuration that reuses
+another's version string included. Only complete
 responses are kept: a degraded one describes a passing failure, not the answer.
 
 Document references are bound to one caller, so an entry never holds them: it holds the
@@ -23,7 +26,11 @@ from esra.core._context import InvocationContext
 from esra.core._fetch.refs import DocumentRefMinter
 from esra.core._fetch.tokens import DocumentLocator, Keyring, TokenBinding
 from esra.core._fetch.tokens import open as open_ref
-from esra.core._pipeline.cache_keys import authorization_fingerprint, result_cache_key
+from esra.core._pipeline.cache_keys import (
+    authorization_fingerprint,
+    configuration_fingerprint,
+    result_cache_key,
+)
 from esra.core._pipeline.scope import EffectiveScope
 from esra.core._response import ResponseStatus, RetrievalResponse
 from esra.core.ports import Cache, Clock
@@ -69,6 +76,9 @@ class ResultCache:
             capability_id=scope.capability.id,
             exposure_id=scope.exposure.id,
             config_version=scope.config_version,
+            # The scope is all the configuration the stages read; its version string may be
+            # another configuration's too (a settings file's "3" and workspace version 3).
+            configuration=configuration_fingerprint(scope),
             authorization=authorization_fingerprint(
                 client_app_id=ctx.client_app_id,
                 claims=ctx.caller.claims,
