@@ -14,7 +14,6 @@ audit must never reach the store.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -30,6 +29,7 @@ from esra.core._admin.recording import admin_action_record, record_admin_action
 from esra.core._admin.roles import Administrator, NotPermittedError, Role
 from esra.core._admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
 from esra.core._admin.workspace import AdminWorkspace
+from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.batching import AuditUnavailableError, log_unwritten
 from esra.core._audit.record import AuditDimension
 from esra.core._config.access_policy import AccessPolicy
@@ -56,9 +56,6 @@ _Dimensions = Callable[[AdminWorkspace], dict[str, AuditDimension]]
 _Withdrawal = Callable[[AdminWorkspace], AdminWorkspace | None]
 # A withdrawal that keeps losing races gives up: the failed attempt is audited either way.
 _WITHDRAW_ATTEMPTS = 3
-# How long the audit sink may take to say it accepts records before a change (a database
-# log answers a ping within this unless it is gone).
-_AUDIT_CHECK_TIMEOUT_S = 5.0
 
 _log = logging.getLogger(__name__)
 
@@ -82,7 +79,7 @@ class _AdminService:
     never claims what did not happen.
 
     Nothing takes effect unaudited: before the save the audit sink must say it accepts
-    records (``_check_audit``), and again before an effect, whose change is withdrawn if it
+    records (``require_accepting``), and again before an effect, whose change is withdrawn if it
     no longer does. A refused change raises ``AuditUnavailableError`` with nothing saved and
     its would-be record logged to ``esra.audit.unwritten``. Only a sink that fails between
     that check and the final record leaves a saved change without a written record: the
@@ -141,7 +138,7 @@ class _AdminService:
             raise
         try:
             # Before the save: a publication's save is already live for every follower.
-            await self._check_audit()
+            await require_accepting(self._audit)
         except AuditUnavailableError as exc:
             self._unrecorded(event, tenant_id, _failure_reason(exc), dims, by=admin)
             raise
@@ -189,7 +186,7 @@ class _AdminService:
         # Only after the save won its version: a write refused as stale must not have
         # changed anything outside the workspace (a secret) either.
         try:
-            await self._check_audit()
+            await require_accepting(self._audit)
         except AuditUnavailableError as exc:
             await self._withdraw_into(
                 admin, tenant_id, event, target=target, dims=dims, withdraw=withdraw
@@ -251,26 +248,6 @@ class _AdminService:
                 f"the change was saved as version {version} before its audit record was refused"
             )
             raise
-
-    async def _check_audit(self) -> None:
-        """Return once the audit sink accepts records; raise ``AuditUnavailableError`` if not.
-
-        A sink with a ``ping()`` (``BatchingAuditSink``: available, and its database log
-        answers; ``TraceLinkedAuditSink`` forwards it) is asked, bounded in time. A sink with
-        nothing to reach (a logger, a list) has no ``ping()`` and always accepts.
-        """
-        ping = getattr(self._audit, "ping", None)
-        if not callable(ping):
-            return
-        try:
-            async with asyncio.timeout(_AUDIT_CHECK_TIMEOUT_S):
-                await ping()
-        except AuditUnavailableError:
-            raise
-        except Exception as exc:
-            # The type only: a driver's message can name the host, the database or the user.
-            _log.warning("the audit sink does not accept records: %s", type(exc).__name__)
-            raise AuditUnavailableError from None
 
     def _unrecorded(
         self,

@@ -31,6 +31,7 @@ from typing import Protocol
 import attrs
 
 from esra.core._admin.roles import NotPermittedError, Role
+from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.record import AuditDimension, AuditRecord
 from esra.core._docstore.management import Operator
 from esra.core.codes import AuditEvent
@@ -192,6 +193,8 @@ class StoreLifecycle:
         await self._authorise(operator, AuditEvent.STORE_ENABLE)
         await self._adopt_recorded()
         if self._state.status is StoreStatus.DISABLED:
+            # The state is shared with every process: not changed while unrecordable.
+            await require_accepting(self._audit)
             await self._set(StoreStatus.ENABLED)
         await self._record(AuditEvent.STORE_ENABLE, operator, "ok", status=self._state.status.value)
         return self._state
@@ -215,6 +218,7 @@ class StoreLifecycle:
                 AuditEvent.STORE_INITIALISE, operator, "rejected", status=status.value
             )
             raise StoreNotReadyError(status)
+        await require_accepting(self._audit)
         await self._set(StoreStatus.INITIALIZING)
         await self._record(AuditEvent.STORE_INITIALISE, operator, "started")
         self._task = asyncio.create_task(self._initialise(operator))

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 import attrs
 
 from esra.core._admin.roles import Administrator, Grant, NotPermittedError, Role
+from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.record import AuditDimension, AuditRecord
 from esra.core._docstore.ingestion import UploadOutcome, upload_files
 from esra.core._docstore.model import DocumentState, StoredDocument
@@ -177,6 +178,8 @@ class DocumentStoreService:
         ``breach``), never with its name or content. The operator is recorded as uploader.
         """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_UPLOAD, None)
+        # Nothing is stored that could not be recorded (the audit is written after).
+        await require_accepting(self._audit)
         outcomes = await upload_files(
             self._repository,
             operator.tenant_id,
@@ -254,6 +257,7 @@ class DocumentStoreService:
         """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_RELEASE, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_RELEASE, document_id)
+        await require_accepting(self._audit)
         released = await self._repository.release(
             operator.tenant_id, document_id, operator=operator.subject, now=self._clock.now()
         )
@@ -277,6 +281,7 @@ class DocumentStoreService:
         """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_REINDEX, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_REINDEX, document_id)
+        await require_accepting(self._audit)
         queued = await self._repository.reindex(
             operator.tenant_id, document_id, now=self._clock.now()
         )
@@ -296,6 +301,7 @@ class DocumentStoreService:
         """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DELETE, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_DELETE, document_id)
+        await require_accepting(self._audit)
         deleted = await self._repository.soft_delete(
             operator.tenant_id, document_id, now=self._clock.now()
         )

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import attrs
 
 from esra.core._admin.roles import NotPermittedError, Role
+from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.record import AuditDimension, AuditRecord
 from esra.core._docstore.model import StoreSettings
 from esra.core._docstore.scanner import ScanPolicy
@@ -284,6 +285,8 @@ class StoreConfigurationService:
         if expected_revision != before.revision:
             await self._record(operator, "conflict", reason=ErrorCode.ESRA_CONFIG_CONFLICT.value)
             raise StoreSettingsConflictError(expected=expected_revision, current=before.revision)
+        # Settings every worker applies are not changed while their record cannot be written.
+        await require_accepting(self._audit)
         saved = await self._repository.save_configuration(
             operator.tenant_id,
             after,
