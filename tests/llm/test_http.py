@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -11,8 +13,8 @@ import stamina
 from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
 
 from esra.core.exceptions import ModelOutputError
-from esra.core.prompts import build_selection_prompt
-from esra.llm import OpenAIChatModel
+from esra.core.prompts import PromptTask, build_selection_prompt, output_schema_name
+from esra.llm import AnthropicMessagesModel, OpenAIChatModel
 from esra.llm._http import (
     RetryPolicy,
     Secret,
@@ -159,3 +161,74 @@ def test_endpoint_url_refuses_anything_but_a_plain_http_base(base_url: str) -> N
     """No scheme or host, another scheme, credentials, a query or a fragment: refused."""
     with pytest.raises(ValueError, match="base_url"):
         endpoint_url(base_url, "/chat/completions")
+
+
+# --- redirects ----------------------------------------------------------------------------------
+
+_MODEL_HOST = "models.example.com"
+
+
+def _redirecting(
+    seen: list[httpx.Request], answer: dict[str, Any], status: int
+) -> httpx.MockTransport:
+    """The model host redirects every request elsewhere; the other host answers in full."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.host == _MODEL_HOST:
+            location = f"https://attacker.example.net{request.url.path}"
+            return httpx.Response(status, headers={"location": location}, json=answer)
+        return httpx.Response(200, json=answer)
+
+    return httpx.MockTransport(handler)
+
+
+def _vendor_model(
+    vendor: str, client: httpx.AsyncClient
+) -> AnthropicMessagesModel | OpenAIChatModel:
+    base = f"https://{_MODEL_HOST}"
+    if vendor == "anthropic":
+        return AnthropicMessagesModel(
+            API_KEY, "claude", base_url=base, http_client=client, max_retries=0
+        )
+    if vendor == "azure":
+        return OpenAIChatModel.azure(
+            base, "dep", API_KEY, api_version="2024-10-21", http_client=client, max_retries=0
+        )
+    return OpenAIChatModel(f"{base}/v1", API_KEY, "gpt", http_client=client, max_retries=0)
+
+
+def _answer(vendor: str) -> dict[str, Any]:
+    if vendor == "anthropic":
+        tool = {
+            "type": "tool_use",
+            "id": "t",
+            "name": output_schema_name(PromptTask.SELECT_SOURCES),
+            "input": {"sources": ["s-1"]},
+        }
+        return {
+            "type": "message",
+            "role": "assistant",
+            "stop_reason": "tool_use",
+            "content": [tool],
+        }
+    message = {"role": "assistant", "content": json.dumps({"sources": ["s-1"]})}
+    return {"choices": [{"finish_reason": "stop", "message": message}]}
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("vendor", ["anthropic", "azure", "openai"])
+async def test_a_redirect_is_never_followed_even_by_a_hosts_client(
+    vendor: str, status: int
+) -> None:
+    """A host's client that follows redirects still sends each request once, to the model host
+    only: the credential never reaches the redirect target, and the redirect (whatever body it
+    carries) is a refused request, not an answer."""
+    seen: list[httpx.Request] = []
+    transport = _redirecting(seen, _answer(vendor), status)
+    async with httpx.AsyncClient(transport=transport, follow_redirects=True) as client:
+        model = _vendor_model(vendor, client)
+        prompt = build_selection_prompt("annual leave", [make_source("s-1")], model_profile="p")
+        with pytest.raises(ModelOutputError, match="redirect"):
+            await model.complete(prompt)
+    assert [r.url.host for r in seen] == [_MODEL_HOST]

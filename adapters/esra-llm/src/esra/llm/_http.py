@@ -188,7 +188,8 @@ class JsonPoster:
 
     Each attempt, body included, is bounded by ``timeout_s`` (httpx's own timeouts are per
     read, so a server dripping bytes could otherwise hold a stage). Redirects are not
-    followed: a credential header must never be replayed to another host. The owned client
+    followed, by the owned client or a host's (every request says so itself), and a 3xx is a
+    refused request: a credential header must never be replayed to another host. The owned client
     ignores proxy environment variables; a host that needs a proxy, a private CA or mTLS
     passes its own ``http_client``, which it also closes.
     """
@@ -225,9 +226,9 @@ class JsonPoster:
         """Return the parsed JSON body of a 2xx answer to ``payload`` POSTed at ``url``.
 
         Raises:
-            ModelOutputError: the endpoint refused the request (a 4xx other than 429), stayed
-                unavailable through every attempt, or answered with something that is not
-                JSON or is too large.
+            ModelOutputError: the endpoint refused the request (a 4xx other than 429),
+                redirected it (a 3xx, never followed), stayed unavailable through every
+                attempt, or answered with something that is not JSON or is too large.
         """
         try:
             async for attempt in stamina.retry_context(
@@ -268,9 +269,19 @@ class JsonPoster:
                 params=params,
                 json=payload,
                 timeout=httpx.Timeout(self._timeout_s),
+                # Per request, so a host's own client that follows redirects does not either:
+                # httpx drops only Authorization on a cross-origin hop, never x-api-key/api-key.
+                follow_redirects=False,
             ) as response,
         ):
             status = response.status_code
+            if 300 <= status < 400:
+                # Never followed and never read: its body is not the model's answer.
+                _log.warning(
+                    "model endpoint redirected the request: HTTP %d (not followed)", status
+                )
+                msg = f"the model endpoint answered with a redirect (HTTP {status}), not followed"
+                raise ModelOutputError(msg)
             if status == 429 or status >= 500:
                 raise TransientHTTPError(status, retry_after_s(response.headers))
             body = await _read_capped(response, self._max_bytes)

@@ -40,6 +40,7 @@ from esra.core._response import (
     ResultItem,
     RetrievalResponse,
 )
+from esra.core._text_normalisation import FoldedText, fold_char
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.exceptions import ModelOutputError
 from esra.core.ports import LanguageModel
@@ -61,10 +62,13 @@ _UNCITED = (
 )
 
 # Anything shaped like a result id and not inside a word, in brackets or not: an id the model
-# was not given must not survive anywhere in the text. (A word such as "r_squared" is taken for
-# an id too; in a short answer that costs a word, while a missed forged id would cost a false
-# citation.)
-_RESULT_ID = re.compile(rf"(?<![^\W_]){re.escape(RESULT_ID_PREFIX)}[A-Za-z0-9_-]+")
+# was not given must not survive anywhere in the text. It is looked for in the folded text
+# (esra.core._text_normalisation), with any letter or digit after the prefix, so an id written
+# with look-alike letters (Cyrillic А, fullwidth ｒ＿) is id-shaped too; only the original
+# characters of a match are cut, and only an offered id written exactly as given is kept. (A
+# word such as "r_squared" is taken for an id too; in a short answer that costs a word, while a
+# missed forged id would cost a false citation.)
+_RESULT_ID = re.compile(rf"(?<![^\W_]){re.escape(RESULT_ID_PREFIX)}[\w-]+")
 # What removing ids can leave behind: separators inside brackets, then empty brackets, then a
 # space before punctuation.
 _AFTER_OPEN = re.compile(r"([\[(])[\s,;]+")
@@ -113,23 +117,49 @@ def validate_citations(draft: AnswerDraft, offered: Collection[str]) -> CitedTex
     known = frozenset(offered)
     rejected: set[str] = set()
     inline: list[str] = []
-
-    def keep_known(match: re.Match[str]) -> str:
-        result_id = match.group()
-        if result_id in known:
-            inline.append(result_id)
-            return result_id
-        rejected.add(result_id)
-        return ""
-
-    text = _RESULT_ID.sub(keep_known, draft.text)
-    if rejected:
+    text = draft.text
+    while True:
+        text, removed = _remove_foreign_ids(text, known, inline, rejected)
+        if not removed:
+            break
+        # Tidying drops what the removal left (empty brackets): look again, since that can
+        # join the text either side into a new id-shaped token.
         text = _tidy(text)
+        inline.clear()
     listed = [c for c in draft.citations if c in known]
     rejected.update(c for c in draft.citations if c not in known)
     return CitedText(
         text=text, citations=tuple(dict.fromkeys([*listed, *inline])), rejected=len(rejected)
     )
+
+
+def _remove_foreign_ids(
+    text: str, known: frozenset[str], inline: list[str], rejected: set[str]
+) -> tuple[str, bool]:
+    """Cut every id-shaped token of ``text`` that is not a ``known`` id as written.
+
+    Kept ids are appended to ``inline`` and cut tokens (as written) added to ``rejected``;
+    returns the text and whether anything was cut.
+    """
+    folded = FoldedText(text)
+    kept: list[str] = []
+    last = 0
+    for match in _RESULT_ID.finditer(folded.folded):
+        start, end = folded.original_span(match.start(), match.end())
+        # Characters that fold to nothing right after the token (a combining mark) go with it.
+        while end < len(text) and not fold_char(text[end]):
+            end += 1
+        token = text[start:end]
+        if token in known:
+            inline.append(token)
+            continue
+        rejected.add(token)
+        kept.append(text[last:start])
+        last = end
+    if not kept:
+        return text, False
+    kept.append(text[last:])
+    return "".join(kept), True
 
 
 def sanitize_answer_text(text: str, *, datamark: str | None) -> str:

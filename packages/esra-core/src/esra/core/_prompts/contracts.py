@@ -127,7 +127,9 @@ def _load_object(text: str, allowed: frozenset[str]) -> dict[str, Any]:
     body = fenced.group(1) if fenced else text.strip()
     try:
         value = json.loads(body)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
+        # ValueError, not only JSONDecodeError: an integer past Python's int-string limit
+        # (4,300 digits) raises a plain ValueError, and it is outside the contract all the same.
         msg = "model answer is not JSON"
         raise ModelOutputError(msg) from exc
     if not isinstance(value, dict):

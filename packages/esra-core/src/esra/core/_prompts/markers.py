@@ -39,6 +39,12 @@ def end_marker(tag: str) -> str:
     return f"<<END-{MARKER_TOKEN} id={tag}>>"
 
 
+# JSON shows U+000E and U+001E as the escapes \u000e and \u001e, whose last letter reads on
+# into the text after it ("\x1eSRA-DATA" is shown as "\u001eSRA-DATA"). Matching sees each as
+# the "e" it ends in; no other character JSON escapes ends in a letter a token can start with.
+_SHOWN_AS_E = str.maketrans({"\x0e": "e", "\x1e": "e"})
+
+
 def strip_markers(text: str) -> str:
     """Remove every occurrence of the marker token, however disguised, so content cannot forge
     a boundary.
@@ -50,8 +56,11 @@ def strip_markers(text: str) -> str:
     ``ESRA-DATA``; the original characters of each match are cut, everything else is kept as
     it was. Repeats until nothing changes, so removing one occurrence can never assemble
     another (``esra-esra-datadata`` → ``esra-data`` → ``""``): afterwards no part of the
-    result folds to the token.
+    result folds to the token, nor of its JSON text (U+000E and U+001E, which JSON shows as
+    escapes ending in ``e``, are matched as that ``e``).
     """
+    if "\x0e" in text or "\x1e" in text:
+        return _strip_folded(text)
     if text.isascii() or text.replace(_ELLIPSIS, "").isascii():
         # The common case stays cheap: ASCII holds no invisible or look-alike character, and
         # without "esra" in it no token can be there at all. The ellipsis ESRA puts around a
@@ -72,7 +81,8 @@ def _strip_folded(text: str) -> str:
     """``strip_markers`` for any text: the token looked for in the folded text."""
     current = INVISIBLE.sub("", text)
     while True:
-        folded = FoldedText(current)
+        # The translation keeps every index: both characters it replaces are one ASCII letter.
+        folded = FoldedText(current.translate(_SHOWN_AS_E))
         kept: list[str] = []
         last = 0
         for match in _TOKEN.finditer(folded.folded):
@@ -118,5 +128,6 @@ def strip_untrusted(tag: str, payload: Any) -> tuple[str, Any]:
     string stripped of markers; tuples become lists, keys strings). It is the text's source,
     not a copy: whoever holds it must not change it.
     """
-    safe_tag = re.sub(r"[^A-Za-z0-9_.:-]", "", strip_markers(tag))
+    # Stripped again after the cut: dropping characters can join a token's parts.
+    safe_tag = strip_markers(re.sub(r"[^A-Za-z0-9_.:-]", "", strip_markers(tag)))
     return safe_tag, _strip_all(payload)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from enum import StrEnum
@@ -10,6 +11,7 @@ from typing import Any
 import attrs
 
 from esra.core._prompts.markers import begin_marker, end_marker, strip_markers, untrusted_json
+from esra.core._text_normalisation import fold_char
 
 __all__ = [
     "DEFAULT_DATAMARK",
@@ -145,13 +147,31 @@ def datamark_for(datamark_untrusted: bool) -> str | None:
     return DEFAULT_DATAMARK if datamark_untrusted else None
 
 
+# What a marker token (see markers._TOKEN) is made of, as its case-insensitive pattern matches.
+_TOKEN_CHAR = re.compile(r"(?i)[a-z\s_<-]")
+
+
+@functools.cache
+def _inert(mark: str) -> bool:
+    """True when ``mark`` can never be part of a marker token, so putting it in place of
+    whitespace can never make one: every character stays visible after folding, and folds to
+    nothing a token is made of (a letter of it, whitespace, a dash, an underscore or ``<``)."""
+    return all((folded := fold_char(char)) and not _TOKEN_CHAR.search(folded) for char in mark)
+
+
 def datamark_text(text: str, mark: str) -> str:
     """Interleave ``mark`` between the words of ``text`` (Spotlighting's datamarking).
 
     Every run of whitespace becomes ``mark``, and any ``mark`` already present is removed
     first, so untrusted text cannot show an unmarked stretch by carrying the mark itself.
+
+    Markers are stripped after the mark is removed (removing it can join a token's parts),
+    and again after marking unless the mark is inert (a mark that folds to a dash, a letter
+    or nothing could join spaced words into one): no transformation that could assemble a
+    token runs after the last stripping.
     """
-    return _WHITESPACE.sub(mark, text.replace(mark, "").strip())
+    marked = _WHITESPACE.sub(mark, strip_markers(text.replace(mark, "")).strip())
+    return marked if _inert(mark) else strip_markers(marked)
 
 
 def _datamark_value(value: Any, mark: str) -> Any:
