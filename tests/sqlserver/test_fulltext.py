@@ -14,9 +14,55 @@ from tests.sqlserver.conftest import issue, uncached_builder
 
 
 def test_phrase_value_is_one_quoted_phrase() -> None:
-    """Inner double quotes are removed; the value is exactly one quoted phrase."""
-    assert containstable_phrase('say "hi" NEAR x*') == '"say hi NEAR x*"'
+    """Inner double quotes are removed; the value is exactly one quoted phrase, and ``*``
+    (before the closing quote, a prefix wildcard) is a word separator."""
+    assert containstable_phrase('say "hi" NEAR x*') == '"say hi NEAR x "'
     assert containstable_phrase('"') == '""'
+
+
+def test_a_trailing_asterisk_is_never_a_prefix_term() -> None:
+    """``"a*"`` would match every word starting with ``a`` (and, excluded, remove every row
+    holding one); ``"solar pan*"`` every phrase "solar pan...". The asterisk is a literal
+    character, which the word breaker drops, so each value is a simple term or phrase."""
+    assert containstable_phrase("a*") == '"a "'
+    assert containstable_phrase("solar pan*") == '"solar pan "'
+    assert containstable_phrase("top *") == '"top  "'
+    assert containstable_phrase("a*b**") == '"a b  "'
+    terms = SearchTerms(required=("a*",), excluded=("x*",), phrases=("solar pan*",))
+    assert SqlServerFullText().bind_values(terms) == {
+        "t0": '"a "',
+        "tp0": '"solar pan "',
+        "tx0": '"x "',
+    }
+    built = uncached_builder().build(
+        issue(required_terms=("a*",), phrases=("solar pan*",), excluded_terms=("x*",))
+    )
+    assert not [v for v in built.params.values() if isinstance(v, str) and "*" in v]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    required=st.lists(st.text(), max_size=3),
+    excluded=st.lists(st.text(), max_size=3),
+    phrases=st.lists(st.text(), max_size=3),
+)
+def test_no_contains_value_carries_a_wildcard_or_an_extra_quote(
+    required: list[str], excluded: list[str], phrases: list[str]
+) -> None:
+    """For any text, every CONTAINSTABLE value is ``"..."`` with exactly two double quotes,
+    the first and the last character, and no ``*`` (nor NUL) anywhere: one literal phrase."""
+    values = SqlServerFullText().bind_values(
+        SearchTerms(required=tuple(required), excluded=tuple(excluded), phrases=tuple(phrases))
+    )
+    assert len(values) == len(required) + len(excluded) + len(phrases)
+    for value in values.values():
+        assert isinstance(value, str)
+        assert len(value) >= 2
+        assert value[0] == '"'
+        assert value[-1] == '"'
+        assert value.count('"') == 2
+        assert "*" not in value
+        assert "\x00" not in value
 
 
 def test_freetext_value_has_no_quotes() -> None:
@@ -81,6 +127,7 @@ def test_reserved_syntax_only_ever_travels_as_bound_values(
             assert value.startswith('"')
             assert value.endswith('"')
             assert value.count('"') == 2
+            assert "*" not in value
             assert "\x00" not in value
         elif name == "q":
             assert isinstance(value, str)

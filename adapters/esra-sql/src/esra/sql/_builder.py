@@ -23,6 +23,7 @@ from typing import Any, assert_never
 import attrs
 import sqlalchemy as sa
 from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.sql.elements import quoted_name
 from sqlalchemy.sql.expression import ColumnElement, Select
 
 from esra.core.config import Mapping, Operator
@@ -225,14 +226,14 @@ class StatementBuilder:
         if query.lookup_key is not None:
             return self._lookup_statement(query)
         mapping = query.mapping
-        base = _base_table(mapping, query, self._fulltext.base_columns)
+        base = _base_table(mapping, query, self._fulltext.base_columns, self._dialect)
         key = base.c[mapping.record_key]
         target = TextTarget(
             base=base,
             key=key,
             searchable=tuple(base.c[name] for name in _searchable_columns(mapping)),
             text_index=mapping.text_index,
-            schema=mapping.schema,
+            schema=_schema_identifier(mapping.schema, self._dialect),
             visible=lambda columns: _record_conditions(columns, query),
         )
         text = self._fulltext.clause(target, _terms(query).shape)
@@ -264,7 +265,7 @@ class StatementBuilder:
         """
         mapping = query.mapping
         part = [mapping.part_order_column] if mapping.part_order_column else []
-        base = _base_table(mapping, query, part)
+        base = _base_table(mapping, query, part, self._dialect)
         key = base.c[mapping.record_key]
         projected = [base.c[binding.column].label(binding.label) for binding in _bindings(query)]
         conditions: list[ColumnElement[bool]] = [key == sa.bindparam(LOOKUP_BIND)]
@@ -313,7 +314,25 @@ def _searchable_columns(mapping: Mapping) -> list[str]:
     return _unique(f.column for f in named if f is not None)
 
 
-def _base_table(mapping: Mapping, query: ValidatedQuery, extra: Iterable[str]) -> Any:
+def _schema_identifier(schema: str | None, dialect: Dialect) -> str | None:
+    """Return a configured ``schema`` as ``dialect`` must receive it: one identifier, always.
+
+    A name the dialect would quote anyway becomes a ``quoted_name`` with ``quote=True``, which
+    every dialect emits as one delimited identifier. As a plain string, SQLAlchemy's ``mssql``
+    quoter would read it as ``database.owner``: split it on ``.`` and emit a part holding
+    internal brackets verbatim, so ``[a].x; SELECT ...--.[c].dbo`` would put ``x; SELECT ...--``
+    into the statement. A name the dialect leaves bare (letters, digits, ``_``, ``$``; no
+    reserved word) stays a plain string, so ordinary schemas render byte for byte as before,
+    on every dialect.
+    """
+    if not schema or dialect.identifier_preparer.quote(schema) == schema:
+        return schema
+    return quoted_name(schema, quote=True)
+
+
+def _base_table(
+    mapping: Mapping, query: ValidatedQuery, extra: Iterable[str], dialect: Dialect
+) -> Any:
     names = _unique(
         [
             mapping.record_key,
@@ -325,7 +344,8 @@ def _base_table(mapping: Mapping, query: ValidatedQuery, extra: Iterable[str]) -
             *extra,
         ]
     )
-    table = sa.table(mapping.relation, *(sa.column(n) for n in names), schema=mapping.schema)
+    schema = _schema_identifier(mapping.schema, dialect)
+    table = sa.table(mapping.relation, *(sa.column(n) for n in names), schema=schema)
     return table.alias(BASE_ALIAS)
 
 

@@ -6,7 +6,11 @@ parameter and is joined on the full-text key:
 
 - each required term and each phrase: ``CONTAINSTABLE(t, (cols), :tN)`` (inner join) with the
   value ``'"' + text + '"'`` — any ``"`` inside removed, so the value is always exactly one
-  quoted phrase, which SQL Server's parser never reads as an operator;
+  quoted phrase, which SQL Server's parser never reads as an operator; and every ``*``
+  replaced by a space, since inside double quotes an asterisk before the closing quote makes
+  the term a prefix term (``"top*"`` matches every word starting with ``top``). Nothing else
+  inside a quoted phrase is syntax: it is the word breaker's input, whose punctuation
+  separates words;
 - the optional terms together: ``FREETEXTTABLE(t, (cols), :q)`` — FREETEXT gives no operator
   any meaning (word-broken, stemmed, thesaurus), and ``"`` is removed from ``:q`` because a
   quoted FREETEXT string switches to phrase matching. Inner-joined when it is all the query
@@ -15,7 +19,7 @@ parameter and is joined on the full-text key:
 - the score is the sum of the joined functions' ``RANK``.
 
 The table and column arguments are identifiers from configuration, quoted by the dialect's
-identifier preparer at compile time.
+identifier preparer at compile time; the schema always as one identifier (``quoted_schema``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.compiler import IdentifierPreparer, SQLCompiler
+from sqlalchemy.sql.elements import quoted_name
 from sqlalchemy.sql.expression import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
@@ -36,6 +41,7 @@ __all__ = [
     "SqlServerFullText",
     "containstable_phrase",
     "freetext_string",
+    "quoted_schema",
 ]
 
 OPTIONAL_BIND = "q"
@@ -53,9 +59,12 @@ def containstable_phrase(text: str) -> str:
     """Return ``text`` as a CONTAINS search condition that is one quoted phrase, nothing else.
 
     ``"`` is removed (a CONTAINS phrase has no escape for it), so the value always starts and
-    ends with the only two double quotes in it.
+    ends with the only two double quotes in it. ``*`` becomes a space: within the quotes, an
+    asterisk before the closing one turns the term into a prefix term (``"a*"`` matches every
+    word starting with ``a``), and the word breaker drops it anyway, so the value is always a
+    simple term or phrase matched literally.
     """
-    return '"' + _clean(text) + '"'
+    return '"' + _clean(text).replace("*", " ") + '"'
 
 
 def freetext_string(terms: tuple[str, ...]) -> str:
@@ -76,6 +85,21 @@ def phrase_bind(index: int) -> str:
 def excluded_bind(index: int) -> str:
     """Bind name of excluded term ``index``."""
     return f"tx{index}"
+
+
+def quoted_schema(schema: str | None, preparer: IdentifierPreparer) -> str | None:
+    """Return a configured ``schema`` for the ``mssql`` preparer: one identifier, always.
+
+    As a plain string, SQLAlchemy's ``mssql`` quoter reads a schema as ``database.owner``: it
+    splits it on ``.`` and emits a part holding internal brackets verbatim, so
+    ``[a].x; SELECT ...--.[c].dbo`` would put ``x; SELECT ...--`` into the text. A name the
+    preparer would quote anyway is passed as a ``quoted_name`` (``quote=True``) and becomes
+    ``[...]`` with each ``]`` doubled; an ordinary name (letters, digits, ``_``, ``$``) stays
+    bare, as it always rendered. A dotted name is thus one schema, never database and owner.
+    """
+    if not schema or preparer.quote(schema) == schema:
+        return schema
+    return quoted_name(schema, quote=True)
 
 
 class _Identifier(ColumnElement[Any]):
@@ -99,7 +123,7 @@ def _compile_identifier(element: _Identifier, compiler: SQLCompiler, **_kw: Any)
     preparer = compiler.preparer
     if element.as_list:
         return "(" + ", ".join(preparer.quote(name) for name in element.names) + ")"
-    table = sa.table(element.names[0], schema=element.schema)
+    table = sa.table(element.names[0], schema=quoted_schema(element.schema, preparer))
     return preparer.format_table(table)
 
 

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mssql
 
 from esra.core.config import Mapping
+from esra.sqlserver._fulltext import quoted_schema
 
 __all__ = ["fulltext_index_statements", "searchable_columns"]
 
@@ -33,7 +34,8 @@ def fulltext_index_statements(
             (usually the primary key's name) that full-text search uses as ``KEY``.
         catalog: the full-text catalog; ``mapping.text_index`` when omitted.
 
-    Identifiers come from configuration and are quoted by the ``mssql`` dialect. Population
+    Identifiers come from configuration and are quoted by the ``mssql`` dialect, the schema
+    always as one identifier (never read as ``database.owner``). Population
     is asynchronous: rows become searchable when the crawl finishes (``CHANGE_TRACKING
     AUTO`` keeps it current).
     """
@@ -42,7 +44,8 @@ def fulltext_index_statements(
         msg = "a full-text catalog name is needed (catalog= or Mapping.text_index)"
         raise ValueError(msg)
     quote = _preparer.quote
-    table = _preparer.format_table(sa.table(mapping.relation, schema=mapping.schema))
+    schema = quoted_schema(mapping.schema, _preparer)
+    table = _preparer.format_table(sa.table(mapping.relation, schema=schema))
     columns = ", ".join(quote(name) for name in searchable_columns(mapping))
     literal = catalog_name.replace("'", "''")
     return [

@@ -48,7 +48,7 @@ from esra.sql import (
     utf8_bindable,
 )
 from esra.sqlserver._errors import classify
-from esra.sqlserver._fulltext import SqlServerFullText
+from esra.sqlserver._fulltext import SqlServerFullText, quoted_schema
 from esra.sqlserver._rpc import RpcStatement, execute_rpc, rpc_statement
 from esra.sqlserver._session import ROLLBACK_SQL, Isolation, session_sql
 
@@ -305,5 +305,6 @@ def run_fenced(
 
 
 def _quoted_name(mapping: Mapping) -> str:
-    table = sa.table(mapping.relation, schema=mapping.schema)
-    return str(sqlserver_dialect().identifier_preparer.format_table(table))
+    preparer = sqlserver_dialect().identifier_preparer
+    table = sa.table(mapping.relation, schema=quoted_schema(mapping.schema, preparer))
+    return str(preparer.format_table(table))
