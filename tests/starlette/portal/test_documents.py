@@ -256,7 +256,8 @@ async def test_pages_carry_security_headers_and_unknown_pages_are_html(tmp_path:
 async def test_an_unexpected_failure_is_a_plain_page_without_a_trace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A bug behind a page answers 500 with a short page; the trace stays in the log."""
+    """A bug behind a page answers 500 with a short page; the trace stays in the log; the
+    page carries the portal's security headers like every other (docs/portal.md)."""
     async with open_site(tmp_path) as site:
 
         async def broken(*_args: object, **_kwargs: object) -> None:
@@ -271,6 +272,11 @@ async def test_an_unexpected_failure_is_a_plain_page_without_a_trace(
         assert "Something went wrong" in page.text
         assert "secret internal detail" not in page.text
         assert "Traceback" not in page.text
+        # Starlette answers a bare Exception outside every middleware the portal adds.
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["referrer-policy"] == "no-referrer"
 
 
 async def test_the_list_searches_by_text_and_filters_every_state(tmp_path: Path) -> None:

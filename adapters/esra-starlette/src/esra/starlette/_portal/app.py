@@ -139,7 +139,13 @@ def portal_app(
             "The portal could not complete this request. The host's log has the details.",
             links=(("/", "Portal home"),),
         )
-        return _error_page(request, None, error)
+        response = _error_page(request, None, error)
+        # Starlette answers a bare Exception in its outermost error middleware, outside
+        # _SecurityHeaders: this page is the one response the middleware never sees.
+        response.headers.update(
+            {name.decode(): value.decode() for name, value in _SECURITY_HEADERS}
+        )
+        return response
 
     return Starlette(
         routes=routes,
