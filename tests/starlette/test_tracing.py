@@ -77,3 +77,22 @@ async def test_the_response_is_byte_identical_with_tracing_on_and_off(
 def _without_refs(body: bytes) -> bytes:
     body = re.sub(rb"r_[A-Za-z0-9_-]{12}", b"r_<id>", body)
     return re.sub(rb'(documentRef\\?": ?\\?")[^"\\]+', rb"\1<ref>", body)
+
+
+async def test_only_a_tool_the_caller_was_offered_names_a_duration_series() -> None:
+    """docs/observability.md: every metric attribute is drawn from a bounded set. A tool
+    name the caller invents, well-formed or not, is one label, never a series of its own."""
+    invented = [f"esra_made_up_{uuid.uuid4().hex[:12]}" for _ in range(3)]
+    async with open_world() as world, http(world.app, idp().token()) as client:
+        with recording() as recorded:
+            for name in [*invented, "esra hr search!", "esra_hr_search"]:
+                call = _call()
+                call["params"]["name"] = name
+                response = await client.post("/mcp", json=call, headers=MCP_HEADERS)
+                assert response.status_code == 200, response.text
+            labels = {
+                attributes.get("gen_ai.tool.name")
+                for attributes, _ in recorded.points("mcp.server.operation.duration")
+            }
+        assert world.audit.records  # the calls ran and were audited
+    assert labels == {"esra_hr_search", "(unknown)"}

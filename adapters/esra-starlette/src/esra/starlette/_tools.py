@@ -297,16 +297,19 @@ class EsraTools:
         caller gets the error, never the results.
         """
         started = time.perf_counter()
+        tool = (await self.visible_to(caller)).get(name) if caller is not None else None
         try:
             async with deferred_audit_waits():
-                result = await self._call(caller, name, arguments)
+                result = await self._call(caller, tool, name, arguments)
         except AuditUnavailableError as exc:
             result = error_result(exc)
         attributes: dict[str, str] = {
             "mcp.method.name": "tools/call",
             "gen_ai.operation.name": "execute_tool",
-            # A name the caller made up is not a bounded attribute value: it is not kept.
-            "gen_ai.tool.name": name if _TOOL_NAME.fullmatch(name) else "(invalid)",
+            # Only a tool this caller was offered names the series: any other name is the
+            # caller's to invent, well-formed or not, and a series per invented name would
+            # grow with traffic.
+            "gen_ai.tool.name": tool.name if tool is not None else "(unknown)",
             TENANT_ID: caller.tenant_id if caller is not None else "",
         }
         if result.is_error:
@@ -315,11 +318,15 @@ class EsraTools:
         return result
 
     async def _call(
-        self, caller: AuthenticatedCaller | None, name: str, arguments: object
+        self,
+        caller: AuthenticatedCaller | None,
+        tool: PublishedTool | None,
+        name: str,
+        arguments: object,
     ) -> CallToolResult:
+        """Run the call of ``name``; ``tool`` is the tool of that name ``caller`` is offered."""
         if caller is None:
             return error_result(ExposureNotFoundError())
-        tool = (await self.visible_to(caller)).get(name)
         ctx = caller.context(tool.exposure.slug if tool else "", uuid.uuid4().hex)
         # The MCP SDK's server span of this call is current: it gets the tenant and the
         # correlation id the call's audit records carry, so one leads to the other.
