@@ -9,6 +9,7 @@ a claim value nor a filter value ever reaches a span, an event or a metric attri
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from typing import Any
@@ -25,7 +26,13 @@ from esra.core._model_usage import ModelUsage, report_model_usage
 from esra.core._pipeline.query_spans import db_system, query_span
 from esra.core._query import PlannedFilter
 from esra.core._retriever import Retriever
-from esra.core._telemetry import CORRELATION_ID, TENANT_ID, inert_span, stage_span
+from esra.core._telemetry import (
+    CORRELATION_ID,
+    TENANT_ID,
+    current_span_tenant,
+    inert_span,
+    stage_span,
+)
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import BindingMode, SourceBinding
 from esra.core.exceptions import EsraError
@@ -37,7 +44,7 @@ from esra.core.testing import (
     InMemoryConfigRepository,
     InMemorySearchProvider,
 )
-from tests._telemetry import Recorded, recording
+from tests._telemetry import _EXPORTER, _READER, Recorded, _install, recording
 from tests.core._validation_fixtures import issue, keyword
 from tests.core.factories import make_capability, make_context, make_snapshot, make_source
 
@@ -388,3 +395,91 @@ def test_with_no_provider_spans_are_left_as_the_no_op_tracer_leaves_them(
         finally:
             otel_context.detach(token)
     assert inert_span() is trace.INVALID_SPAN
+
+
+def _unsampled() -> Recorded:
+    """The tests' SDK installed with its sampler off: what ``sample_ratio`` < 1 or a caller's
+    trace with sampled=0 gives. Spans do not record; metrics do."""
+    _install()
+    return Recorded(_EXPORTER, _READER)
+
+
+def _token_usage(recorded: Recorded, tenant: str) -> int:
+    """How many measurements ``gen_ai.client.token.usage`` holds for ``tenant``."""
+    return sum(
+        int(point.count)
+        for attributes, point in recorded.points("gen_ai.client.token.usage")
+        if attributes.get(TENANT_ID) == tenant
+    )
+
+
+class _TenantSeeingModel(_ReportingModel):
+    """The reporting model, noting whether its call recorded and which tenant it saw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[bool, str]] = []
+
+    async def complete(self, prompt: Prompt) -> str:
+        self.seen.append((trace.get_current_span().is_recording(), current_span_tenant()))
+        return await super().complete(prompt)
+
+
+async def test_an_unsampled_invocation_s_token_usage_keeps_its_tenant() -> None:
+    """Unsampled spans carry no attributes; the token usage points still name the tenant."""
+    recorded = _unsampled()
+    model = _TenantSeeingModel()
+    retriever, _ = _retriever(model=model, mandatory=True)
+    before = {tenant: _token_usage(recorded, tenant) for tenant in ("tenant-a", "")}
+    await retriever.retrieve(make_context(), "leave policy")
+    assert model.seen
+    assert set(model.seen) == {(False, "tenant-a")}  # nothing recorded, the tenant known
+    # Input and output: two measurements a call, every one of them the invocation's tenant's.
+    assert _token_usage(recorded, "tenant-a") == before["tenant-a"] + 2 * len(model.seen)
+    assert _token_usage(recorded, "") == before[""]
+
+
+async def test_the_tenant_does_not_outlive_its_invocation() -> None:
+    """Once an invocation ends, returned or raised, the task that ran it has no tenant."""
+    recorded = _unsampled()
+    retriever, _ = _retriever(model=_ReportingModel())
+    await retriever.retrieve(make_context(), "leave policy")
+    assert current_span_tenant() == ""
+    seen: list[str] = []
+
+    def failing_invocation() -> None:
+        with stage_span("retrieve", make_context(tenant_id="t-x")):
+            seen.append(current_span_tenant())
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        failing_invocation()
+    assert seen == ["t-x"]
+    assert current_span_tenant() == ""
+    # A report outside any invocation names no tenant, not the previous one.
+    before = _token_usage(recorded, "")
+    report_model_usage(ModelUsage(input_tokens=1, output_tokens=1))
+    assert _token_usage(recorded, "") == before + 2
+
+
+async def test_concurrent_invocations_each_see_their_own_tenant() -> None:
+    """Interleaved invocations in different tasks never see each other's tenant."""
+    _unsampled()
+    both_inside = asyncio.Barrier(2)
+
+    async def invocation(tenant: str) -> list[str]:
+        seen = []
+        with stage_span("retrieve", make_context(tenant_id=tenant)):
+            seen.append(current_span_tenant())
+            await both_inside.wait()
+            with stage_span("planning", make_context(tenant_id=tenant)):
+                seen.append(current_span_tenant())
+            await both_inside.wait()
+            seen.append(current_span_tenant())
+        seen.append(current_span_tenant())
+        return seen
+
+    assert list(await asyncio.gather(invocation("t-1"), invocation("t-2"))) == [
+        ["t-1", "t-1", "t-1", ""],
+        ["t-2", "t-2", "t-2", ""],
+    ]

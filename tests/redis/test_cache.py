@@ -5,9 +5,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from opentelemetry import trace
 from redis.asyncio import Redis
 
-from esra.redis import RedisCache
+from esra.core._telemetry import TENANT_ID, stage_span
+from esra.redis import RedisCache, open_redis
+from tests._redis import free_port
+from tests._telemetry import _EXPORTER, _READER, Recorded, _install
+from tests.core.factories import make_context
 from tests.redis.conftest import eventually
 
 pytestmark = [pytest.mark.redis, pytest.mark.integration]
@@ -85,3 +90,30 @@ async def test_a_client_that_decodes_replies_is_refused(redis_url: str) -> None:
 def test_a_timeout_must_be_positive(client: Redis) -> None:
     with pytest.raises(ValueError, match="timeout_s"):
         RedisCache(client, timeout_s=0)
+
+
+async def test_an_unavailable_cache_names_the_tenant_of_an_unsampled_invocation() -> None:
+    """``esra.cache.unavailable`` names the invocation's tenant even when its spans do not
+    record (``sample_ratio`` < 1): a closed port stands for a Redis that is down."""
+    _install()  # the tests' SDK, its sampler off: metrics record, spans do not
+    recorded = Recorded(_EXPORTER, _READER)
+
+    def failures(tenant: str) -> int:
+        return sum(
+            int(point.value)
+            for attributes, point in recorded.points("esra.cache.unavailable")
+            if attributes.get(TENANT_ID) == tenant
+        )
+
+    before = {tenant: failures(tenant) for tenant in ("tenant-cache", "")}
+    host = open_redis(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        cache = RedisCache(host)
+        with stage_span("retrieve", make_context(tenant_id="tenant-cache")):
+            assert not trace.get_current_span().is_recording()
+            assert await cache.get("k") is None
+            await cache.set("k", b"v", 30)
+    finally:
+        await host.aclose()
+    assert failures("tenant-cache") == before["tenant-cache"] + 2
+    assert failures("") == before[""]

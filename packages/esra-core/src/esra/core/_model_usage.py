@@ -108,7 +108,7 @@ def current_meter() -> UsageMeter | None:
 
 def report_model_usage(usage: ModelUsage) -> None:
     """Add ``usage`` to every enclosing meter (outside any, to none), and record it in
-    ``gen_ai.client.token.usage`` with the current span's tenant."""
+    ``gen_ai.client.token.usage`` with the invocation's tenant (sampled or not)."""
     for meter in _METERS.get():
         meter.add(usage)
     # Inside a traced call, the usage belongs to its ``chat`` span (esra.core._traced_model).

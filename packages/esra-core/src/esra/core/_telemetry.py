@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
@@ -46,6 +47,11 @@ STAGE = "esra.stage"  # on metrics that count per stage (spans are named by thei
 # for once, at import, so a span costs no provider lookup.
 _TRACER = trace.get_tracer("esra")
 _METER = metrics.get_meter("esra")
+# The tenant of the invocation running in this context, whether or not its spans record: an
+# unsampled span (``sample_ratio`` < 1, a caller's trace with sampled=0) carries no
+# attributes, yet every metric point must still name its tenant. Set for each stage's block
+# (see ``stage_span``), reset when it ends; asyncio copies it into the tasks a stage starts.
+_TENANT: ContextVar[str] = ContextVar("esra_tenant", default="")
 
 
 def tracer() -> trace.Tracer:
@@ -103,32 +109,48 @@ def stage_span(
 ) -> Iterator[Span]:
     """A span for one pipeline stage of ``ctx``'s invocation, current while the block runs.
 
+    ``ctx``'s tenant is the one ``current_span_tenant`` answers inside the block, whether the
+    span records or not (an unsampled invocation's metrics still name their tenant).
     A failure sets ``error.type`` (see :func:`error_type`) and the error status; the
     exception itself is not recorded, since its message may quote what a span must not.
     """
-    inert = inert_span()
-    if inert is not None:
-        # Nothing records: what a failure would set on the span is not set anywhere either.
-        yield inert
-        return
-    with tracer().start_as_current_span(
-        name or f"esra.{stage}",
-        kind=kind,
-        # The stage is the span's name; every attribute costs the SDK a validation pass.
-        attributes={**invocation_attributes(ctx), **(attributes or {})},
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        try:
-            yield span
-        except BaseException as exc:
-            span.set_attribute("error.type", error_type(exc))
-            span.set_status(StatusCode.ERROR)
-            raise
+    # The tenant is the invocation's whether or not this span records (see _TENANT).
+    tenant = _TENANT.set(ctx.tenant_id)
+    try:
+        inert = inert_span()
+        if inert is not None:
+            # Nothing records: what a failure would set on the span is not set anywhere either.
+            yield inert
+            return
+        with tracer().start_as_current_span(
+            name or f"esra.{stage}",
+            kind=kind,
+            # The stage is the span's name; every attribute costs the SDK a validation pass.
+            attributes={**invocation_attributes(ctx), **(attributes or {})},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                span.set_attribute("error.type", error_type(exc))
+                span.set_status(StatusCode.ERROR)
+                raise
+    finally:
+        _TENANT.reset(tenant)
 
 
 def current_span_tenant() -> str:
-    """The tenant the current span names ("" outside one): for code that has no context."""
+    """The tenant of the invocation running here ("" outside one): for code that has no
+    context, such as a metric recorded by a model client or a cache adapter.
+
+    That is the tenant of the enclosing pipeline stage (``stage_span``), sampled or not;
+    outside every stage, the tenant the current span names (a host's own span carrying
+    ``esra.tenant.id``), which only a recording span can.
+    """
+    tenant = _TENANT.get()
+    if tenant:
+        return tenant
     attributes = getattr(trace.get_current_span(), "attributes", None) or {}
     return str(attributes.get(TENANT_ID, ""))
 
