@@ -33,6 +33,7 @@ from esra.sql._fulltext import (
     TextTarget,
     sql_number,
 )
+from esra.sql._identifiers import schema_identifier
 from esra.sql._provider import (
     HEALTH_TIMEOUT_S,
     EngineTraits,
@@ -89,6 +90,7 @@ __all__ = [
     "filter_bind_name",
     "predicate_bind_name",
     "resolve_connection",
+    "schema_identifier",
     "sql_number",
     "utf8_bindable",
 ]

@@ -23,7 +23,6 @@ from typing import Any, assert_never
 import attrs
 import sqlalchemy as sa
 from sqlalchemy.engine.interfaces import Dialect
-from sqlalchemy.sql.elements import quoted_name
 from sqlalchemy.sql.expression import ColumnElement, Select
 
 from esra.core.config import Mapping, Operator
@@ -46,6 +45,7 @@ from esra.core.providers import (
 )
 from esra.sql._cache import CompiledStatement, CompiledStatementCache
 from esra.sql._fulltext import FullTextDialect, SearchTerms, TextTarget
+from esra.sql._identifiers import schema_identifier
 
 __all__ = [
     "KEY_LABEL",
@@ -233,7 +233,7 @@ class StatementBuilder:
             key=key,
             searchable=tuple(base.c[name] for name in _searchable_columns(mapping)),
             text_index=mapping.text_index,
-            schema=_schema_identifier(mapping.schema, self._dialect),
+            schema=schema_identifier(mapping.schema, self._dialect.identifier_preparer),
             visible=lambda columns: _record_conditions(columns, query),
         )
         text = self._fulltext.clause(target, _terms(query).shape)
@@ -314,22 +314,6 @@ def _searchable_columns(mapping: Mapping) -> list[str]:
     return _unique(f.column for f in named if f is not None)
 
 
-def _schema_identifier(schema: str | None, dialect: Dialect) -> str | None:
-    """Return a configured ``schema`` as ``dialect`` must receive it: one identifier, always.
-
-    A name the dialect would quote anyway becomes a ``quoted_name`` with ``quote=True``, which
-    every dialect emits as one delimited identifier. As a plain string, SQLAlchemy's ``mssql``
-    quoter would read it as ``database.owner``: split it on ``.`` and emit a part holding
-    internal brackets verbatim, so ``[a].x; SELECT ...--.[c].dbo`` would put ``x; SELECT ...--``
-    into the statement. A name the dialect leaves bare (letters, digits, ``_``, ``$``; no
-    reserved word) stays a plain string, so ordinary schemas render byte for byte as before,
-    on every dialect.
-    """
-    if not schema or dialect.identifier_preparer.quote(schema) == schema:
-        return schema
-    return quoted_name(schema, quote=True)
-
-
 def _base_table(
     mapping: Mapping, query: ValidatedQuery, extra: Iterable[str], dialect: Dialect
 ) -> Any:
@@ -344,7 +328,7 @@ def _base_table(
             *extra,
         ]
     )
-    schema = _schema_identifier(mapping.schema, dialect)
+    schema = schema_identifier(mapping.schema, dialect.identifier_preparer)
     table = sa.table(mapping.relation, *(sa.column(n) for n in names), schema=schema)
     return table.alias(BASE_ALIAS)
 

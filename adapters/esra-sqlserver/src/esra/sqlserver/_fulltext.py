@@ -19,7 +19,8 @@ parameter and is joined on the full-text key:
 - the score is the sum of the joined functions' ``RANK``.
 
 The table and column arguments are identifiers from configuration, quoted by the dialect's
-identifier preparer at compile time; the schema always as one identifier (``quoted_schema``).
+identifier preparer at compile time; the schema always as one identifier
+(``esra.sql.schema_identifier``).
 """
 
 from __future__ import annotations
@@ -29,19 +30,17 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import IdentifierPreparer, SQLCompiler
-from sqlalchemy.sql.elements import quoted_name
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
-from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
+from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget, schema_identifier
 
 __all__ = [
     "OPTIONAL_BIND",
     "SqlServerFullText",
     "containstable_phrase",
     "freetext_string",
-    "quoted_schema",
 ]
 
 OPTIONAL_BIND = "q"
@@ -87,21 +86,6 @@ def excluded_bind(index: int) -> str:
     return f"tx{index}"
 
 
-def quoted_schema(schema: str | None, preparer: IdentifierPreparer) -> str | None:
-    """Return a configured ``schema`` for the ``mssql`` preparer: one identifier, always.
-
-    As a plain string, SQLAlchemy's ``mssql`` quoter reads a schema as ``database.owner``: it
-    splits it on ``.`` and emits a part holding internal brackets verbatim, so
-    ``[a].x; SELECT ...--.[c].dbo`` would put ``x; SELECT ...--`` into the text. A name the
-    preparer would quote anyway is passed as a ``quoted_name`` (``quote=True``) and becomes
-    ``[...]`` with each ``]`` doubled; an ordinary name (letters, digits, ``_``, ``$``) stays
-    bare, as it always rendered. A dotted name is thus one schema, never database and owner.
-    """
-    if not schema or preparer.quote(schema) == schema:
-        return schema
-    return quoted_name(schema, quote=True)
-
-
 class _Identifier(ColumnElement[Any]):
     """A configured table name or column list, quoted by the dialect when compiled."""
 
@@ -123,7 +107,7 @@ def _compile_identifier(element: _Identifier, compiler: SQLCompiler, **_kw: Any)
     preparer = compiler.preparer
     if element.as_list:
         return "(" + ", ".join(preparer.quote(name) for name in element.names) + ")"
-    table = sa.table(element.names[0], schema=quoted_schema(element.schema, preparer))
+    table = sa.table(element.names[0], schema=schema_identifier(element.schema, preparer))
     return preparer.format_table(table)
 
 

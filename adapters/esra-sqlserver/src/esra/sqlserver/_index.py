@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mssql
 
 from esra.core.config import Mapping
-from esra.sqlserver._fulltext import quoted_schema
+from esra.sql import schema_identifier
 
 __all__ = ["fulltext_index_statements", "searchable_columns"]
 
@@ -44,7 +44,7 @@ def fulltext_index_statements(
         msg = "a full-text catalog name is needed (catalog= or Mapping.text_index)"
         raise ValueError(msg)
     quote = _preparer.quote
-    schema = quoted_schema(mapping.schema, _preparer)
+    schema = schema_identifier(mapping.schema, _preparer)
     table = _preparer.format_table(sa.table(mapping.relation, schema=schema))
     columns = ", ".join(quote(name) for name in searchable_columns(mapping))
     literal = catalog_name.replace("'", "''")

@@ -45,10 +45,11 @@ from esra.sql import (
     SqlSearchProvider,
     StatementBuilder,
     TimeBudget,
+    schema_identifier,
     utf8_bindable,
 )
 from esra.sqlserver._errors import classify
-from esra.sqlserver._fulltext import SqlServerFullText, quoted_schema
+from esra.sqlserver._fulltext import SqlServerFullText
 from esra.sqlserver._rpc import RpcStatement, execute_rpc, rpc_statement
 from esra.sqlserver._session import ROLLBACK_SQL, Isolation, session_sql
 
@@ -306,5 +307,5 @@ def run_fenced(
 
 def _quoted_name(mapping: Mapping) -> str:
     preparer = sqlserver_dialect().identifier_preparer
-    table = sa.table(mapping.relation, schema=quoted_schema(mapping.schema, preparer))
+    table = sa.table(mapping.relation, schema=schema_identifier(mapping.schema, preparer))
     return str(preparer.format_table(table))
