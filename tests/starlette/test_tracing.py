@@ -83,16 +83,23 @@ async def test_only_a_tool_the_caller_was_offered_names_a_duration_series() -> N
     """docs/observability.md: every metric attribute is drawn from a bounded set. A tool
     name the caller invents, well-formed or not, is one label, never a series of its own."""
     invented = [f"esra_made_up_{uuid.uuid4().hex[:12]}" for _ in range(3)]
+    malformed = "esra hr search!"
     async with open_world() as world, http(world.app, idp().token()) as client:
         with recording() as recorded:
-            for name in [*invented, "esra hr search!", "esra_hr_search"]:
+
+            def labels() -> set[Any]:
+                # The reader keeps every series the process recorded, earlier tests' too.
+                points = recorded.points("mcp.server.operation.duration")
+                return {attributes.get("gen_ai.tool.name") for attributes, _ in points}
+
+            before = labels()
+            for name in [*invented, malformed, "esra_hr_search"]:
                 call = _call()
                 call["params"]["name"] = name
                 response = await client.post("/mcp", json=call, headers=MCP_HEADERS)
                 assert response.status_code == 200, response.text
-            labels = {
-                attributes.get("gen_ai.tool.name")
-                for attributes, _ in recorded.points("mcp.server.operation.duration")
-            }
+            after = labels()
         assert world.audit.records  # the calls ran and were audited
-    assert labels == {"esra_hr_search", "(unknown)"}
+    assert not after & {*invented, malformed}
+    assert {"esra_hr_search", "(unknown)"} <= after
+    assert after - before <= {"esra_hr_search", "(unknown)"}
