@@ -9,9 +9,7 @@ on every record.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import secrets
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,13 +23,14 @@ from psycopg import sql
 from esra.core._admin.roles import Role
 from esra.core.admin import Administrator, ConnectionSecretService, Grant, InMemorySecretVault
 from esra.core.codes import AuditEvent
-from esra.core.config import ConfigSnapshot, dump_snapshot
+from esra.core.config import dump_snapshot
 from esra.core.testing import FakeClock, InMemoryAuditSink
 from esra.core.testing.config_contract import SECRET_REF, contract_snapshot
 from esra.postgres._config_store import PostgresConfigStore
 from esra.starlette._cli import main
 from tests.postgres.conftest import admin
-from tests.starlette._tokens import AUDIENCE, ISSUER, idp
+from tests.starlette._settings_files import write_host_settings
+from tests.starlette._tokens import idp
 
 pytestmark = pytest.mark.integration
 
@@ -59,27 +58,7 @@ def _settings(tmp_path: Path, dsn: str, schemas: dict[str, str]) -> Path:
     host, port = parts.hostname or "127.0.0.1", parts.port or 5432
     user, database = parts.username or "postgres", parts.path.lstrip("/")
     state = f"postgresql://{user}:${{secret:env:{PASSWORD_VARIABLE}}}@{host}:{port}/{database}"
-    keyring = tmp_path / "kek.json"
-    material = base64.b64encode(secrets.token_bytes(32)).decode()
-    keyring.write_text(json.dumps({"active": "k1", "keys": {"k1": material}}))
-    keyring.chmod(0o600)
-    empty = ConfigSnapshot(tenant_id=TENANT, version="file-1")
-    (tmp_path / "acme.json").write_text(json.dumps(dump_snapshot(empty)))
-    (tmp_path / "jwks.json").write_text(json.dumps(idp().jwks()))
-    path = tmp_path / "esra.toml"
-    path.write_text(
-        f"""
-[[issuers]]
-issuer = "{ISSUER}"
-audience = "{AUDIENCE}"
-jwks_file = "jwks.json"
-algorithms = ["RS256"]
-
-[[tenants]]
-id = "{TENANT}"
-config = "acme.json"
-
-[state]
+    durable = f"""[state]
 database = "{state}"
 config_schema = "{schemas["config"]}"
 secrets_schema = "{schemas["secrets"]}"
@@ -91,8 +70,7 @@ keyring_file = "kek.json"
 [audit]
 kind = "database"
 """
-    )
-    return path
+    return write_host_settings(tmp_path, tenant=TENANT, durable=durable)
 
 
 def _seed_secret(dsn: str, schema: str) -> None:

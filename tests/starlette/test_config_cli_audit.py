@@ -8,9 +8,7 @@ and, when that store cannot be opened, nothing may be applied at all.
 
 from __future__ import annotations
 
-import base64
 import json
-import secrets
 import sqlite3
 import subprocess
 import time
@@ -21,13 +19,14 @@ import pytest
 
 from esra.core._admin.roles import Role
 from esra.core.codes import AuditEvent
-from esra.core.config import ConfigSnapshot, dump_snapshot
+from esra.core.config import dump_snapshot
 from esra.core.testing.config_contract import contract_snapshot
 from esra.starlette._cli import main
 from esra.starlette._config_cli import CONFIG_DATABASE_FILE
 from esra.starlette._embedded import EMBEDDED_TENANT
 from tests._serve_process import esra_argv
-from tests.starlette._tokens import AUDIENCE, ISSUER, idp
+from tests.starlette._settings_files import write_host_settings
+from tests.starlette._tokens import idp
 from tests.starlette.test_config_cli import _document, _seed_secret, _token
 
 CONFIGURED_TENANT = "acme-import"
@@ -127,27 +126,7 @@ def test_import_on_an_unreachable_state_database_refuses_with_a_clear_error(
 
 
 def _settings(tmp_path: Path, *, database: str, audit: str) -> Path:
-    keyring = tmp_path / "kek.json"
-    material = base64.b64encode(secrets.token_bytes(32)).decode()
-    keyring.write_text(json.dumps({"active": "k1", "keys": {"k1": material}}))
-    keyring.chmod(0o600)
-    file_snapshot = ConfigSnapshot(tenant_id=CONFIGURED_TENANT, version="file-1")
-    (tmp_path / "acme.json").write_text(json.dumps(dump_snapshot(file_snapshot)))
-    (tmp_path / "jwks.json").write_text(json.dumps(idp().jwks()))
-    path = tmp_path / "esra.toml"
-    path.write_text(
-        f"""
-[[issuers]]
-issuer = "{ISSUER}"
-audience = "{AUDIENCE}"
-jwks_file = "jwks.json"
-algorithms = ["RS256"]
-
-[[tenants]]
-id = "{CONFIGURED_TENANT}"
-config = "acme.json"
-
-[state]
+    durable = f"""[state]
 database = {database}
 
 [secrets]
@@ -156,8 +135,7 @@ keyring_file = "kek.json"
 [audit]
 kind = "{audit}"
 """
-    )
-    return path
+    return write_host_settings(tmp_path, tenant=CONFIGURED_TENANT, durable=durable)
 
 
 def _configured_document(tmp_path: Path) -> Path:
