@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -35,8 +36,8 @@ from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
 from esra.core.secrets import ReferencePolicy, ReferenceSecretResolver
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
-from esra.postgres import PostgresProvider, connect_kwargs
-from esra.sql import ConnectionTarget
+from esra.postgres import PRIVATE_FILE_OPTIONS, SCHEMES, PostgresProvider, connect_kwargs
+from esra.sql import ConnectionTarget, resolve_connection
 
 _SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
@@ -62,8 +63,9 @@ class _LoginTrap:
     signed by ``client_ca``; otherwise refuse TLS ('N').
     """
 
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, *, authentication: int = 3) -> None:
         self._tls = tls
+        self._authentication = authentication  # 3: cleartext password; 7: GSSAPI
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -127,7 +129,7 @@ class _LoginTrap:
                 if parts[i]
             }
         )
-        conn.sendall(b"R" + struct.pack("!ii", 8, 3))  # AuthenticationCleartextPassword
+        conn.sendall(b"R" + struct.pack("!ii", 8, self._authentication))
         kind = self._recv(conn, 1)
         (length,) = struct.unpack("!i", self._recv(conn, 4))
         body = self._recv(conn, length - 4)
@@ -330,20 +332,109 @@ async def test_the_home_directorys_client_certificate_is_not_presented(
     assert set(tls_trap.client_certificates) == {""}
 
 
+def _key_policy(directory: Path, *, private_files_only: bool = True) -> ReferenceSecretResolver:
+    """Tenant B may read secret files in ``directory``; nothing else."""
+    return ReferenceSecretResolver(
+        {
+            "tenant-b": ReferencePolicy(
+                directories=(str(directory),), private_files_only=private_files_only
+            )
+        }
+    )
+
+
 async def test_the_templates_own_client_certificate_is_presented(
     tls_trap: _LoginTrap,
     monkeypatch: pytest.MonkeyPatch,
     certificates: dict[str, tuple[Path, Path]],
 ) -> None:
-    """The control: a certificate the template names is still used (and the trap sees it)."""
+    """The control: a certificate the template names, with a key in a directory the
+    tenant's secret policy allows, is still used (and the trap sees it)."""
     process_cert, process_key = certificates["process"]
     monkeypatch.setenv("PGSSLCERT", str(process_cert))
     monkeypatch.setenv("PGSSLKEY", str(process_key))
     cert, key = certificates["tenant"]
     template = _TLS_NO_CERTIFICATE + f"&sslcert={cert}&sslkey={key}"
-    await _log_in(_provider(tls_trap.port, template))
+    await _log_in(_provider(tls_trap.port, template, secrets=_key_policy(key.parent)))
     assert len(tls_trap.client_certificates) >= 1
     assert set(tls_trap.client_certificates) == {"tenant"}
+
+
+async def test_a_client_key_outside_the_tenants_secret_directories_is_not_presented(
+    tls_trap: _LoginTrap, tmp_path: Path, certificates: dict[str, tuple[Path, Path]]
+) -> None:
+    """Tenant A's client key lies on the same host; tenant B's template names it.
+
+    The key is a credential like a password, and tenant B's policy allows only its own
+    directory: the connection is refused before a socket opens, as for a password reference
+    the policy does not allow (``SECRET_UNRESOLVED``, checked at the end).
+    """
+    cert, key = certificates["process"]  # tenant A's, say: outside tenant B's directory
+    own_directory = tmp_path / "tenant-b-secrets"
+    own_directory.mkdir()
+    provider = _provider(
+        tls_trap.port,
+        _TLS_NO_CERTIFICATE + f"&sslcert={cert}&sslkey={key}",
+        secrets=_key_policy(own_directory),
+    )
+    await _log_in(provider)
+    assert tls_trap.startups == []
+    assert tls_trap.client_certificates == []
+    with pytest.raises(ProviderError) as raised:
+        await resolve_connection(
+            _TLS_NO_CERTIFICATE.format(port=tls_trap.port) + f"&sslcert={cert}&sslkey={key}",
+            tenant_id="tenant-b",
+            secrets=_key_policy(own_directory),
+            allowlist=StaticHostAllowlist([("tenant-b", "127.0.0.1", tls_trap.port)]),
+            schemes=SCHEMES,
+            private_file_options=PRIVATE_FILE_OPTIONS,
+        )
+    assert raised.value.code is ProviderErrorCode.SECRET_UNRESOLVED
+
+
+async def test_a_client_key_reached_through_a_link_in_the_tenants_directory_is_refused(
+    tls_trap: _LoginTrap, tmp_path: Path, certificates: dict[str, tuple[Path, Path]]
+) -> None:
+    """A symbolic link inside the allowed directory is judged by where it leads."""
+    cert, key = certificates["process"]
+    own_directory = tmp_path / "tenant-b-secrets"
+    own_directory.mkdir()
+    (own_directory / "client.key").symlink_to(key)
+    template = _TLS_NO_CERTIFICATE + f"&sslcert={cert}&sslkey={own_directory / 'client.key'}"
+    provider = _provider(tls_trap.port, template, secrets=_key_policy(own_directory))
+    await _log_in(provider)
+    assert tls_trap.client_certificates == []
+
+
+async def test_a_readable_client_key_is_refused_where_the_policy_wants_private_files(
+    tls_trap: _LoginTrap, certificates: dict[str, tuple[Path, Path]]
+) -> None:
+    cert, key = certificates["tenant"]
+    key.chmod(0o644)
+    template = _TLS_NO_CERTIFICATE + f"&sslcert={cert}&sslkey={key}"
+    provider = _provider(tls_trap.port, template, secrets=_key_policy(key.parent))
+    await _log_in(provider)
+    assert tls_trap.client_certificates == []
+
+
+async def test_a_client_key_named_through_a_secret_reference_is_judged_as_resolved(
+    tls_trap: _LoginTrap, certificates: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """A path that arrives through a stored secret is checked after substitution."""
+    cert, key = certificates["process"]
+    own_directory = tmp_path / "tenant-b-secrets"
+    own_directory.mkdir()
+
+    class _Secrets:
+        async def resolve(self, tenant_id: str, reference: str) -> str:
+            if reference == "key-path":
+                return str(key)
+            return await _key_policy(own_directory).resolve(tenant_id, reference)
+
+    template = _TLS_NO_CERTIFICATE + f"&sslcert={cert}&sslkey=${{{{secret:key-path}}}}"
+    provider = _provider(tls_trap.port, template, secrets=_Secrets())
+    await _log_in(provider)
+    assert tls_trap.client_certificates == []
 
 
 def _target(*options: tuple[str, str], password: str = "") -> ConnectionTarget:
@@ -381,7 +472,8 @@ async def test_an_empty_certificate_option_presents_none(
     directory = tmp_path / "home" / ".postgresql"
     directory.mkdir()
     (directory / "postgresql.crt").write_bytes(cert.read_bytes())
-    await _log_in(_provider(tls_trap.port, _TLS_NO_CERTIFICATE + f"&sslcert=&sslkey={key}"))
+    template = _TLS_NO_CERTIFICATE + f"&sslcert=&sslkey={key}"
+    await _log_in(_provider(tls_trap.port, template, secrets=_key_policy(key.parent)))
     assert len(tls_trap.client_certificates) >= 1
     assert set(tls_trap.client_certificates) == {""}
 
@@ -396,6 +488,40 @@ def test_a_templates_certificate_and_password_are_kept() -> None:
         "/etc/esra/c.crt",
         "/etc/esra/c.key",
     )
+
+
+def test_kerberos_is_switched_off() -> None:
+    """GSSAPI would encrypt and log in with the process's Kerberos ticket."""
+    kwargs = connect_kwargs(_target(), connect_timeout_s=5)
+    assert kwargs["gssencmode"] == "disable"
+    assert kwargs.get("require_auth") == "!gss,!sspi" or "require_auth" not in kwargs
+    assert connect_kwargs(_target(("gssencmode", "disable")), connect_timeout_s=5) == kwargs
+    for mode in ("prefer", "require", "allow", ""):
+        with pytest.raises(ProviderError) as raised:
+            connect_kwargs(_target(("gssencmode", mode)), connect_timeout_s=5)
+        assert raised.value.code is ProviderErrorCode.CONNECTION_TEMPLATE_INVALID
+
+
+@pytest.mark.skipif(
+    "require_auth" not in {o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults()},
+    reason="libpq before 16 has no require_auth",
+)
+async def test_a_server_asking_for_kerberos_gets_no_answer() -> None:
+    """libpq refuses a GSSAPI request itself, before it would look for a ticket."""
+    trap = _LoginTrap(authentication=7)  # AuthenticationGSS
+    try:
+        kwargs = connect_kwargs(
+            ConnectionTarget(
+                host="127.0.0.1", port=trap.port, database="sales", user="reader", password=""
+            ),
+            connect_timeout_s=3,
+        )
+        kwargs["sslmode"] = "disable"
+        with pytest.raises(psycopg.OperationalError, match="authentication method requirement"):
+            await psycopg.AsyncConnection.connect(**kwargs)
+        assert len(trap.startups) == 1
+    finally:
+        trap.close()
 
 
 def test_a_certificate_without_its_key_is_refused() -> None:

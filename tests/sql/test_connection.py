@@ -150,3 +150,74 @@ def test_the_default_port_comes_from_the_scheme() -> None:
     """A template without a port gets the engine's default."""
     parsed = ConnectionTemplate.parse("postgres://u@Db.Internal/x", schemes=SCHEMES)
     assert (parsed.host, parsed.port) == ("db.internal", 5432)
+
+
+class _RecordingStore:
+    """Answers every reference with a value and records what it was asked, in order."""
+
+    def __init__(self, refused: str | None = None) -> None:
+        self.asked: list[tuple[str, str]] = []
+        self._refused = refused
+
+    async def resolve(self, tenant_id: str, reference: str) -> str:
+        self.asked.append((tenant_id, reference))
+        if reference == self._refused:
+            raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED)
+        return "value-of-" + reference
+
+
+async def _resolve_with_keys(template: str, store: _RecordingStore) -> ConnectionTarget:
+    return await resolve_connection(
+        template,
+        tenant_id="tenant-a",
+        secrets=store,
+        allowlist=ALLOW,
+        schemes=SCHEMES,
+        private_file_options=frozenset({"sslkey"}),
+    )
+
+
+async def test_a_private_file_option_is_judged_as_a_file_secret_of_the_tenant() -> None:
+    """The path a key option names is asked of the secret store as ``file:PATH``, with the
+    source's tenant, after any reference inside it is substituted; the option keeps the path."""
+    store = _RecordingStore()
+    target = await _resolve_with_keys(
+        "postgresql://db.internal:6432/sales?sslcert=/pki/c.crt&sslkey=/run/secrets/a/c.key"
+        "&sslrootcert=/pki/root.crt",
+        store,
+    )
+    assert store.asked == [("tenant-a", "file:/run/secrets/a/c.key")]
+    assert target.option("sslkey") == "/run/secrets/a/c.key"
+
+    store = _RecordingStore()
+    await _resolve_with_keys(
+        "postgresql://db.internal:6432/sales?sslkey=${secret:key-path}&sslkey=", store
+    )
+    assert store.asked == [("tenant-a", "key-path"), ("tenant-a", "file:value-of-key-path")]
+
+
+async def test_a_private_file_the_tenant_may_not_read_fails_the_resolution() -> None:
+    store = _RecordingStore(refused="file:/home/other-tenant/c.key")
+    with pytest.raises(ProviderError) as raised:
+        await _resolve_with_keys(
+            "postgresql://db.internal:6432/sales?sslkey=/home/other-tenant/c.key", store
+        )
+    assert raised.value.code is ProviderErrorCode.SECRET_UNRESOLVED
+
+
+async def test_a_secret_store_failing_on_a_private_file_is_secret_unresolved() -> None:
+    class Broken:
+        async def resolve(self, tenant_id: str, reference: str) -> str:
+            raise OSError("/home/other-tenant/c.key: permission denied")
+
+    with pytest.raises(ProviderError) as raised:
+        await resolve_connection(
+            "postgresql://db.internal:6432/sales?sslkey=/k",
+            tenant_id="tenant-a",
+            secrets=Broken(),
+            allowlist=ALLOW,
+            schemes=SCHEMES,
+            private_file_options=frozenset({"sslkey"}),
+        )
+    assert raised.value.code is ProviderErrorCode.SECRET_UNRESOLVED
+    assert "permission" not in str(raised.value)

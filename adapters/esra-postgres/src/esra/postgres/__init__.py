@@ -15,7 +15,12 @@ from esra.postgres._config_schema import (
     config_schema_version,
 )
 from esra.postgres._config_store import PostgresConfigStore
-from esra.postgres._connection import ALLOWED_OPTIONS, SCHEMES, connect_kwargs
+from esra.postgres._connection import (
+    ALLOWED_OPTIONS,
+    PRIVATE_FILE_OPTIONS,
+    SCHEMES,
+    connect_kwargs,
+)
 from esra.postgres._fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText
 from esra.postgres._host_role import grant_state_host_role
 from esra.postgres._index import create_text_index, text_index_columns, text_index_statements
@@ -58,6 +63,7 @@ __all__ = [
     "DEFAULT_SCOPE_CLAIM",
     "DEFAULT_STORE_SCHEMA",
     "DEFAULT_TEXT_SEARCH_CONFIG",
+    "PRIVATE_FILE_OPTIONS",
     "SCHEMES",
     "SEARCHABLE_VIEW",
     "SECRET_SCHEMA_VERSION",

@@ -9,10 +9,13 @@ is the host connected to.
 
 Nor does a connection take anything libpq would otherwise fill in from the process: the
 ``PGPASSWORD`` variable, the password file (``PGPASSFILE``, ``~/.pgpass``), a client
-certificate (``PGSSLCERT``/``PGSSLKEY``, ``~/.postgresql/postgresql.crt``), ``PGOPTIONS``, or
-those values from a service file (``PGSERVICE``). They belong to the whole process, and a
-tenant may use only the secrets its policy names (docs/secrets.md): ``connect_kwargs`` sets
-each one explicitly, so a template naming no password logs in with none.
+certificate (``PGSSLCERT``/``PGSSLKEY``, ``~/.postgresql/postgresql.crt``), ``PGOPTIONS``,
+those values from a service file (``PGSERVICE``), or the process's Kerberos ticket (GSSAPI
+authentication or encryption). They belong to the whole process, and a tenant may use only
+the secrets its policy names (docs/secrets.md): ``connect_kwargs`` sets each one explicitly,
+so a template naming no password logs in with none. For the same reason the client key a
+template names (``sslkey``, ``PRIVATE_FILE_OPTIONS``) must be a file the tenant's policy lets
+it read as ``${secret:file:…}``; ``resolve_connection`` checks it with the tenant's secrets.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import psycopg
+
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
 from esra.sql import ConnectionTarget, utf8_bindable
 
-__all__ = ["ALLOWED_OPTIONS", "SCHEMES", "connect_kwargs", "scrub"]
+__all__ = ["ALLOWED_OPTIONS", "PRIVATE_FILE_OPTIONS", "SCHEMES", "connect_kwargs", "scrub"]
 
 SCHEMES = {"postgresql": 5432, "postgres": 5432}
 
@@ -49,6 +54,28 @@ ALLOWED_OPTIONS = frozenset(
     }
 )
 
+# The options naming a private file: the client key is a credential, so the tenant's secret
+# policy must allow it as a ``file:`` reference. A certificate (``sslcert``, ``sslrootcert``)
+# and a revocation list (``sslcrl``) are public and may be any file libpq can read.
+PRIVATE_FILE_OPTIONS = frozenset({"sslkey"})
+
+_KERBEROS_OFF = "disable"  # the only gssencmode a template may give (see connect_kwargs)
+_LIBPQ_OPTIONS = frozenset(
+    option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults() if option.keyword
+)
+# Authentication methods libpq may answer: any but GSSAPI and SSPI, which log in with the
+# process's Kerberos ticket or Windows account. libpq 16 and later enforce it
+# (``require_auth``); an older libpq with GSSAPI is asked for a service principal no
+# server has, so the handshake fails before any ticket is sent for a real one.
+_AUTHENTICATION = (
+    {"require_auth": "!gss,!sspi"}
+    if "require_auth" in _LIBPQ_OPTIONS
+    else {"krbsrvname": "esra-no-kerberos"}
+    if "krbsrvname" in _LIBPQ_OPTIONS
+    else {}
+)
+_GSS_ENCRYPTION = {"gssencmode": _KERBEROS_OFF} if "gssencmode" in _LIBPQ_OPTIONS else {}
+
 # A path at which no file can exist (a name under the null device, which is no directory):
 # libpq, which goes on without a password file or client certificate it cannot find, finds
 # none here. os.devnull itself would do too, but libpq warns on stderr that it is no plain file.
@@ -65,16 +92,18 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
     as slowly, and a prepared statement is session state a transaction-mode PgBouncer
     cannot carry from one transaction to the next.
 
-    The password, password file, client certificate and server options are always given, so
-    libpq takes none of them from the process (see the module's docstring): a template with
-    no password sends none (an empty value set explicitly is not replaced by ``PGPASSWORD``
-    or a service file's, and the password file libpq then reads is one that cannot exist),
-    and one with no ``sslcert`` presents no certificate.
+    The password, password file, client certificate, server options and Kerberos are always
+    set, so libpq takes none of them from the process (see the module's docstring): a
+    template with no password sends none (an empty value set explicitly is not replaced by
+    ``PGPASSWORD`` or a service file's, and the password file libpq then reads is one that
+    cannot exist), one with no ``sslcert`` presents no certificate, and GSSAPI encryption and
+    authentication are off.
 
     Raises:
         ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for an option outside
-            ``ALLOWED_OPTIONS``, or an ``sslcert`` without the ``sslkey`` libpq would otherwise
-            look for in ``PGSSLKEY`` or the home directory.
+            ``ALLOWED_OPTIONS``, an ``sslcert`` without the ``sslkey`` libpq would otherwise
+            look for in ``PGSSLKEY`` or the home directory, or a ``gssencmode`` other than
+            ``disable``.
     """
     kwargs: dict[str, Any] = {
         "host": target.host,
@@ -88,6 +117,8 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
         "passfile": _NO_FILE,
         "sslcert": _NO_FILE,
         "options": "",
+        **_AUTHENTICATION,
+        **_GSS_ENCRYPTION,
     }
     if target.user:
         kwargs["user"] = target.user
@@ -99,6 +130,8 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
         kwargs["sslcert"] = _NO_FILE
     if kwargs["sslcert"] != _NO_FILE and not kwargs.get("sslkey"):
         raise _invalid("sslcert without sslkey")
+    if kwargs.get("gssencmode", _KERBEROS_OFF) != _KERBEROS_OFF:
+        raise _invalid("gssencmode other than disable")
     return kwargs
 
 

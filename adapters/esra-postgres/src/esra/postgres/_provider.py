@@ -48,7 +48,7 @@ from esra.core.config import Mapping
 from esra.core.exceptions import ProviderError
 from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
 from esra.core.providers import ValidatedQuery
-from esra.postgres._connection import SCHEMES, connect_kwargs, scrub
+from esra.postgres._connection import PRIVATE_FILE_OPTIONS, SCHEMES, connect_kwargs, scrub
 from esra.postgres._errors import classify
 from esra.postgres._fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText
 from esra.sql import (
@@ -422,7 +422,12 @@ class PostgresProvider(SqlSearchProvider[_PostgresEngine]):
         cache: CompiledStatementCache | None = None,
     ) -> None:
         source = SourceConnection(
-            connection, tenant_id=tenant_id, secrets=secrets, allowlist=allowlist, schemes=SCHEMES
+            connection,
+            tenant_id=tenant_id,
+            secrets=secrets,
+            allowlist=allowlist,
+            schemes=SCHEMES,
+            private_file_options=PRIVATE_FILE_OPTIONS,
         )
         engine = _PostgresEngine(
             source,

@@ -43,7 +43,7 @@ from esra.core.docstore import (
 )
 from esra.core.exceptions import ProviderError
 from esra.core.providers import OpenedProvider, ProviderOptionError, ProviderRequest, option_value
-from esra.postgres._connection import SCHEMES, connect_kwargs
+from esra.postgres._connection import PRIVATE_FILE_OPTIONS, SCHEMES, connect_kwargs
 from esra.postgres._errors import classify
 from esra.postgres._fulltext import DEFAULT_TEXT_SEARCH_CONFIG
 from esra.postgres._pool import Pool
@@ -152,6 +152,7 @@ async def open_postgres_store(request: StoreRequest) -> OpenedStore:
             secrets=request.secrets,
             allowlist=request.allowlist,
             schemes=SCHEMES,
+            private_file_options=PRIVATE_FILE_OPTIONS,
         )
         kwargs = connect_kwargs(target, connect_timeout_s=timeout_s)
         kwargs["application_name"] = "esra-store"

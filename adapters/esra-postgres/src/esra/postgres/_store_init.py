@@ -41,7 +41,7 @@ from esra.core.config import Mapping, Operator, Source
 from esra.core.docstore import DEFAULT_SCOPE_CLAIM, StoreMetadata, check_scope_claim
 from esra.core.exceptions import ProviderError
 from esra.core.ports import AuditSink, Clock, HostAllowlist, SecretStore
-from esra.postgres._connection import SCHEMES, connect_kwargs
+from esra.postgres._connection import PRIVATE_FILE_OPTIONS, SCHEMES, connect_kwargs
 from esra.postgres._errors import classify
 from esra.postgres._fulltext import DEFAULT_TEXT_SEARCH_CONFIG
 from esra.postgres._store_schema import (
@@ -302,6 +302,7 @@ async def initialise_store(
             secrets=secrets,
             allowlist=allowlist,
             schemes=SCHEMES,
+            private_file_options=PRIVATE_FILE_OPTIONS,
         )
         kwargs = connect_kwargs(target, connect_timeout_s=connect_timeout_s)
         kwargs["application_name"] = "esra-store-init"

@@ -14,7 +14,12 @@ Resolution, before any socket opens:
    (``SECRET_UNRESOLVED`` when it does not resolve), so one tenant's reference never reaches
    another tenant's secret;
 3. the literal host and port are checked through the ``HostAllowlist`` with the tenant id
-   (``HOST_NOT_ALLOWED``), so one tenant's allowlisted host does not become another's.
+   (``HOST_NOT_ALLOWED``), so one tenant's allowlisted host does not become another's;
+4. an option an engine names as a *private file* (libpq's ``sslkey``, a client key the
+   driver reads from disk) must name a file the tenant could read as the secret reference
+   ``file:PATH`` (``SECRET_UNRESOLVED`` otherwise): the key is a credential like a password,
+   and the files of the host belong to every tenant on it, so the tenant's secret policy
+   (docs/secrets.md) — not the template — decides which key files it may present.
 
 The host is never a placeholder: the allowlist must judge the host the configuration names,
 not one a secret could swap in.
@@ -53,6 +58,9 @@ __all__ = [
 # timeout: a store that hangs fails the connection as TIMEOUT instead of holding the thread.
 RESOLVE_TIMEOUT_S = 10.0
 
+# How an option naming a private file is checked: as this external secret reference
+# (``file:/path``), under the tenant's policy for secret files.
+_FILE_REFERENCE_PREFIX = "file:"
 _PLACEHOLDER = re.compile(r"\$\{secret:([A-Za-z0-9][A-Za-z0-9_.:/-]{0,199})\}")
 _ANY_PLACEHOLDER = re.compile(r"\$\{")
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+$|^\[[0-9A-Fa-f:.]+\]$")
@@ -153,19 +161,20 @@ class ConnectionTarget:
 
 
 async def _substitute(text: str, *, tenant_id: str, secrets: SecretStore) -> str:
-    names = _secret_names(text)
-    values: dict[str, str] = {}
-    for name in names:
-        try:
-            values[name] = await secrets.resolve(tenant_id, name)
-        except ProviderError:
-            raise
-        except EsraError as exc:
-            raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from exc
-        except Exception as exc:
-            # A secret store's own failure must not leak its text or pass as another code.
-            raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from exc
+    values = {name: await _resolve_secret(name, tenant_id, secrets) for name in _secret_names(text)}
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+async def _resolve_secret(reference: str, tenant_id: str, secrets: SecretStore) -> str:
+    try:
+        return await secrets.resolve(tenant_id, reference)
+    except ProviderError:
+        raise
+    except EsraError as exc:
+        raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from exc
+    except Exception as exc:
+        # A secret store's own failure must not leak its text or pass as another code.
+        raise ProviderError(ProviderErrorCode.SECRET_UNRESOLVED) from exc
 
 
 async def resolve_connection(
@@ -175,11 +184,14 @@ async def resolve_connection(
     secrets: SecretStore,
     allowlist: HostAllowlist,
     schemes: Mapping[str, int],
+    private_file_options: frozenset[str] = frozenset(),
 ) -> ConnectionTarget:
     """Resolve ``template`` for ``tenant_id``: parse, check the host, substitute secrets.
 
     The host is checked before any secret is read, so a disallowed host costs no secret
-    lookup; no socket is opened here.
+    lookup; no socket is opened here. Each non-empty option named in
+    ``private_file_options`` must then resolve as the reference ``file:`` + its value for
+    the tenant (what is read is discarded; the driver reads the file itself).
 
     Raises:
         ProviderError: ``CONNECTION_TEMPLATE_INVALID``, ``HOST_NOT_ALLOWED`` or
@@ -196,6 +208,9 @@ async def resolve_connection(
     options = []
     for key, value in parsed.options:
         options.append((key, await _substitute(value, tenant_id=tenant_id, secrets=secrets)))
+    for key, value in options:
+        if key in private_file_options and value:
+            await _resolve_secret(f"{_FILE_REFERENCE_PREFIX}{value}", tenant_id, secrets)
     return ConnectionTarget(
         host=parsed.host,
         port=parsed.port,
@@ -221,6 +236,8 @@ class SourceConnection:
         secrets: resolves ``${secret:NAME}`` references for the tenant.
         allowlist: must allow the template's host and port for the tenant.
         schemes: the engine's accepted schemes and their default ports.
+        private_file_options: the engine's options that name a private key file, each
+            checked as a ``file:`` secret of the tenant (``resolve_connection``).
     """
 
     def __init__(
@@ -231,12 +248,14 @@ class SourceConnection:
         secrets: SecretStore,
         allowlist: HostAllowlist,
         schemes: Mapping[str, int],
+        private_file_options: frozenset[str] = frozenset(),
     ) -> None:
         self._template = template
         self._tenant_id = tenant_id
         self._secrets = secrets
         self._allowlist = allowlist
         self._schemes = schemes
+        self._private_file_options = private_file_options
         self._kept: ConnectionTarget | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -259,6 +278,7 @@ class SourceConnection:
             secrets=self._secrets,
             allowlist=self._allowlist,
             schemes=self._schemes,
+            private_file_options=self._private_file_options,
         )
 
     async def target(self) -> ConnectionTarget:
