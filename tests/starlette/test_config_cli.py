@@ -129,3 +129,16 @@ def test_import_stops_on_a_stale_version(
     args = ["config", "import", str(path), "--data-dir", str(data_dir), "--token", token]
     assert main([*args, "--if-version", "0"]) == 1
     assert "version 1, not 0" in capsys.readouterr().err
+
+
+def test_import_refuses_a_document_nested_past_the_decoders_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A classified refusal naming the file, not a RecursionError's traceback."""
+    data_dir = tmp_path / "home"
+    token = _token(data_dir, Role.ESRA_DATA_MANAGE)
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000, encoding="utf-8")
+    status = main(["config", "import", str(path), "--data-dir", str(data_dir), "--token", token])
+    assert status == 2
+    assert "cannot read a configuration document (RecursionError)" in capsys.readouterr().err

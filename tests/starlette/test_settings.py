@@ -363,6 +363,14 @@ def test_unreadable_toml_is_refused(tmp_path: Path) -> None:
         load_settings(tmp_path / "absent.toml")
 
 
+def test_a_json_file_nested_past_the_decoders_limit_is_refused(deployment: Path) -> None:
+    """A JWKS or tenant configuration of ``[[[…`` is a SettingsError, not a RecursionError."""
+    (deployment / "jwks.json").write_text("[" * 100_000)
+    message = _error(deployment, ISSUER_TABLE + TENANT_TABLE)
+    assert "jwks_file" in message
+    assert "cannot read" in message
+
+
 @pytest.mark.integration
 async def test_a_configured_host_serves_its_tenant(deployment: Path) -> None:
     """From TOML to tools: the configured issuer's token lists and calls esra_larkspur."""

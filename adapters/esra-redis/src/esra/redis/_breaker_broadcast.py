@@ -71,6 +71,9 @@ BREAKER_OPERATION = "esra.breaker.operation"
 
 # Far more than any well-formed message (two ids of MAX_ID_LENGTH, JSON-escaped, and a number).
 _MAX_MESSAGE_BYTES = 4 * 6 * MAX_ID_LENGTH
+# Longer than any opening a host announces (a breaker's reset is seconds to minutes): a
+# value past it is malformed, and a far larger one would not even divide into a float.
+_MAX_OPEN_MS = 24 * 3600 * 1000
 _SCAN_COUNT = 200
 _logger = logging.getLogger("esra.redis")
 _FAILURES = meter().create_counter(
@@ -232,7 +235,7 @@ class RedisBreakerBroadcast:
             return None
         try:
             fields = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # "[[[…" within the size bound nests too deep
             return None
         if not isinstance(fields, dict):
             return None
@@ -246,7 +249,7 @@ class RedisBreakerBroadcast:
         if not isinstance(until_ms, int) or isinstance(until_ms, bool):
             return None
         left_ms = until_ms - self._now_ms()
-        if left_ms <= 0:
+        if not 0 < left_ms <= _MAX_OPEN_MS:  # over, or no opening ESRA announces (nor a float)
             return None
         return BreakerOpening(tenant_id=tenant, source_id=source, open_for_s=left_ms / 1000)
 

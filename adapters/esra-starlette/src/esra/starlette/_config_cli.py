@@ -275,7 +275,7 @@ def _document(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # "[[[…" nests past the decoder
         msg = f"{path}: cannot read a configuration document ({type(exc).__name__})"
         raise _ImportError(msg) from None
     if not isinstance(data, dict):

@@ -377,7 +377,7 @@ def _file(table: _Table, name: str, base: Path) -> Path | None:
 def _json_file(table: _Table, name: str, path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # "[[[…" nests past the decoder
         raise table.fail(name, f"cannot read {path} as JSON ({exc})") from exc
 
 

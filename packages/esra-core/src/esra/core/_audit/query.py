@@ -95,7 +95,8 @@ class AuditCursor:
             document = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
             at = datetime.fromisoformat(document["at"])
             seq = document["seq"]
-        except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error):
+        except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error, RecursionError):
+            # RecursionError: "[[[…" nests past the decoder's limit; no cursor issued does.
             raise AuditCursorError from None
         if at.tzinfo is None or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
             raise AuditCursorError

@@ -175,7 +175,9 @@ async def _cache_get(cache: Cache, key: str, ctx: InvocationContext) -> list[str
         return None
     try:
         value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        # The cache is storage outside the core: an entry it holds that is not ours (or
+        # nests "[[[…" past the recursion limit) is a miss, never a failed search.
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         return None

@@ -16,6 +16,7 @@ Requires ``pytest`` and ``pytest-asyncio``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -322,6 +323,8 @@ class AuditLogContract:
         """A cursor the reader never issued is a classified error, not a crash."""
         from esra.core._audit.query import AuditCursorError  # noqa: PLC0415
 
-        for forged in ("", "not-base64!", "eyJhdCI6IDF9", "e30"):
+        # The last nests past the JSON decoder's recursion limit.
+        deep = base64.urlsafe_b64encode(b"[" * 100_000).decode()
+        for forged in ("", "not-base64!", "eyJhdCI6IDF9", "e30", deep):
             with pytest.raises(AuditCursorError):
                 AuditCursor.decode(forged)
