@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping as AbcMapping
+from collections.abc import Sequence
 from datetime import date, datetime
 
 from esra.core._config.mapping import Mapping, MaskingKind
 from esra.core._query import RowValue
 
-__all__ = ["MASK", "mask", "masked_values", "render_value"]
+__all__ = ["MASK", "PART_SEPARATOR", "mask", "masked_record", "masked_values", "render_value"]
 
 # Fixed width whatever the value's length, so the mask does not leak how long the value was.
 MASK = "****"
@@ -28,6 +29,12 @@ _LAST = 4
 _DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _DOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})+")
 _MAX_DOMAIN_CHARS = 253
+
+# Parts of one record (rows sharing a key, ordered by ``part_order_column``: the store's
+# segments) are consecutive slices of one text, whitespace included, so they are concatenated
+# as they are: a separator would make the fetched text differ from the document, and its
+# total from the document's length.
+PART_SEPARATOR = ""
 
 
 def mask(value: str, kind: MaskingKind) -> str:
@@ -78,12 +85,54 @@ def render_value(value: RowValue) -> str | None:
 
 
 def masked_values(values: AbcMapping[str, RowValue], mapping: Mapping) -> dict[str, str]:
-    """Render ``values`` as text with ``mapping``'s masking rules applied.
+    """Render one row's ``values`` as text with ``mapping``'s masking rules applied.
 
     Fields without a value are left out. Allowlisting is the caller's job and happens first:
-    this function masks whatever it is given.
+    this function masks whatever it is given. In a mapping of ordered parts a row is one
+    part, and its content fields hold a slice of the record's value, not the value: a masked
+    content field is masked ``FULL`` there, since the slice's last four characters or
+    address are not the value's (a search matching each part in turn would read them all
+    out). ``masked_record`` masks a whole record's parts as one value.
     """
-    rules = {rule.field: rule.kind for rule in mapping.masking}
+    rules = _rules(mapping)
+    if mapping.part_order_column is not None:
+        rules |= {name: MaskingKind.FULL for name in rules if name in mapping.content_fields}
+    return _masked(values, rules)
+
+
+def masked_record(
+    parts: Sequence[AbcMapping[str, RowValue]], mapping: Mapping
+) -> list[dict[str, str]]:
+    """Render the parts of one record (in order) with ``mapping``'s masking rules applied to
+    the record's values, not to each part's.
+
+    A masked content field's value is its parts' text joined (``PART_SEPARATOR``), masked
+    once, and given in the first part that holds the field: ``LAST4`` keeps the record's last
+    four characters, ``FULL`` is one fixed-width mask, so neither the parts' tails nor their
+    number show. Every other field is masked part by part, as ``masked_values`` does for a
+    record of one row.
+    """
+    rules = _rules(mapping)
+    joined = {name: kind for name, kind in rules.items() if name in mapping.content_fields}
+    rendered = [
+        _masked(values, {n: k for n, k in rules.items() if n not in joined}) for values in parts
+    ]
+    for name, kind in joined.items():
+        holders = [part for part in rendered if name in part]
+        if not holders:
+            continue
+        whole = PART_SEPARATOR.join(part.pop(name) for part in holders)
+        holders[0][name] = mask(whole, kind)
+    return rendered
+
+
+def _rules(mapping: Mapping) -> dict[str, MaskingKind]:
+    return {rule.field: rule.kind for rule in mapping.masking}
+
+
+def _masked(
+    values: AbcMapping[str, RowValue], rules: AbcMapping[str, MaskingKind]
+) -> dict[str, str]:
     rendered: dict[str, str] = {}
     for name, value in values.items():
         text = render_value(value)

@@ -142,3 +142,17 @@ class Mapping:
     def model_visible_fields(self) -> tuple[FieldSpec, ...]:
         """Fields a planning prompt may name: every field that is not restricted."""
         return tuple(f for f in self.fields if not f.is_restricted)
+
+    def is_masked(self, name: str) -> bool:
+        """Whether a masking rule hides the value of the field ``name``."""
+        return any(rule.field == name for rule in self.masking)
+
+    def may_filter_on(self, spec: FieldSpec) -> bool:
+        """Whether a filter on ``spec`` is allowed: filterable, and hiding nothing.
+
+        A filter reveals a field's value through which rows come back — a range filter
+        bisects a number in a few dozen calls, ``eq``/``in`` confirm guesses — so a field
+        whose value is hidden, restricted or masked, is never filtered on, whatever its
+        ``is_filterable`` says.
+        """
+        return spec.is_filterable and not spec.is_restricted and not self.is_masked(spec.name)

@@ -33,7 +33,7 @@ from esra.core._fetch.result import FetchedDocument
 from esra.core._fetch.tokens import DocumentLocator, Keyring, TokenBinding
 from esra.core._fetch.tokens import open as open_ref
 from esra.core._fragments import content_text
-from esra.core._masking import masked_values
+from esra.core._masking import PART_SEPARATOR, masked_record
 from esra.core._pipeline.execution import Executor
 from esra.core._pipeline.invocation import Invocation
 from esra.core._pipeline.metrics import count_fetch_quota_refusal
@@ -63,13 +63,10 @@ __all__ = [
 
 DEFAULT_FETCH_CHARS = 8_000
 DEFAULT_HOURLY_FETCH_CHARS = 200_000
-# Parts of one record (rows sharing a key, ordered by ``part_order_column``: the store's
-# segments) are consecutive slices of one text, whitespace included, so they are concatenated
-# as they are: a separator would make the fetched text differ from the document, and its
-# total from the document's length. The content fields of one row are joined by
-# ``content_text`` with a space, as for a search result's content, so a one-row record's
-# fetched text is the very string its result's content and fragment were cut from.
-PART_SEPARATOR = ""
+# Parts of one record are concatenated as they are (``PART_SEPARATOR``). The content fields
+# of one row are joined by ``content_text`` with a space, as for a search result's content,
+# so a one-row record's fetched text is the very string its result's content and fragment
+# were cut from.
 
 _log = logging.getLogger(__name__)
 
@@ -195,10 +192,10 @@ class DocumentFetcher:
         # The lookup reads one part past the cap: more than the cap came back only when the
         # record holds more parts than a fetch may read.
         complete = mapping.part_order_column is None or len(rows) <= MAX_LOOKUP_PARTS
-        parts = [
-            masked_values(allowlisted_row_values(row.values, mapping), mapping)
-            for row in rows[:MAX_LOOKUP_PARTS]
-        ]
+        parts = masked_record(
+            [allowlisted_row_values(row.values, mapping) for row in rows[:MAX_LOOKUP_PARTS]],
+            mapping,
+        )
         text = PART_SEPARATOR.join(content_text(p, mapping) for p in parts)
         page = page_text(text, offset=offset, max_chars=min(max_chars, exposure.size_cap_chars))
         if not await self._quota.consume(

@@ -234,10 +234,11 @@ def resolve_filter(
     spec = mapping.field(planned.field) if isinstance(planned.field, str) else None
     if spec is None:
         raise Violation(RejectionReason.UNKNOWN_FIELD)
-    # A filter on a restricted field would reveal its values through which rows come back.
-    if spec.is_restricted:
+    # A filter on a restricted or masked field would reveal its values through which rows
+    # come back (Mapping.may_filter_on).
+    if spec.is_restricted or mapping.is_masked(spec.name):
         raise Violation(RejectionReason.FIELD_RESTRICTED)
-    if not spec.is_filterable:
+    if not mapping.may_filter_on(spec):
         raise Violation(RejectionReason.FIELD_NOT_FILTERABLE)
     operator = _parse_operator(planned.operator)
     if operator not in spec.allowed_operators or operator not in caps.operators:

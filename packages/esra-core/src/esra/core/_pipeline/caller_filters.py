@@ -122,7 +122,7 @@ def caller_filter_fields(
             continue
         for mapping in scoped.mappings:
             for spec in mapping.fields:
-                allowed = _operators(spec, caps)
+                allowed = _operators(mapping, spec, caps)
                 if not allowed:
                     continue
                 operators.setdefault(spec.name, set()).update(allowed)
@@ -257,20 +257,23 @@ def _values(planned: PlannedFilter) -> tuple[object, ...]:
     return tuple(value) if isinstance(value, tuple | list) else (value,)
 
 
-def _operators(spec: FieldSpec, caps: ProviderCapabilities) -> frozenset[Operator]:
-    """What a caller may filter ``spec`` with: nothing unless filterable, shown and unrestricted.
+def _operators(
+    mapping: Mapping, spec: FieldSpec, caps: ProviderCapabilities
+) -> frozenset[Operator]:
+    """What a caller may filter ``spec`` with: nothing unless the mapping allows filtering on
+    it (filterable, neither restricted nor masked) and returns it.
 
-    A field that may not be returned is as hidden as a restricted one: which rows come back
-    under a filter on it would reveal its values.
+    A field that may not be returned is as hidden as a restricted or masked one: which rows
+    come back under a filter on it would reveal its values.
     """
-    if not spec.is_filterable or not spec.is_returnable or spec.is_restricted:
+    if not spec.is_returnable or not mapping.may_filter_on(spec):
         return frozenset()
     return spec.allowed_operators & caps.operators
 
 
 def _applies(mapping: Mapping, planned: PlannedFilter, caps: ProviderCapabilities) -> bool:
     spec = mapping.field(planned.field)
-    return spec is not None and planned.operator in _operators(spec, caps)
+    return spec is not None and planned.operator in _operators(mapping, spec, caps)
 
 
 def _claims_admit(scoped: ScopedSource, claims: MappingABC[str, ClaimValue]) -> bool:

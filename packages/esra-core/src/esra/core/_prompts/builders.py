@@ -240,10 +240,13 @@ def _mapping_item(mapping: Mapping, capabilities: ProviderCapabilities) -> Refer
                     "description": f.description,
                     "type": f.type.value,
                     "isSearchable": f.is_searchable,
-                    "isFilterable": f.is_filterable,
+                    # A masked field is not offered for filtering: the validator refuses it.
+                    "isFilterable": mapping.may_filter_on(f),
                     "isReturnable": f.is_returnable,
                     "allowedOperators": sorted(
-                        op.value for op in f.allowed_operators & capabilities.operators
+                        op.value
+                        for op in f.allowed_operators & capabilities.operators
+                        if not mapping.is_masked(f.name)
                     ),
                 }
                 for f in mapping.model_visible_fields()
