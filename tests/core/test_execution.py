@@ -260,6 +260,20 @@ async def test_breaker_opens_after_threshold_and_skips_the_provider() -> None:
     assert "CIRCUIT_OPEN" in warnings[0].message
 
 
+async def test_a_query_the_engine_refuses_as_built_does_not_count_against_the_source() -> None:
+    """``SYNTAX_ERROR`` is the query's own fault (content the engine cannot run as built, a
+    value too long for its parameter): the source answered or was never asked. Counted, a
+    caller steering the planner into such queries opened the source's breaker for every
+    caller of the tenant (found by a hostile review on SQL Server)."""
+    executor = Executor(clock=FakeClock(), breaker_threshold=2)
+    refused = _failing(ProviderErrorCode.SYNTAX_ERROR)
+    for _ in range(5):
+        _, failures, _ = await _run(executor, _queries(), {"s-1": refused})
+        assert failures == (SourceFailure("s-1", ProviderErrorCode.SYNTAX_ERROR),)
+    assert executor.breaker("s-1", tenant_id="tenant-a").state is BreakerState.CLOSED
+    assert len(refused.executed) == 5
+
+
 async def test_open_breaker_ends_the_retries() -> None:
     """Retries stop once the breaker opens; CIRCUIT_OPEN itself is never retried."""
     executor = Executor(clock=FakeClock(), breaker_threshold=2)

@@ -195,13 +195,14 @@ def test_anything_too_long_for_one_rpc_parameter_is_refused() -> None:
 
 
 async def test_the_provider_refuses_an_unbindable_query_before_connecting() -> None:
-    """An over-long claim is UNKNOWN before any socket (the default port is closed: a connect
-    attempt would have been CONNECTION_REFUSED)."""
+    """An over-long claim is SYNTAX_ERROR — the query's fault, not the source's — before any
+    socket (the default port is closed: a connect attempt would have been
+    CONNECTION_REFUSED)."""
     p = provider()
     query = payload_query(claim="x" * (MAX_NVARCHAR_UNITS + 1))
     with pytest.raises(ProviderError) as raised:
         await p.execute(query, timeout_s=2.0)
-    assert raised.value.code is ProviderErrorCode.UNKNOWN
+    assert raised.value.code is ProviderErrorCode.SYNTAX_ERROR
     await p.close()
 
 

@@ -184,8 +184,10 @@ class _SqlServerEngine:
             )
         except (ValueError, TypeError) as exc:
             # Too long for one RPC parameter, or unbindable: refused before anything is sent.
+            # SYNTAX_ERROR, the statement cannot run as built: the query's fault, never the
+            # source's, so it does not count against the source's breaker.
             _log.warning("sqlserver statement could not be bound for %s", query.query_id)
-            raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
+            raise ProviderError(ProviderErrorCode.SYNTAX_ERROR) from exc
         await self.connection_kwargs()
         timeout_s = budget.seconds
         lock_ms = self._lock_timeout_ms

@@ -38,6 +38,11 @@ from esra.core.ports import BreakerBroadcast, Clock, SearchProvider
 __all__ = ["ExecutionOutcome", "Executor", "QueryResult", "SourceFailure"]
 
 _log = logging.getLogger(__name__)
+# The query's own fault, not the source's: a statement the engine refuses as built (its
+# syntax, or a value too long for the engine's parameter). The source answered, or was
+# never asked, so the breaker learns nothing from it; counted, a caller steering the planner
+# into such queries would open the source's breaker for every caller of the tenant.
+_QUERY_FAULTS = frozenset({ProviderErrorCode.SYNTAX_ERROR})
 
 
 @attrs.frozen
@@ -252,8 +257,11 @@ class Executor:
             ):
                 with timed_attempt(query, system):
                     rows = await _timed_call(query, provider, limits.attempt_timeout_s)
-        except ProviderError:
-            breaker.record_failure()
+        except ProviderError as exc:
+            if exc.code in _QUERY_FAULTS:
+                breaker.release()
+            else:
+                breaker.record_failure()
             raise
         except BaseException:
             breaker.release()
