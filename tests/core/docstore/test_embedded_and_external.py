@@ -231,7 +231,7 @@ def test_no_embedded_object_is_ever_parsed_or_unzipped(monkeypatch: pytest.Monke
     extraction is recorded: none of them is handed an embedded object's bytes."""
     parsed: list[bytes] = []
     parsers = (
-        (ooxml, "fromstring"),
+        (ooxml, "_stream_parse"),
         (docx.opc.part, "parse_xml"),
         (docx.opc.pkgreader, "parse_xml"),
     )

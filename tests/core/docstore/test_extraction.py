@@ -143,17 +143,16 @@ def test_docx_headings_start_segments() -> None:
     assert zipfile.is_zipfile(io.BytesIO(buffer.getvalue()))
 
 
-def docx_with_bad_grid_span() -> bytes:
-    """A Word package python-docx opens but cannot read: a table cell spans ``"x"`` columns.
+def docx_python_docx_cannot_read() -> bytes:
+    """A Word package python-docx opens but cannot read: a paragraph's style has type ``"x"``.
 
-    The XML is well formed, so every upload check passes; reading the table's cells raises.
+    The XML is well formed, so every upload check passes; looking the style up (to find
+    headings) raises.
     """
     from docx import Document
 
     document = Document()
-    document.add_paragraph("Quarterly report")
-    table = document.add_table(rows=1, cols=2)
-    table.cell(0, 0).text, table.cell(0, 1).text = "a", "b"
+    document.add_paragraph("Quarterly report", style="Heading 1")
     buffer = io.BytesIO()
     document.save(buffer)
     out = io.BytesIO()
@@ -163,17 +162,18 @@ def docx_with_bad_grid_span() -> bytes:
     ):
         for info in source.infolist():
             data = source.read(info.filename)
-            if info.filename == "word/document.xml":
-                data = data.replace(b"<w:tc><w:tcPr>", b'<w:tc><w:tcPr><w:gridSpan w:val="x"/>', 1)
-                assert b"gridSpan" in data
+            if info.filename == "word/styles.xml":
+                heading = b'w:type="paragraph" w:styleId="Heading1"'
+                assert heading in data
+                data = data.replace(heading, b'w:type="x" w:styleId="Heading1"', 1)
             target.writestr(info.filename, data)
     return out.getvalue()
 
 
 def test_a_docx_python_docx_opens_but_cannot_read_is_malformed() -> None:
-    """Reading the content, not only opening the package, is classified: a bad cell span
+    """Reading the content, not only opening the package, is classified: a bad style type
     is ``MALFORMED_DOCUMENT``, never an unclassified error."""
-    upload = inspect_upload("report.docx", docx_with_bad_grid_span())
+    upload = inspect_upload("report.docx", docx_python_docx_cannot_read())
     assert upload.breach is None
     with pytest.raises(DocumentRefusedError) as raised:
         extract(upload)

@@ -16,7 +16,7 @@ from esra.core._docstore.upload import AcceptedUpload
 from esra.core.codes import DocumentRefusal
 from esra.core.testing import FakeClock
 from esra.core.testing._docstore import InMemoryDocumentRepository
-from tests.core.docstore.test_extraction import docx_with_bad_grid_span
+from tests.core.docstore.test_extraction import docx_python_docx_cannot_read
 
 TENANT = "tenant-a"
 POLICY = b"Leave policy\n\nEmployees receive 28 days of paid leave per year.\n"
@@ -302,7 +302,7 @@ async def test_a_docx_that_cannot_be_read_fails_only_itself() -> None:
     goes on to the next document instead of ending as if the store were down."""
     repository, clock = InMemoryDocumentRepository(), FakeClock()
     bad, clean = await _upload(
-        repository, clock, ("report.docx", docx_with_bad_grid_span()), ("clean.txt", POLICY)
+        repository, clock, ("report.docx", docx_python_docx_cannot_read()), ("clean.txt", POLICY)
     )
     (turn,) = await _worker(repository, clock).run_turn()
     assert (turn.unreachable, turn.failed, turn.indexed) == (False, 1, 1)

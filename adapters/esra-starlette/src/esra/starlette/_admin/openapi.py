@@ -176,6 +176,7 @@ _SCHEMAS: dict[str, Any] = {
             "start": {"type": "integer"},
             "end": {"type": "integer"},
             "excerpt": {"type": "string"},
+            "in_title": {"type": "boolean"},
         },
     },
     "Document": {

@@ -26,12 +26,14 @@ __all__ = ["counts_view", "document_view", "finding_view", "outcome_view", "stat
 
 
 def finding_view(finding: Finding) -> dict[str, Any]:
-    """One scanner finding: the rule, its span in the extracted text and the excerpt."""
+    """One scanner finding: the rule, its span in the extracted text (or in the title, the
+    file name, when ``in_title``) and the excerpt."""
     return {
         "rule": finding.rule,
         "start": finding.start,
         "end": finding.end,
         "excerpt": finding.excerpt,
+        "in_title": finding.in_title,
     }
 
 

@@ -323,11 +323,12 @@ def findings_section(findings: Sequence[Finding]) -> Markup:
     noun = "match" if len(findings) == 1 else "matches"
     items = join(
         html(
-            "<li><p>Rule <code>{}</code> matched at characters {}–{} of the text:</p>"
+            "<li><p>Rule <code>{}</code> matched at characters {}–{} of the {}:</p>"
             "<blockquote>{}</blockquote></li>",
             finding.rule,
             finding.start,
             finding.end,
+            "file name" if finding.in_title else "text",
             marked_excerpt(finding),
         )
         for finding in findings

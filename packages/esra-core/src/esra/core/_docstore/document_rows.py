@@ -35,8 +35,13 @@ def timestamp(value: datetime | str) -> datetime:
 
 def findings_json(findings: Iterable[Finding]) -> str:
     """The findings as the JSON text a documents row stores."""
+    # ``in_title`` only where true: a text finding's JSON is what it always was.
     return json.dumps(
-        [{"rule": f.rule, "start": f.start, "end": f.end, "excerpt": f.excerpt} for f in findings]
+        [
+            {"rule": f.rule, "start": f.start, "end": f.end, "excerpt": f.excerpt}
+            | ({"in_title": True} if f.in_title else {})
+            for f in findings
+        ]
     )
 
 
@@ -47,7 +52,11 @@ def findings_from_json(raw: object) -> tuple[Finding, ...]:
         return ()
     return tuple(
         Finding(
-            rule=str(f["rule"]), start=int(f["start"]), end=int(f["end"]), excerpt=str(f["excerpt"])
+            rule=str(f["rule"]),
+            start=int(f["start"]),
+            end=int(f["end"]),
+            excerpt=str(f["excerpt"]),
+            in_title=f.get("in_title") is True,
         )
         for f in decoded
     )

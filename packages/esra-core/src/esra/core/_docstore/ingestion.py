@@ -32,7 +32,7 @@ from esra.core._docstore.model import (
 )
 from esra.core._docstore.refusals import DocumentRefusedError
 from esra.core._docstore.repository import DocumentRepository
-from esra.core._docstore.scanner import Finding, ScanPolicy, scan_text
+from esra.core._docstore.scanner import MAX_FINDINGS, Finding, ScanPolicy, scan_text
 from esra.core._docstore.upload import AcceptedUpload, UploadLimits, inspect_upload
 from esra.core._pipeline.metrics import count_ingestion
 from esra.core.codes import DocumentRefusal
@@ -102,7 +102,9 @@ async def upload_files(
     outcomes = []
     for filename, data in files:
         try:
-            accepted = inspect_upload(filename, data, limits)
+            # Off the event loop: a .docx is inflated and its XML parsed here, which takes
+            # seconds for a large package and would stall every request the host serves.
+            accepted = await asyncio.to_thread(inspect_upload, filename, data, limits)
             document = await repository.add(
                 tenant_id, accepted, scope=scope, now=clock.now(), uploaded_by=uploaded_by
             )
@@ -352,7 +354,10 @@ def _extract(upload: AcceptedUpload, pdf_limits: PdfLimits, policy: ScanPolicy) 
         DocumentRefusedError: the document cannot be extracted.
     """
     extraction = extract(upload, pdf_limits=pdf_limits)
-    findings = scan_text(extraction.text)
+    # The title (the file name) is a returned field, read by a model beside every fragment:
+    # an instruction in it is one in the document. It comes first, as a reader meets it.
+    in_title = tuple(attrs.evolve(f, in_title=True) for f in scan_text(upload.display_name))
+    findings = (in_title + scan_text(extraction.text))[:MAX_FINDINGS]
     if findings and policy is ScanPolicy.REJECT:
         return _Extracted(text=extraction.text, findings=findings, segments=())
     segments = tuple(

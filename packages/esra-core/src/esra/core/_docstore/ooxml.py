@@ -1,8 +1,12 @@
 """OOXML (.docx) checks over inflated members: structure, macros, active content, safe XML.
 
 Every XML part is parsed here with DTDs, entities and external references forbidden
-(defusedxml), before any other reader sees the package. Macro-enabled packages and packages
-carrying ActiveX controls or DDE fields are refused: those can run code as Word opens the file.
+(defusedxml), before any other reader sees the package. The parse streams — no tree is
+built — and counts elements: python-docx later holds every element of the package in memory
+(about 130 bytes each in lxml), so a package of more than ``MAX_XML_ELEMENTS`` is refused
+here, where checking costs no more memory than the inflated bytes. Macro-enabled packages
+and packages carrying ActiveX controls or DDE fields are refused: those can run code as Word
+opens the file.
 
 Embedded objects (OLE objects, a chart's workbook, embedded packages: the blobs under
 ``word/embeddings/``) are ignored, as the spec says: ESRA indexes the document's own text and
@@ -20,12 +24,18 @@ from collections.abc import Mapping
 from xml.etree.ElementTree import ParseError
 
 from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import fromstring
+from defusedxml.ElementTree import XMLParser
 
 from esra.core._docstore.refusals import Breach, DocumentRefusedError
 from esra.core.codes import DocumentRefusal
 
-__all__ = ["check_docx_members"]
+__all__ = ["MAX_XML_ELEMENTS", "check_docx_members"]
+
+# Elements in all XML parts of one package. A long real document (a few hundred pages, its
+# styles and numbering) holds well under a million; 4 Mi bounds python-docx's tree near
+# 0.5 GiB. A part of empty elements (``<a/>``, 4 bytes each) within the 128 MiB inflation
+# limit would otherwise hold 32 Mi of them: 4 GiB in the worker.
+MAX_XML_ELEMENTS = 4 * 1024 * 1024
 
 _CONTENT_TYPES = "[Content_Types].xml"
 _MAIN_PART = "word/document.xml"
@@ -48,9 +58,42 @@ def _is_xml(name: str) -> bool:
     return name.lower().endswith((".xml", ".rels"))
 
 
-def _parse_safely(name: str, data: bytes) -> None:
+class _TooManyElementsError(Exception):
+    pass
+
+
+class _ElementCounter:
+    """A parser target that keeps nothing: it counts elements against what is left."""
+
+    def __init__(self, allowed: int) -> None:
+        self.left = allowed
+
+    def start(self, _tag: str, _attributes: object) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _TooManyElementsError
+
+    def close(self) -> None:
+        return None
+
+
+def _stream_parse(data: bytes, counter: _ElementCounter) -> None:
+    """Parse ``data`` through ``counter`` with DTDs, entities and external references
+    forbidden, building nothing."""
+    parser = XMLParser(target=counter, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    parser.feed(data)
+    parser.close()
+
+
+def _parse_safely(name: str, data: bytes, counter: _ElementCounter) -> None:
     try:
-        fromstring(data, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+        _stream_parse(data, counter)
+    except _TooManyElementsError as exc:
+        raise DocumentRefusedError(
+            DocumentRefusal.MALFORMED_DOCUMENT,
+            detail=f"more than {MAX_XML_ELEMENTS} XML elements (at {name})",
+            breach=Breach.XML_ELEMENT_COUNT,
+        ) from exc
     except DefusedXmlException as exc:
         raise DocumentRefusedError(
             DocumentRefusal.MALFORMED_DOCUMENT,
@@ -75,9 +118,10 @@ def check_docx_members(members: Mapping[str, bytes]) -> None:
     # XML first: an entity or DTD anywhere is refused whatever else the package is. That
     # includes an XML-named member under word/embeddings/ (Office never writes one): which
     # parts python-docx parses is decided by declared content types, not by folder.
+    counter = _ElementCounter(MAX_XML_ELEMENTS)
     for name, data in members.items():
         if _is_xml(name):
-            _parse_safely(name, data)
+            _parse_safely(name, data, counter)
     if _CONTENT_TYPES not in members or _MAIN_PART not in members:
         raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="not a Word package")
     lowered_names = [name.lower() for name in members]

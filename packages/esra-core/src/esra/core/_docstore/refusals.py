@@ -73,6 +73,7 @@ class Breach(StrEnum):
     ZIP_STRUCTURE = "zip_structure"
     XML_DTD_OR_ENTITY = "xml_dtd_or_entity"
     XML_INVALID = "xml_invalid"
+    XML_ELEMENT_COUNT = "xml_element_count"
     TEXT_NOT_UTF8 = "text_not_utf8"
 
 
@@ -104,6 +105,11 @@ BREACH_REMEDIES: dict[Breach, str] = {
     Breach.XML_INVALID: (
         "The document's XML is damaged. Re-export it from its original application and retry."
     ),
+    Breach.XML_ELEMENT_COUNT: (
+        "The document's XML holds more elements than the store's limit (a safety limit on "
+        "the memory reading it takes). Split the document, or remove large tables and "
+        "embedded content, and retry."
+    ),
     Breach.TEXT_NOT_UTF8: (
         "The file is not UTF-8 text (it may be Latin-1 or Windows-1252). Save it as UTF-8 "
         "in your editor and upload it again."
@@ -124,6 +130,7 @@ STORED_BREACHES = frozenset(
         Breach.ZIP_STRUCTURE,
         Breach.XML_DTD_OR_ENTITY,
         Breach.XML_INVALID,
+        Breach.XML_ELEMENT_COUNT,
     }
 )
 

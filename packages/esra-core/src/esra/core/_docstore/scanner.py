@@ -556,12 +556,17 @@ class ScanPolicy(StrEnum):
 
 @attrs.frozen
 class Finding:
-    """One match: the rule, where it is, and the excerpt an operator reviews."""
+    """One match: the rule, where it is, and the excerpt an operator reviews.
+
+    ``start`` and ``end`` are positions in the extracted text, or in the document's title
+    (its file name, shown to a model with every result) when ``in_title``.
+    """
 
     rule: str
     start: int
     end: int
     excerpt: str
+    in_title: bool = False
 
 
 def _decode_run(run: str) -> str | None:
