@@ -16,6 +16,10 @@ import pytest
 from esra.core._context import ClaimValue, InvocationContext
 from esra.core._fetch.tokens import open as open_ref
 from esra.core._pipeline.cache_keys import authorization_fingerprint
+from esra.core._pipeline.content_generation import (
+    GENERATION_TTL_S,
+    renew_content_generation,
+)
 from esra.core._pipeline.values import ValidatedQuery
 from esra.core._query import ResultRow
 from esra.core._response import ResponseStatus, RetrievalResponse
@@ -123,10 +127,10 @@ class _World:
         return await self.retrievers[tenant].retrieve(_ctx(tenant, **context), REQUEST)
 
 
-def _world(**snapshot: Any) -> _World:
+def _world(cache_type: type[InMemoryCache] = InMemoryCache, **snapshot: Any) -> _World:
     clock = FakeClock()
     config = InMemoryConfigRepository([_snapshot(A, **snapshot), _snapshot(B, **snapshot)])
-    cache = InMemoryCache(clock)
+    cache = cache_type(clock)
     audit = InMemoryAuditSink()
     keyring = Keyring.generate("k1")
     providers = {t: _CountingProvider(t) for t in (A, B)}
@@ -167,6 +171,12 @@ def _titles(response: RetrievalResponse) -> list[str]:
     return [r.title for r in response.results]
 
 
+def _result_keys(cache: InMemoryCache) -> list[str]:
+    """The cached responses' keys (the cache also holds each tenant's content generation)."""
+    held = cache.keys()
+    return [key for key in held if ":result:" in key]
+
+
 async def test_a_repeated_question_with_the_same_authorization_is_served_from_the_cache() -> None:
     world = _world()
     first = await world.ask(A, correlation_id="first")
@@ -187,7 +197,7 @@ async def test_a_warm_cache_for_tenant_a_never_serves_tenant_b() -> None:
 
     assert world.providers[B].calls == 1
     assert _titles(b) == ["BUMBLEBEE leave policy north"]
-    assert len(world.cache.keys()) == 2
+    assert len(_result_keys(world.cache)) == 2
 
 
 async def test_a_caller_whose_claims_changed_never_gets_the_old_entry() -> None:
@@ -291,8 +301,7 @@ async def test_an_entry_expires_with_its_ttl() -> None:
 async def test_an_unreadable_entry_is_a_miss_not_a_failure() -> None:
     world = _world()
     await world.ask(A)
-    keys = world.cache.keys()
-    for key in keys:
+    for key in _result_keys(world.cache):
         await world.cache.set(key, b'{"format": 1, "response": "garbage"}', TTL_S)
     assert _titles(await world.ask(A)) == ["AARDVARK leave policy north"]
     assert world.providers[A].calls == 2
@@ -309,3 +318,41 @@ def test_claim_types_and_tuple_order_are_fingerprinted_faithfully() -> None:
     assert fingerprint({"admin": True}) != fingerprint({"admin": "True"})
     assert fingerprint({"groups": ("a", "b")}) == fingerprint({"groups": ("b", "a")})
     assert fingerprint({"groups": ("a",)}) != fingerprint({"groups": "a"})
+
+
+async def test_a_renewed_content_generation_misses_the_tenants_entries_only() -> None:
+    """What a store deletion does (``DocumentStoreService``): A's cached responses are not
+    served again; B's still are."""
+    world = _world()
+    await world.ask(A)
+    await world.ask(B)
+
+    await renew_content_generation(world.cache, A)
+    await world.ask(A, correlation_id="after")
+    await world.ask(B, correlation_id="after")
+
+    assert (world.providers[A].calls, world.providers[B].calls) == (2, 1)
+
+
+async def test_a_lost_content_generation_is_made_afresh_never_assumed() -> None:
+    """An evicted or expired generation gives a new one: the old entries miss, once."""
+    world = _world()
+    await world.ask(A)
+    world.clock.advance(GENERATION_TTL_S + 1)  # the entry outlives nothing; the token lapses
+    await world.ask(A, correlation_id="later")
+    await world.ask(A, correlation_id="again")
+    assert world.providers[A].calls == 2
+
+
+async def test_a_cache_that_cannot_give_the_generation_leaves_the_invocation_uncached() -> None:
+    class Unreadable(InMemoryCache):
+        async def get(self, key: str) -> bytes | None:
+            if key.endswith(":generation"):
+                raise ConnectionError("cache down")
+            return await super().get(key)
+
+    world = _world(Unreadable)
+    first, second = await world.ask(A), await world.ask(A, correlation_id="second")
+    assert _titles(first) == _titles(second) == ["AARDVARK leave policy north"]
+    assert world.providers[A].calls == 2
+    assert _result_keys(world.cache) == []

@@ -8,6 +8,10 @@ import pytest
 from opentelemetry import trace
 from redis.asyncio import Redis
 
+from esra.core._pipeline.content_generation import (
+    content_generation,
+    renew_content_generation,
+)
 from esra.core._telemetry import TENANT_ID, stage_span
 from esra.redis import RedisCache, open_redis
 from tests._redis import free_port
@@ -117,3 +121,18 @@ async def test_an_unavailable_cache_names_the_tenant_of_an_unsampled_invocation(
         await host.aclose()
     assert failures("tenant-cache") == before["tenant-cache"] + 2
     assert failures("") == before[""]
+
+
+async def test_a_renewed_content_generation_is_what_every_host_reads_next(
+    client: Redis, other_client: Redis, namespace: str
+) -> None:
+    """Two hosts on one Redis: one renews the tenant's generation (a document deleted
+    there), and the other's next read is the new one, so its cached responses miss too."""
+    here, there = RedisCache(client, prefix=namespace), RedisCache(other_client, prefix=namespace)
+    first = await content_generation(here, "acme")
+    assert first is not None
+    assert await content_generation(there, "acme") == first
+
+    await renew_content_generation(there, "acme")
+
+    assert await content_generation(here, "acme") not in (None, first)

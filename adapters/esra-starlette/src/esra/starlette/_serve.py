@@ -85,6 +85,7 @@ class HostServer:
                 clock=SystemClock(),
                 defaults=parts.store_defaults,
                 shared=parts.store_states,
+                cache=parts.cache,
             ) as stores,
         ):
             app: ASGIApp = build_app(parts, host=self.host, port=self.port, stores=stores)

@@ -50,7 +50,7 @@ from esra.core.docstore import (
     require_document_extra,
 )
 from esra.core.hosting import ConfiguredHostAllowlist
-from esra.core.ports import AuditSink, Clock, ConfigRepository
+from esra.core.ports import AuditSink, Cache, Clock, ConfigRepository
 from esra.sqlite import schema_present, store_source
 
 __all__ = [
@@ -126,6 +126,7 @@ async def open_tenant_stores(
     defaults: ConfigurableSettings | None = None,
     readiness_poll_s: float = READINESS_POLL_S,
     shared: StoreStateTable | None = None,
+    cache: Cache | None = None,
 ) -> AsyncIterator[dict[str, TenantStore]]:
     """Open each tenant's store through ``registry``; close them all on exit.
 
@@ -142,6 +143,9 @@ async def open_tenant_stores(
         readiness_poll_s: how often an unready store's schema is looked for.
         shared: where the processes serving these stores record each store's state
             (the host's state database); ``None``: each process keeps its own.
+        cache: the host's result cache (``HostParts.cache``): deleting or re-indexing a
+            document renews the tenant's content generation there, so no cached response
+            shows it again.
 
     Raises:
         MissingExtraError: a store is configured but the ``documents`` extra (pypdf,
@@ -175,7 +179,9 @@ async def open_tenant_stores(
                 tenant_id=tenant_id,
                 source_id=request.source.id,
                 repository=store.repository,
-                documents=DocumentStoreService(store.repository, audit=audit, clock=clock),
+                documents=DocumentStoreService(
+                    store.repository, audit=audit, clock=clock, cache=cache
+                ),
                 lifecycle=lifecycle,
                 configuration=StoreConfigurationService(
                     store.repository, audit=audit, clock=clock, defaults=defaults

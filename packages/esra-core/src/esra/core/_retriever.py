@@ -36,6 +36,7 @@ from esra.core._pipeline.caller_filters import (
     filters_digest,
     listed_filter_fields,
 )
+from esra.core._pipeline.content_generation import content_generation
 from esra.core._pipeline.execution import Executor
 from esra.core._pipeline.health import HEALTH_PROBE_TIMEOUT_S, HEALTH_TTL_S, SourceHealthMonitor
 from esra.core._pipeline.invocation import Invocation
@@ -269,7 +270,9 @@ class Retriever:
             scope = attrs.evolve(scope, exposure=exposure)
         if filters:
             await self._check_filters(ctx, snapshot, filters)
-        results = self._result_cache(ctx, scope, request, filters) if use_result_cache else None
+        results = (
+            await self._result_cache(ctx, scope, request, filters) if use_result_cache else None
+        )
         if results is not None:
             cached = await results.load(self._refs(ctx))
             if cached is not None:
@@ -326,19 +329,23 @@ class Retriever:
             )
             raise
 
-    def _result_cache(
+    async def _result_cache(
         self,
         ctx: InvocationContext,
         scope: EffectiveScope,
         request: str,
         filters: tuple[PlannedFilter, ...],
     ) -> ResultCache | None:
-        """The invocation's result cache, unless off, or forbidden by the retention class."""
+        """The invocation's result cache, unless off, forbidden by the retention class, or
+        the tenant's content generation cannot be read (a stale entry could be served)."""
         if (
             self._cache is None
             or scope.limits.result_cache_ttl_s <= 0
             or scope.exposure.retention is RetentionClass.NO_PROMPT_DERIVATIVES
         ):
+            return None
+        generation = await content_generation(self._cache, ctx.tenant_id)
+        if generation is None:
             return None
         return ResultCache(
             self._cache,
@@ -347,6 +354,7 @@ class Retriever:
             request,
             clock=self._clock,
             keyring=self._keyring,
+            generation=generation,
             filters=filters_digest(filters),
         )
 

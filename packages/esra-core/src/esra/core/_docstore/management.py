@@ -22,8 +22,9 @@ from esra.core._docstore.repository import DocumentRepository
 from esra.core._docstore.scanner import Finding
 from esra.core._docstore.search import DocumentCursor, DocumentSearch
 from esra.core._docstore.upload import UploadLimits
+from esra.core._pipeline.content_generation import renew_content_generation
 from esra.core.codes import AuditEvent, ErrorCode
-from esra.core.ports import AuditSink, Clock
+from esra.core.ports import AuditSink, Cache, Clock
 
 __all__ = [
     "DATA_MANAGE",
@@ -156,12 +157,25 @@ class StoreSearchPage:
 
 
 class DocumentStoreService:
-    """Management actions over one repository, each checked and audited."""
+    """Management actions over one repository, each checked and audited.
 
-    def __init__(self, repository: DocumentRepository, *, audit: AuditSink, clock: Clock) -> None:
+    ``cache`` is the host's result cache, when it has one: an action that takes a document
+    out of retrieval (delete, re-index) renews the tenant's content generation in it before
+    returning, so no response cached while the document was searchable is served again.
+    """
+
+    def __init__(
+        self,
+        repository: DocumentRepository,
+        *,
+        audit: AuditSink,
+        clock: Clock,
+        cache: Cache | None = None,
+    ) -> None:
         self._repository = repository
         self._audit = audit
         self._clock = clock
+        self._cache = cache
 
     async def upload(
         self,
@@ -290,6 +304,7 @@ class DocumentStoreService:
         )
         if queued is None:
             raise NotPermittedError
+        await self._out_of_retrieval(operator.tenant_id)
         return queued
 
     async def delete(self, operator: Operator, document_id: str) -> None:
@@ -308,6 +323,12 @@ class DocumentStoreService:
         await self._record(operator, AuditEvent.DOCUMENT_DELETE, document_id, ok=deleted)
         if not deleted:
             raise NotPermittedError
+        await self._out_of_retrieval(operator.tenant_id)
+
+    async def _out_of_retrieval(self, tenant_id: str) -> None:
+        """A document left retrieval: cached responses that may show it must not be served."""
+        if self._cache is not None:
+            await renew_content_generation(self._cache, tenant_id)
 
     async def download(self, operator: Operator, document_id: str) -> tuple[str, bytes]:
         """The original bytes and display name; requires ``ESRA_DATA_MANAGE``.

@@ -26,6 +26,7 @@ __all__ = [
     "authorization_fingerprint",
     "candidate_fingerprint",
     "configuration_fingerprint",
+    "content_generation_key",
     "normalize_prompt",
     "prompt_fingerprint",
     "result_cache_key",
@@ -81,6 +82,11 @@ def configuration_fingerprint(configuration: object) -> str:
 def tenant_partition(tenant_id: str) -> str:
     """Return the key prefix that partitions the cache by tenant."""
     return f"esra:{KEY_VERSION}:{_sha256(tenant_id)[:16]}"
+
+
+def content_generation_key(tenant_id: str) -> str:
+    """Return the key of the tenant's content generation (``content_generation``)."""
+    return f"{tenant_partition(tenant_id)}:generation"
 
 
 def selection_cache_key(
@@ -151,6 +157,7 @@ def result_cache_key(
     configuration: str,
     authorization: str,
     request: str,
+    generation: str,
     filters: str = "",
     top_k: int | None = None,
 ) -> str:
@@ -160,9 +167,10 @@ def result_cache_key(
     ``configuration_fingerprint`` of the configuration the response is computed from (the
     version string alone may be reused by different content), the caller's
     ``authorization_fingerprint``, the normalized prompt, the caller's filters
-    (``caller_filters.filters_digest``) and the top-K the response was cut to, so a change
-    in configuration, in the caller's authorization or in what was asked for addresses a
-    different entry.
+    (``caller_filters.filters_digest``), the top-K the response was cut to and the tenant's
+    content generation (``content_generation``), so a change in configuration, in the
+    caller's authorization, in what was asked for or in which documents may be retrieved
+    addresses a different entry.
     """
     material = json.dumps(
         [
@@ -176,6 +184,7 @@ def result_cache_key(
             prompt_fingerprint(request),
             filters,
             top_k,
+            generation,
         ]
     )
     return f"{tenant_partition(tenant_id)}:result:{_sha256(material)}"

@@ -63,6 +63,7 @@ class ResultCache:
         *,
         clock: Clock,
         keyring: Keyring | None,
+        generation: str,
         filters: str = "",
     ) -> None:
         self._cache = cache
@@ -88,6 +89,7 @@ class ResultCache:
             request=request,
             filters=filters,
             top_k=scope.exposure.top_k,
+            generation=generation,
         )
 
     async def load(self, refs: DocumentRefMinter | None) -> RetrievalResponse | None:
