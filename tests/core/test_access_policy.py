@@ -124,3 +124,23 @@ async def test_a_caller_holding_the_required_claim_is_admitted() -> None:
     response = await retriever.retrieve(make_context(claims={"department": "hr"}), "leave policy")
 
     assert [r.title for r in response.results] == ["Leave policy"]
+
+
+@pytest.mark.parametrize(
+    ("value", "held"),
+    [
+        ("hr", True),
+        (("hr", "ops"), True),
+        (False, True),  # a value; the policy checks presence, not what it says
+        (0, True),
+        ("", False),
+        ("  ", False),
+        ((), False),
+        (("hr", ""), False),
+        (None, False),
+    ],
+)
+def test_a_required_claim_is_held_only_with_a_value(value: object, held: bool) -> None:
+    """What identity providers send for an unset attribute or no groups holds nothing."""
+    policy = _policy(required_claims=frozenset({"department"}))
+    assert policy.admits(CLIENT_APP, {"department": value}) is held

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
@@ -300,9 +301,19 @@ def _decode(token: str, key: jwt.PyJWK, algorithm: str, issuer: TrustedIssuer) -
 
 
 def _number(value: object) -> float | None:
+    """A time claim as seconds, or ``None`` when it is not a finite number.
+
+    PyJWT's JSON accepts ``NaN`` and ``Infinity`` (and ``1e999`` reads as infinity): every
+    comparison with NaN is false and none with infinity is true, so such an ``exp`` would
+    never expire.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _text_claim(payload: Mapping[str, Any], name: str) -> str | None:

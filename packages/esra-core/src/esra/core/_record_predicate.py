@@ -14,12 +14,16 @@ through them too, so both forms accept and refuse exactly the same claims.
 
 Claim coercion, per field type:
 
-- text: a non-empty string without control, format or line-separator characters; an integer
-  claim as its decimal digits. Collations ignore such characters (under MySQL's
-  ``utf8mb4_unicode_ci`` ``'\x00emea'`` equals ``'emea'``) and engines disagree on NUL, so a
-  value holding one could match rows its exact text does not name: it is refused instead.
+- text: a non-empty string without control, format or line-separator characters, and
+  without leading or trailing whitespace; an integer claim as its decimal digits.
+  Collations ignore such characters (under MySQL's ``utf8mb4_unicode_ci`` ``'\x00emea'``
+  equals ``'emea'``, and a PAD SPACE collation makes ``'emea '`` equal ``'emea'`` and ``' '``
+  equal ``''``) and engines disagree on NUL, so a value holding one could match rows its
+  exact text does not name: it is refused instead.
 - integer: an integer (not a boolean) or a string of decimal digits, within signed 64 bits.
-- number: an integer, or a string of decimal digits with an optional fraction.
+- number: an integer, or a string of decimal digits with an optional fraction that a float
+  holds exactly as written (``0.1`` is; ``2.9999999999999999`` would become ``3.0`` and match
+  ``<= 3`` rows it does not name, so it is refused).
 - boolean: a boolean only.
 - date: an ISO-8601 date string, sent in its canonical ``YYYY-MM-DD`` form.
 """
@@ -30,6 +34,7 @@ import re
 import unicodedata
 from collections.abc import Mapping as MappingABC
 from datetime import date
+from decimal import Decimal
 from typing import assert_never
 
 import attrs
@@ -202,14 +207,16 @@ def coerce_claim(value: object, field_type: FieldType) -> Scalar:
     """Return the claim value typed for ``field_type`` (module docstring: per type).
 
     Raises:
-        MissingClaimError: the value is missing (``None``), empty, holds a control, format or
-            line-separator character, or does not fit ``field_type``.
+        MissingClaimError: the value is missing (``None``), empty, padded with whitespace,
+            holds a control, format or line-separator character, or does not fit
+            ``field_type``.
     """
     integer = isinstance(value, int) and not isinstance(value, bool)
     match field_type:
         case FieldType.TEXT:
-            if isinstance(value, str) and value and not _has_ignorable(value):
-                return value
+            if isinstance(value, str) and value == value.strip() and value:
+                if not _has_ignorable(value):
+                    return value
             if integer:
                 return str(value)
         case FieldType.BOOLEAN:
@@ -222,7 +229,11 @@ def coerce_claim(value: object, field_type: FieldType) -> Scalar:
                 return value
         case FieldType.NUMBER:
             if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
-                return float(value) if "." in value else int(value)
+                if "." not in value:
+                    return int(value)
+                number = float(value)
+                if Decimal(repr(number)) == Decimal(value):  # the float is the claim itself
+                    return number
             if integer and isinstance(value, int) and _INT_MIN <= value <= _INT_MAX:
                 return value
         case FieldType.DATE:

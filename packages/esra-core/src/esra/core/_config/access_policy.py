@@ -24,7 +24,10 @@ class AccessPolicy:
 
     ``allowed_client_apps`` of ``None`` admits every client application of the tenant;
     otherwise an exposure's audience must lie within it. Every claim in
-    ``required_claims`` must be present on the caller. ``response_modes`` and ``limits``
+    ``required_claims`` must be held by the caller: present with a value — not null, not an
+    empty or blank string, not an empty list nor one holding such a string, which identity
+    providers send for an unset attribute or no groups. The value is not judged further
+    (``false`` and ``0`` are values). ``response_modes`` and ``limits``
     narrow the capability's for every caller of the tool, as the exposure's do: governance
     can take an answer mode away or tighten a bound, never add one (see
     ``esra.core._config.ceilings``).
@@ -57,8 +60,19 @@ class AccessPolicy:
 
     def admits(self, client_app: str, claims: Mapping[str, object]) -> bool:
         """Whether a caller from ``client_app`` holding ``claims`` may invoke the tool."""
-        return self.admits_client_app(client_app) and self.required_claims <= claims.keys()
+        return self.admits_client_app(client_app) and all(
+            _holds(claims.get(name)) for name in self.required_claims
+        )
 
     def admits_client_app(self, client_app: str) -> bool:
         """Whether some caller from ``client_app`` may invoke the tool, claims aside."""
         return self.allowed_client_apps is None or client_app in self.allowed_client_apps
+
+
+def _holds(value: object) -> bool:
+    """Whether a claim carries a value (``AccessPolicy``: what holding a claim means)."""
+    if isinstance(value, tuple | list | frozenset | set):
+        return bool(value) and all(_holds(item) for item in value)
+    if isinstance(value, str):
+        return bool(value.strip())
+    return value is not None
