@@ -98,3 +98,12 @@ def test_duplicate_kids_are_refused() -> None:
     """Two keys under one kid would make the key a token names ambiguous."""
     key = idp().jwks()["keys"][0]
     assert "kid" in _refused(jwks={"keys": [key, key]}).problem
+
+
+@pytest.mark.parametrize("setting", ["audiences", "algorithms", "client_claims", "tenants"])
+def test_one_string_where_a_list_is_expected_is_refused(setting: str) -> None:
+    """Iterated, ``tenants="acme"`` trusted tenants ``a``, ``c``, ``m`` and ``e`` (found by a
+    hostile review); every list setting refuses a lone string."""
+    refused = _refused(**{setting: "RS256" if setting == "algorithms" else "acme"})
+    assert setting in str(refused)
+    assert "not one string" in str(refused)

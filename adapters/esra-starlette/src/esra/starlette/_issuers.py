@@ -105,6 +105,14 @@ def _signing_key(jwk: Any, algorithms: frozenset[str], where: str) -> SigningKey
     return SigningKey(kid=kid, by_algorithm=prepared) if prepared else None
 
 
+def _listed(setting: str, values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` as a tuple; one string is refused, since iterating it would trust each of
+    its characters (``tenants="acme"`` would trust tenants ``a``, ``c``, ``m`` and ``e``)."""
+    if isinstance(values, str):
+        raise IssuerError(setting, "must be a list of names, not one string")
+    return tuple(values)
+
+
 @attrs.frozen
 class TrustedIssuer:
     """An issuer whose tokens the host accepts; build it with :meth:`build`.
@@ -150,10 +158,10 @@ class TrustedIssuer:
         """
         if not issuer:
             raise IssuerError("issuer", "must not be empty")
-        audience_list = tuple(audiences)
+        audience_list = _listed("audiences", audiences)
         if not audience_list or not all(isinstance(a, str) and a for a in audience_list):
             raise IssuerError("audiences", "must name at least one non-empty audience")
-        allowed = frozenset(algorithms)
+        allowed = frozenset(_listed("algorithms", algorithms))
         refused = sorted(allowed - ALLOWED_ALGORITHMS)
         if refused:
             raise IssuerError(
@@ -164,12 +172,12 @@ class TrustedIssuer:
             raise IssuerError("algorithms", "must name at least one algorithm")
         if not tenant_claim:
             raise IssuerError("tenant_claim", "must not be empty")
-        claims = tuple(client_claims)
+        claims = _listed("client_claims", client_claims)
         if not claims or not all(claims):
             raise IssuerError("client_claims", "must name at least one claim")
         if not 0 <= leeway_s <= MAX_LEEWAY_S:
             raise IssuerError("leeway_s", f"must be between 0 and {MAX_LEEWAY_S:g} seconds")
-        tenant_set = None if tenants is None else frozenset(tenants)
+        tenant_set = None if tenants is None else frozenset(_listed("tenants", tenants))
         if tenant_set is not None and (not tenant_set or not all(tenant_set)):
             raise IssuerError("tenants", "must name at least one tenant")
         return cls(
