@@ -196,23 +196,27 @@ async def visible_keys(
     return frozenset(row.key for row in await provider.execute(query, timeout_s=10.0))
 
 
-def _ignorable(text: str) -> bool:
-    return any(unicodedata.category(ch) in {"Cc", "Cf", "Cs", "Zl", "Zp"} for ch in text)
+def _refused(text: str) -> bool:
+    """Whether ``coerce_claim`` refuses ``text``: a character collations ignore, or
+    whitespace at either end (PAD SPACE collations ignore trailing spaces)."""
+    ignorable = any(unicodedata.category(ch) in {"Cc", "Cf", "Cs", "Zl", "Zp"} for ch in text)
+    return ignorable or text != text.strip()
 
 
 async def assert_payloads_see_nothing(provider: SearchProvider, payloads: Iterable[str]) -> int:
     """Each payload as every claim returns no row and raises nothing; returns how many ran.
 
-    A payload is dropped by the validator exactly when it holds a character collations
-    ignore; every other one is executed — so "saw nothing" is a database answer, not a skip.
+    A payload is dropped by the validator exactly when ``coerce_claim`` refuses it (a
+    character collations ignore, or padding whitespace); every other one is executed — so
+    "saw nothing" is a database answer, not a skip.
     """
     ran = 0
     for payload in payloads:
         keys = await visible_keys(provider, {"region": payload, "sub": payload})
         if keys is None:
-            assert _ignorable(payload), payload
+            assert _refused(payload), payload
             continue
-        assert not _ignorable(payload), payload
+        assert not _refused(payload), payload
         assert keys == set(), payload
         ran += 1
     return ran
