@@ -214,9 +214,8 @@ def coerce_claim(value: object, field_type: FieldType) -> Scalar:
     integer = isinstance(value, int) and not isinstance(value, bool)
     match field_type:
         case FieldType.TEXT:
-            if isinstance(value, str) and value == value.strip() and value:
-                if not _has_ignorable(value):
-                    return value
+            if isinstance(value, str) and _is_exact_text(value):
+                return value
             if integer:
                 return str(value)
         case FieldType.BOOLEAN:
@@ -243,6 +242,11 @@ def coerce_claim(value: object, field_type: FieldType) -> Scalar:
                 except ValueError:
                     pass
     raise MissingClaimError
+
+
+def _is_exact_text(text: str) -> bool:
+    """Non-empty, unpadded, and free of what collations ignore (module docstring: text)."""
+    return bool(text) and text == text.strip() and not _has_ignorable(text)
 
 
 def _has_ignorable(text: str) -> bool:
