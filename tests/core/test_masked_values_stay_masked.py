@@ -97,7 +97,7 @@ async def _found(retriever: Retriever, op: str, value: int) -> bool:
     response = await retriever.retrieve(
         make_context(),
         "staff record",
-        filters=[PlannedFilter(field="salary", operator=op, value=value)],  # type: ignore[arg-type]
+        filters=[PlannedFilter(field="salary", operator=op, value=value)],
     )
     return bool(response.results)
 
