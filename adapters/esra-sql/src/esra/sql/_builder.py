@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql.expression import ColumnElement, Select
 
-from esra.core.config import Mapping, Operator
+from esra.core.config import FieldType, Mapping, Operator
 from esra.core.ports import RenderedStatement
 from esra.core.providers import (
     PredicateAnd,
@@ -141,6 +141,12 @@ class StatementBuilder:
         fulltext: the engine's ``FullTextDialect``.
         cache: where compiled text is kept; a fresh 256-entry LRU by default, and
             ``CompiledStatementCache(0)`` to compile every time.
+        record_text_collation: the collation record-level security compares text fields
+            under, for an engine whose column collations ignore case, accents or width
+            (MySQL/MariaDB: ``utf8mb4_bin``); ``None`` keeps the column's own comparison.
+            Under ``utf8mb4_unicode_ci`` a claim ``EMEA`` or ``émea`` matched rows of
+            ``emea``: a claim must name a row's value exactly to see it, as on the engines
+            whose comparisons are exact.
 
     Raises:
         ValueError: if the dialect uses a positional paramstyle.
@@ -152,6 +158,7 @@ class StatementBuilder:
         fulltext: FullTextDialect,
         *,
         cache: CompiledStatementCache | None = None,
+        record_text_collation: str | None = None,
     ) -> None:
         if dialect.paramstyle not in _NAMED_PARAMSTYLES:
             msg = "the dialect must use a named paramstyle ('named' or 'pyformat')"
@@ -159,12 +166,14 @@ class StatementBuilder:
         self._dialect = dialect
         self._fulltext = fulltext
         self._cache = cache if cache is not None else CompiledStatementCache()
+        self._record_text_collation = record_text_collation
         self._dialect_key = (
             type(dialect).__module__,
             type(dialect).__qualname__,
             dialect.name,
             dialect.paramstyle,
             fulltext.name,
+            record_text_collation,
         )
 
     @property
@@ -234,7 +243,7 @@ class StatementBuilder:
             searchable=tuple(base.c[name] for name in _searchable_columns(mapping)),
             text_index=mapping.text_index,
             schema=schema_identifier(mapping.schema, self._dialect.identifier_preparer),
-            visible=lambda columns: _record_conditions(columns, query),
+            visible=lambda columns: _record_conditions(columns, query, self._record_text_collation),
         )
         text = self._fulltext.clause(target, _terms(query).shape)
         key_col = key.label(KEY_LABEL)
@@ -244,7 +253,7 @@ class StatementBuilder:
         if text.predicate is not None:
             conditions.append(text.predicate)
         conditions.extend(_conditions(base.c, "f", query.filters))
-        conditions.extend(_record_conditions(base.c, query))
+        conditions.extend(_record_conditions(base.c, query, self._record_text_collation))
         order: list[ColumnElement[Any]] = [score_col.desc(), key_col.asc()]
         if query.strategy is Strategy.RECENT and query.freshness is not None:
             order.insert(0, base.c[query.freshness.column].desc())
@@ -271,7 +280,7 @@ class StatementBuilder:
         conditions: list[ColumnElement[bool]] = [key == sa.bindparam(LOOKUP_BIND)]
         # A lookup carries no filters of its own; any it did carry could only narrow it.
         conditions.extend(_conditions(base.c, "f", query.filters))
-        conditions.extend(_record_conditions(base.c, query))
+        conditions.extend(_record_conditions(base.c, query, self._record_text_collation))
         order = [base.c[column].asc() for column in part]
         return (
             sa.select(key.label(KEY_LABEL), sa.literal(1.0).label(SCORE_LABEL), *projected)
@@ -341,12 +350,40 @@ def _filter_params(prefix: str, filters: Sequence[ResolvedFilter]) -> dict[str, 
     }
 
 
-def _record_conditions(columns: Any, query: ValidatedQuery) -> list[ColumnElement[bool]]:
-    """What the query's record filters and record predicate require of a row of ``columns``."""
-    return [
-        *_conditions(columns, "r", query.record_filters),
-        *_predicate_conditions(columns, query.record_predicate),
+def _record_conditions(
+    columns: Any, query: ValidatedQuery, collation: str | None
+) -> list[ColumnElement[bool]]:
+    """What the query's record filters and record predicate require of a row of ``columns``
+    (text compared under ``collation`` when one is given: ``StatementBuilder``)."""
+    filters = [
+        _record_condition(
+            columns[flt.column],
+            flt.operator,
+            [sa.bindparam(filter_bind_name("r", i, j)) for j in range(len(flt.values))],
+            flt.type,
+            collation,
+        )
+        for i, flt in enumerate(query.record_filters)
     ]
+    return [*filters, *_predicate_conditions(columns, query.record_predicate, collation)]
+
+
+def _record_condition(
+    column: ColumnElement[Any],
+    operator: Operator,
+    binds: list[sa.BindParameter[Any]],
+    field_type: FieldType,
+    collation: str | None,
+) -> ColumnElement[bool]:
+    condition = _condition(column, operator, binds)
+    if collation is None or field_type is not FieldType.TEXT:
+        return condition
+    exact = _condition(column, operator, [sa.collate(bind, collation) for bind in binds])
+    if operator in (Operator.EQ, Operator.IN):
+        # The column's own comparison can use its index to narrow the rows; the exact one
+        # decides. (Under the exact collation alone no index on the column applies.)
+        return sa.and_(condition, exact)
+    return exact
 
 
 def _predicate_params(predicate: RecordPredicate | None) -> dict[str, object]:
@@ -358,12 +395,12 @@ def _predicate_params(predicate: RecordPredicate | None) -> dict[str, object]:
 
 
 def _predicate_conditions(
-    columns: Any, predicate: RecordPredicate | None
+    columns: Any, predicate: RecordPredicate | None, collation: str | None
 ) -> list[ColumnElement[bool]]:
     if predicate is None:
         return []
     names = (predicate_bind_name(i) for i in range(len(predicate_values(predicate))))
-    condition = _predicate_condition(columns, predicate, names)
+    condition = _predicate_condition(columns, predicate, names, collation)
     if next(names, None) is not None:  # pragma: no cover — both walks are depth-first
         msg = "the record predicate rendered fewer binds than it has values"
         raise ValueError(msg)
@@ -371,13 +408,13 @@ def _predicate_conditions(
 
 
 def _predicate_condition(
-    columns: Any, predicate: RecordPredicate, names: Iterator[str]
+    columns: Any, predicate: RecordPredicate, names: Iterator[str], collation: str | None
 ) -> ColumnElement[bool]:
     """Render ``predicate``; ``names`` yields bind names in ``predicate_values`` order."""
     match predicate:
-        case PredicateComparison(column=column, operator=operator, values=values):
+        case PredicateComparison(column=column, type=field_type, operator=operator, values=values):
             binds: list[sa.BindParameter[Any]] = [sa.bindparam(next(names)) for _ in values]
-            return _condition(columns[column], operator, binds)
+            return _record_condition(columns[column], operator, binds, field_type, collation)
         case PredicateIsNull(column=column, negated=negated):
             target: ColumnElement[Any] = columns[column]
             return target.is_not(None) if negated else target.is_(None)
@@ -386,11 +423,11 @@ def _predicate_condition(
             msg = "an AND/OR record predicate needs at least one operand"
             raise ValueError(msg)
         case PredicateAnd(operands=operands):
-            return sa.and_(*(_predicate_condition(columns, o, names) for o in operands))
+            return sa.and_(*(_predicate_condition(columns, o, names, collation) for o in operands))
         case PredicateOr(operands=operands):
-            return sa.or_(*(_predicate_condition(columns, o, names) for o in operands))
+            return sa.or_(*(_predicate_condition(columns, o, names, collation) for o in operands))
         case PredicateNot(operand=operand):
-            return sa.not_(_predicate_condition(columns, operand, names))
+            return sa.not_(_predicate_condition(columns, operand, names, collation))
         case _:  # pragma: no cover — RecordPredicate is closed
             assert_never(predicate)
 
@@ -409,7 +446,7 @@ def _conditions(
 
 
 def _condition(
-    column: ColumnElement[Any], operator: Operator, binds: list[sa.BindParameter[Any]]
+    column: ColumnElement[Any], operator: Operator, binds: Sequence[ColumnElement[Any]]
 ) -> ColumnElement[bool]:
     if operator is Operator.IN:
         if not binds:
