@@ -48,6 +48,8 @@ TEST_DEPENDENCIES = [
     "opentelemetry-sdk>=1.40",
     # esra serve's [telemetry] export, driven against a fake collector in the tests.
     "opentelemetry-exporter-otlp-proto-http>=1.40",
+    # tests/realdata seeds MariaDB through PyMySQL; esra-mysql itself no longer uses it.
+    "PyMySQL>=1.1",
 ]
 
 
@@ -93,6 +95,7 @@ def realdata(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """Run mypy in strict mode over every distribution, the tests and the benchmarks."""
+    # types-PyMySQL for tests/realdata's seeding; mysql-connector-python ships its own types.
     stubs = ["types-defusedxml", "types-PyMySQL"]
     _install_workspace(session, *TEST_DEPENDENCIES, *stubs, "mypy==2.4.1", "nox")
     session.run("mypy", "packages", "adapters", "tests", "bench", "noxfile.py")

@@ -30,12 +30,12 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import attrs
+import mysql.connector
 import psycopg
-import pymysql
+from mysql.connector.connection import MySQLConnection
 from psycopg import sql
 
 from bench._ir_collections import Collection
@@ -224,9 +224,9 @@ def postgres_engine(dsn: str) -> EngineSetup:
     return setup
 
 
-def _mysql_connect(dsn: str, database: str | None = None) -> Any:
+def _mysql_connect(dsn: str, database: str | None = None) -> MySQLConnection:
     parts = urlsplit(dsn)
-    return pymysql.connect(
+    return MySQLConnection(
         host=parts.hostname or "127.0.0.1",
         port=parts.port or 3306,
         user=unquote(parts.username or "root"),
@@ -234,7 +234,8 @@ def _mysql_connect(dsn: str, database: str | None = None) -> Any:
         database=database,
         charset="utf8mb4",
         autocommit=True,
-        connect_timeout=5,
+        connection_timeout=5,
+        ssl_disabled=True,
     )
 
 
@@ -242,7 +243,7 @@ def mariadb_reachable(dsn: str) -> bool:
     """Whether ``dsn`` accepts a connection (a notice is printed when it does not)."""
     try:
         _mysql_connect(dsn).close()
-    except pymysql.err.MySQLError as exc:
+    except mysql.connector.Error as exc:
         print(f"retrieval_quality: MariaDB unreachable ({type(exc).__name__}); skipped")
         return False
     return True
@@ -257,19 +258,19 @@ def mariadb_engine(dsn: str) -> EngineSetup:
         mapping = _mapping(collection)
         name = f"`{database}`"  # [a-z0-9_] only: no quote character to double
         with closing(_mysql_connect(dsn)) as admin, admin.cursor() as cursor:
-            # PyMySQL formats command text with % even without arguments when given a dict.
-            cursor.execute(f"DROP DATABASE IF EXISTS {name}", {})
+            cursor.execute(f"DROP DATABASE IF EXISTS {name}")
             cursor.execute(
-                f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci", {}
+                f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
             )
         try:
-            with closing(_mysql_connect(dsn, database)) as conn, conn.cursor() as cursor:
-                cursor.execute(
-                    f"CREATE TABLE {TABLE} ({KEY_FIELD} VARCHAR(64) PRIMARY KEY, "
-                    f"{TITLE_FIELD} TEXT, {BODY_FIELD} MEDIUMTEXT) ENGINE=InnoDB",
-                    {},
-                )
-                cursor.executemany(f"INSERT INTO {TABLE} VALUES (%s, %s, %s)", _rows(collection))
+            with closing(_mysql_connect(dsn, database)) as conn:
+                with conn.cursor() as cursor:
+                    cursor.execute(
+                        f"CREATE TABLE {TABLE} ({KEY_FIELD} VARCHAR(64) PRIMARY KEY, "
+                        f"{TITLE_FIELD} TEXT, {BODY_FIELD} MEDIUMTEXT) ENGINE=InnoDB"
+                    )
+                with conn.cursor(prepared=True) as cursor:
+                    cursor.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?)", _rows(collection))
                 create_fulltext_index(conn, mapping)
             template, secrets, host, port = _provider_connection(dsn, database)
             provider = MySqlProvider(
@@ -286,6 +287,6 @@ def mariadb_engine(dsn: str) -> EngineSetup:
                 await provider.close()
         finally:
             with closing(_mysql_connect(dsn)) as admin, admin.cursor() as cursor:
-                cursor.execute(f"DROP DATABASE IF EXISTS {name}", {})
+                cursor.execute(f"DROP DATABASE IF EXISTS {name}")
 
     return setup

@@ -4,11 +4,16 @@ Live tests read ``ESRA_TEST_MYSQL_DSN`` (``mysql://user:password@host:port/db``)
 unreachable skips locally and fails under ``CI=true``. Each test module works in its own
 database ``esra_test_mysql_<pid>_<n>``, created and dropped by the fixtures, so suites can run
 side by side.
+
+The tests' own administrative connections are mysql-connector-python's, as the provider's:
+statements without values are sent as written, and seeding binds its values as server-side
+parameters (a prepared cursor), so no identifier is ever %-formatted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -16,8 +21,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import attrs
-import pymysql
+import mysql.connector
 import pytest
+from mysql.connector.connection import MySQLConnection
 
 from esra.core._config.mapping import FieldType
 from esra.core._config.mapping import Mapping as EsraMapping
@@ -51,12 +57,18 @@ class Server:
     user: str
     password: str = attrs.field(repr=False)
 
-    def connect(self, database: str | None = None, **extra: Any) -> Any:
-        """An administrative autocommit connection (the tests' own, never the provider's)."""
-        return pymysql.connect(
+    @contextlib.contextmanager
+    def connect(self, database: str | None = None, **extra: Any) -> Iterator[MySQLConnection]:
+        """An administrative autocommit connection (the tests' own, never the provider's),
+        closed on leaving the block."""
+        connection = MySQLConnection(
             host=self.host, port=self.port, user=self.user, password=self.password,
-            database=database, charset="utf8mb4", autocommit=True, **extra,
+            database=database, charset="utf8mb4", autocommit=True, ssl_disabled=True, **extra,
         )  # fmt: skip
+        try:
+            yield connection
+        finally:
+            connection.close()
 
     def template(self, database: str, *, user: str | None = None, password: str = "") -> str:
         """A connection template for ``database``; a password goes through a secret."""
@@ -93,9 +105,10 @@ def _server() -> Server:
         password=unquote(parts.password or ""),
     )
     try:
-        server.connect(connect_timeout=5).close()
-    except pymysql.err.MySQLError as exc:
-        unreachable(DSN_VARIABLE, f"cannot connect: {exc.args[0]}")
+        with server.connect(connection_timeout=5):
+            pass
+    except mysql.connector.Error as exc:
+        unreachable(DSN_VARIABLE, f"cannot connect: {exc.errno}")
     return server
 
 
@@ -109,11 +122,10 @@ def create_database(server: Server) -> str:
     """Create a fresh, uniquely named database and return its name."""
     name = f"esra_test_mysql_{os.getpid()}_{next(_COUNTER)}"
     with server.connect() as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}", {})
+        cursor.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
         cursor.execute(
             f"CREATE DATABASE {quote_identifier(name)} CHARACTER SET utf8mb4 "
-            "COLLATE utf8mb4_unicode_ci",
-            {},
+            "COLLATE utf8mb4_unicode_ci"
         )
     return name
 
@@ -121,7 +133,7 @@ def create_database(server: Server) -> str:
 def drop_database(server: Server, name: str) -> None:
     """Drop ``name`` (a database this test run created)."""
     with server.connect() as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}", {})
+        cursor.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
 
 
 @pytest.fixture(scope="module")
@@ -152,18 +164,20 @@ def seed_table(
         + ("VARCHAR(64)" if name == key and kind is FieldType.TEXT else _SQL_TYPES[kind])
         for name, kind in columns
     )
-    with server.connect(database) as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {table}", {})
-        cursor.execute(
-            f"CREATE TABLE {table} ({ddl}, PRIMARY KEY ({quote_identifier(key)})) ENGINE=InnoDB",
-            {},
-        )
-        placeholders = ", ".join(f"%({i})s" for i in range(len(names)))
-        cursor.executemany(
-            f"INSERT INTO {table} ({', '.join(map(quote_identifier, names))}) "
-            f"VALUES ({placeholders})",
-            [{str(i): row[name] for i, name in enumerate(names)} for row in rows],
-        )
+    with server.connect(database) as connection:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {table}")
+            cursor.execute(
+                f"CREATE TABLE {table} ({ddl}, PRIMARY KEY ({quote_identifier(key)})) ENGINE=InnoDB"
+            )
+        values: list[tuple[Any, ...]] = [tuple(row[name] for name in names) for row in rows]
+        if values:
+            with connection.cursor(prepared=True) as cursor:
+                cursor.executemany(
+                    f"INSERT INTO {table} ({', '.join(map(quote_identifier, names))}) "
+                    f"VALUES ({', '.join('?' for _ in names)})",
+                    values,
+                )
         if with_index:
             create_fulltext_index(connection, mapping)
 
@@ -179,16 +193,21 @@ def table_counts(server: Server, database: str) -> dict[str, int]:
     """Return the row count of every table in ``database``."""
     with server.connect(database) as connection, connection.cursor() as cursor:
         cursor.execute(
-            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %(db)s "
-            "ORDER BY TABLE_NAME",
-            {"db": database},
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+            "ORDER BY TABLE_NAME"
         )
-        names = [str(row[0]) for row in cursor.fetchall()]
+        names = [str(scalar(row)) for row in cursor.fetchall()]
         counts = {}
         for name in names:
-            cursor.execute(f"SELECT COUNT(*) FROM {quote_identifier(name)}", {})
-            counts[name] = int(cursor.fetchone()[0])
+            cursor.execute(f"SELECT COUNT(*) FROM {quote_identifier(name)}")
+            counts[name] = int(scalar(cursor.fetchone()))
     return counts
+
+
+def scalar(row: Any) -> Any:
+    """The one value of a one-column row a test fetched."""
+    assert row is not None
+    return row[0]
 
 
 def run_query(

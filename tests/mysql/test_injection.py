@@ -2,9 +2,10 @@
 
 Queries are issued with ``_issue`` on purpose, bypassing the validator (which would reject
 most payloads for their ``;``/``--``): the builder and the provider must be safe even for a
-future code path that forgets the validator. PyMySQL interpolates values into the command on
-the client, escaped for the connection; the rendered text compared here is what comes before
-that step, and the live run proves the escaped values stay literals.
+future code path that forgets the validator. The rendered text compared here is the text the
+server prepares (with each ``%(name)s`` as ``?``); the values travel apart from it as
+parameters of the prepared statement (``test_values_are_parameters.py``), and the live run
+proves they match as data.
 """
 
 from __future__ import annotations

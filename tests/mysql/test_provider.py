@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import attrs
-import pymysql
+import mysql.connector
 import pytest
 
 from esra.core._admin.secrets import InMemorySecretVault
@@ -28,7 +29,7 @@ from esra.core.testing.contract import (
 )
 from esra.mysql import MySqlProvider, ServerFlavor
 from esra.mysql._quote import quote_identifier
-from tests.mysql.conftest import TENANT, Server, close_now, seed_table
+from tests.mysql.conftest import TENANT, Server, close_now, scalar, seed_table
 
 pytestmark = [pytest.mark.mysql, pytest.mark.integration]
 
@@ -58,7 +59,8 @@ def _no_socket(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a socket was opened")
 
-    monkeypatch.setattr(pymysql, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 @pytest.fixture
@@ -70,12 +72,11 @@ def slow_view(server: Server, contract_database: str) -> Iterator[Any]:
             f"CREATE OR REPLACE VIEW {name} AS SELECT CAST(seq AS CHAR) AS art_key, "
             "'t' AS art_title, 'b' AS `Art Body`, 'c' AS art_category, seq AS art_year, "
             "IF(MOD(seq, 7) = 9, 'acme', 'nobody') AS art_org, 's' AS art_secret, "
-            "CURRENT_DATE AS art_published FROM seq_1_to_100000000000",
-            {},
+            "CURRENT_DATE AS art_published FROM seq_1_to_100000000000"
         )
     yield attrs.evolve(CONTRACT_MAPPING, relation=name)
     with server.connect(contract_database) as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP VIEW IF EXISTS {name}", {})
+        cursor.execute(f"DROP VIEW IF EXISTS {name}")
 
 
 async def test_is_a_search_provider_with_explicit_capabilities(
@@ -153,15 +154,15 @@ def reader(server: Server, contract_database: str) -> Iterator[tuple[str, str]]:
     """A login with a password that may read only a decoy table, never the contract table."""
     user, password = "esra_test_mysql_reader", "Reader-pw-1"
     with server.connect(contract_database) as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
-        cursor.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY %(pw)s", {"pw": password})
-        cursor.execute("CREATE TABLE IF NOT EXISTS decoy (a INT) ENGINE=InnoDB", {})
+        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        cursor.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+        cursor.execute("CREATE TABLE IF NOT EXISTS decoy (a INT) ENGINE=InnoDB")
         cursor.execute(
-            f"GRANT SELECT ON {quote_identifier(contract_database)}.decoy TO '{user}'@'%%'", {}
+            f"GRANT SELECT ON {quote_identifier(contract_database)}.decoy TO '{user}'@'%'"
         )
     yield user, password
     with server.connect() as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
+        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
 async def test_wrong_password_is_auth_failed(
@@ -198,11 +199,9 @@ async def test_a_rotated_password_is_used_by_the_next_connection_a_slot_opens(
     in with the new password (the old one no longer would)."""
     user, first, second = "esra_test_mysql_rotated", "Rotated-pw-1", "Rotated-pw-2"
     with server.connect(contract_database) as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
-        cursor.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY %(pw)s", {"pw": first})
-        cursor.execute(
-            f"GRANT SELECT ON {quote_identifier(contract_database)}.* TO '{user}'@'%%'", {}
-        )
+        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        cursor.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{first}'")
+        cursor.execute(f"GRANT SELECT ON {quote_identifier(contract_database)}.* TO '{user}'@'%'")
     vault = InMemorySecretVault()
     await vault.put(TENANT, "pw", first)
     provider = MySqlProvider(
@@ -215,20 +214,18 @@ async def test_a_rotated_password_is_used_by_the_next_connection_a_slot_opens(
     try:
         assert await provider.execute(_acme(), timeout_s=5.0)
         with server.connect() as connection, connection.cursor() as cursor:
-            cursor.execute(f"ALTER USER '{user}'@'%%' IDENTIFIED BY %(pw)s", {"pw": second})
+            cursor.execute(f"ALTER USER '{user}'@'%' IDENTIFIED BY '{second}'")
             await vault.put(TENANT, "pw", second)
-            cursor.execute(
-                "SELECT id FROM information_schema.processlist WHERE user = %(u)s", {"u": user}
-            )
-            for (session,) in cursor.fetchall():
-                cursor.execute(f"KILL CONNECTION {int(session)}", {})
+            cursor.execute(f"SELECT id FROM information_schema.processlist WHERE user = '{user}'")
+            for row in cursor.fetchall():
+                cursor.execute(f"KILL CONNECTION {int(scalar(row))}")
         with pytest.raises(ProviderError):  # the session the server dropped, discarded
             await provider.execute(_acme(), timeout_s=5.0)
         assert await provider.execute(_acme(), timeout_s=5.0)
     finally:
         await provider.close()
         with server.connect() as connection, connection.cursor() as cursor:
-            cursor.execute(f"DROP USER IF EXISTS '{user}'@'%%'", {})
+            cursor.execute(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
 async def test_missing_fulltext_index_is_classified(server: Server, contract_database: str) -> None:
@@ -295,22 +292,49 @@ async def test_the_providers_connection_cannot_write(
     def write() -> None:
         with slot.connection().cursor() as cursor:
             try:
-                cursor.execute("DELETE FROM contract_articles", {})  # outside any transaction
+                cursor.execute("DELETE FROM contract_articles")  # outside any transaction
             finally:
                 slot.connection().rollback()
             cursor.execute("START TRANSACTION READ ONLY")
             try:
-                cursor.execute("UPDATE contract_articles SET art_title = 'x'", {})
+                cursor.execute("UPDATE contract_articles SET art_title = 'x'")
             finally:
                 slot.connection().rollback()
 
-    with pytest.raises(pymysql.err.MySQLError) as raised:
+    with pytest.raises(mysql.connector.Error) as raised:
         await asyncio.get_running_loop().run_in_executor(slot.executor, write)
-    assert raised.value.args[0] == 1792
+    assert raised.value.errno == 1792
     pool.release(slot)
     with server.connect(contract_database) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM contract_articles", {})
-        assert cursor.fetchone()[0] == 10
+        cursor.execute("SELECT COUNT(*) FROM contract_articles")
+        assert scalar(cursor.fetchone()) == 10
+
+
+async def test_the_session_runs_one_statement_per_command_without_delay(
+    provider: MySqlProvider,
+) -> None:
+    """The driver's default CLIENT_MULTI_STATEMENTS is off (two statements in one text command
+    are a syntax error), and TCP_NODELAY is on."""
+    await provider.execute(_acme(), timeout_s=10.0)
+    pool = provider._engine._pool
+    assert pool is not None
+    slot = pool.try_acquire()
+    assert slot is not None
+
+    def check() -> int:
+        connection = slot.connection()
+        with pytest.raises(mysql.connector.Error) as raised:
+            connection.cmd_query("SELECT 1; SELECT 2")
+        assert raised.value.errno == 1064
+        assert connection._socket is not None
+        sock = connection._socket.sock
+        assert sock is not None
+        return int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    try:
+        assert await asyncio.get_running_loop().run_in_executor(slot.executor, check)
+    finally:
+        pool.release(slot)
 
 
 async def test_a_search_that_would_write_is_refused(server: Server, contract_database: str) -> None:
@@ -318,16 +342,14 @@ async def test_a_search_that_would_write_is_refused(server: Server, contract_dat
     refuses a write through it: here a view whose every row calls a function that inserts.
     Nothing is written, and the refusal is classified, never the driver's text."""
     with server.connect(contract_database) as connection, connection.cursor() as cursor:
-        cursor.execute("CREATE OR REPLACE TABLE esra_side_effects (n INT) ENGINE=InnoDB", {})
+        cursor.execute("CREATE OR REPLACE TABLE esra_side_effects (n INT) ENGINE=InnoDB")
         cursor.execute(
             "CREATE OR REPLACE FUNCTION esra_side_effect() RETURNS INT MODIFIES SQL DATA "
-            "BEGIN INSERT INTO esra_side_effects VALUES (1); RETURN 1; END",
-            {},
+            "BEGIN INSERT INTO esra_side_effects VALUES (1); RETURN 1; END"
         )
         cursor.execute(
             "CREATE OR REPLACE VIEW contract_writing AS SELECT * FROM contract_articles "
-            "WHERE esra_side_effect() = 1",
-            {},
+            "WHERE esra_side_effect() = 1"
         )
     provider = server.provider(contract_database)
     try:
@@ -342,15 +364,17 @@ async def test_a_search_that_would_write_is_refused(server: Server, contract_dat
     finally:
         await provider.close()
         with server.connect(contract_database) as connection, connection.cursor() as cursor:
-            cursor.execute("SELECT COUNT(*) FROM esra_side_effects", {})
-            written = cursor.fetchone()[0]
-            cursor.execute("DROP VIEW contract_writing", {})
-            cursor.execute("DROP FUNCTION esra_side_effect", {})
-            cursor.execute("DROP TABLE esra_side_effects", {})
+            cursor.execute("SELECT COUNT(*) FROM esra_side_effects")
+            written = scalar(cursor.fetchone())
+            cursor.execute("DROP VIEW contract_writing")
+            cursor.execute("DROP FUNCTION esra_side_effect")
+            cursor.execute("DROP TABLE esra_side_effects")
     assert written == 0
 
 
-async def test_a_connection_left_mid_result_is_not_reused(provider: MySqlProvider) -> None:
+async def test_a_connection_left_mid_result_is_not_reused(
+    provider: MySqlProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A failure while rows are still being read leaves the connection out of step with the
     server; the next execution must not inherit it (it would read the old rows' packets)."""
     expected = await provider.execute(_acme(), timeout_s=10.0)
@@ -359,16 +383,19 @@ async def test_a_connection_left_mid_result_is_not_reused(provider: MySqlProvide
     assert pool is not None
     slot = pool.try_acquire()
     assert slot is not None
-    decoders = slot.connection().decoders
-    original = decoders[pymysql.constants.FIELD_TYPE.DATE]
+    # The driver decodes each binary row as it reads it: the first row's decoding fails, with
+    # the rest of the rows still unread on the socket.
+    protocol = slot.connection()._protocol
+    assert protocol is not None
+    original = protocol._parse_binary_values
     failures = iter([True])
 
-    def fails_once(value: Any) -> Any:
+    def fails_once(*args: Any, **kwargs: Any) -> Any:
         if next(failures, False):
             raise ValueError("a converter failed part-way through the rows")
-        return original(value)
+        return original(*args, **kwargs)
 
-    decoders[pymysql.constants.FIELD_TYPE.DATE] = fails_once
+    monkeypatch.setattr(protocol, "_parse_binary_values", fails_once)
     pool.release(slot)
     with pytest.raises(ProviderError):
         await provider.execute(_acme(), timeout_s=10.0)
@@ -396,21 +423,21 @@ async def test_short_and_stopword_required_terms_are_enforced(provider: MySqlPro
 async def test_identifiers_with_percent_and_backticks(
     server: Server, contract_database: str
 ) -> None:
-    """Identifiers never reach PyMySQL's %-formatting unescaped: odd names just work."""
+    """Identifiers holding ``%``, ``%(name)s`` and backticks stay identifiers: the text is
+    read back from the builder's ``pyformat`` exactly, and no driver %-formats it; a ``?``
+    inside a quoted identifier is no placeholder to the server."""
+    title = "art_title 100%s ?"
     odd = attrs.evolve(
         CONTRACT_MAPPING,
         relation="odd `table` 50%(lim)s",
         text_index="odd%s idx",
         fields=tuple(
-            attrs.evolve(f, column=f"{f.column} 100%") if f.name == "title" else f
+            attrs.evolve(f, column=title) if f.name == "title" else f
             for f in CONTRACT_MAPPING.fields
         ),
     )
-    columns = tuple((f"{n} 100%" if n == "art_title" else n, kind) for n, kind in CONTRACT_COLUMNS)
-    rows = [
-        {("art_title 100%" if k == "art_title" else k): v for k, v in r.items()}
-        for r in CONTRACT_ROWS
-    ]
+    columns = tuple((title if n == "art_title" else n, kind) for n, kind in CONTRACT_COLUMNS)
+    rows = [{(title if k == "art_title" else k): v for k, v in r.items()} for r in CONTRACT_ROWS]
     seed_table(server, contract_database, odd, columns, rows)
     provider = server.provider(contract_database, mappings=(odd,))
     try:

@@ -148,7 +148,8 @@ def _template(scheme: str, dsn: str, user: str, variable: str, database: str) ->
 def maria_reader(server: Server, maria_database: str) -> Iterator[tuple[str, str]]:
     """A read-only MariaDB principal with a password, for this test's database only.
 
-    (No bind arguments: PyMySQL would read the host pattern's ``%`` as a placeholder.)
+    (No bind arguments: the seeding driver would read the host pattern's ``%`` as a
+    placeholder.)
     """
     user, password = f"esra_rd_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     with server.connect() as connection, connection.cursor() as cursor:

@@ -1,4 +1,4 @@
-"""esra-mysql: a read-only MySQL 8 / MariaDB 10.6+ FULLTEXT search provider over PyMySQL."""
+"""esra-mysql: a read-only MySQL 8 / MariaDB 10.6+ FULLTEXT search provider."""
 
 from esra.mysql._fulltext import MatchAgainstFullText, TokenRules
 from esra.mysql._index import (

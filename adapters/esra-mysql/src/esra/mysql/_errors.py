@@ -1,13 +1,14 @@
-"""Classify PyMySQL exceptions into the sixteen provider error codes by server error number.
+"""Classify mysql-connector-python exceptions into the sixteen provider error codes.
 
-PyMySQL raises subclasses of ``pymysql.err.MySQLError`` whose ``args[0]`` is the MySQL /
-MariaDB error number (client-side numbers 2002-2055 for connection failures). The number
-decides the code; the message is never parsed and goes to the log only.
+mysql-connector-python raises subclasses of ``mysql.connector.Error`` whose ``errno`` is the
+MySQL / MariaDB error number (client-side numbers 2002-2055 for connection failures), or -1
+when the driver itself has none. The number decides the code; the message is never parsed and
+goes to the log only.
 """
 
 from __future__ import annotations
 
-import pymysql
+from mysql.connector import Error, InterfaceError, OperationalError
 
 from esra.core.codes import ProviderErrorCode
 from esra.sql import ExecutionState
@@ -75,10 +76,20 @@ ERROR_CODES: dict[int, ProviderErrorCode] = {
 
 
 def error_number(exc: BaseException) -> int | None:
-    """Return the server / client error number PyMySQL put in ``exc.args[0]``, if any."""
-    if isinstance(exc, pymysql.err.MySQLError) and exc.args and isinstance(exc.args[0], int):
-        return exc.args[0]
+    """Return the server / client error number of a driver exception, if it has one."""
+    if isinstance(exc, Error) and isinstance(exc.errno, int) and exc.errno > 0:
+        return exc.errno
     return None
+
+
+def _connection_failure(exc: BaseException) -> bool:
+    """The driver's "no usable connection" without a number of the table: an
+    ``InterfaceError`` (the driver's class for the socket, TLS and the handshake) or an
+    ``OperationalError`` without a number ("MySQL Connection not available": closed under
+    us)."""
+    if isinstance(exc, InterfaceError):
+        return error_number(exc) not in ERROR_CODES
+    return isinstance(exc, OperationalError) and error_number(exc) is None
 
 
 def classify(
@@ -87,7 +98,7 @@ def classify(
     """Return the provider error code for ``exc``.
 
     Args:
-        exc: the exception PyMySQL (or the socket under it) raised.
+        exc: the exception mysql-connector-python (or the socket under it) raised.
         has_text_index: whether the mapping configures a text index. Error 1191 (no FULLTEXT
             index matching the MATCH column list) is ``COLUMN_NOT_INDEXED`` when it does —
             the configured index does not cover exactly the searchable columns — and
@@ -95,8 +106,7 @@ def classify(
         state: the execution's deadline/cancellation flags: a ``KILL QUERY`` sent because the
             client-side deadline passed (not because of cancellation) is a ``TIMEOUT``.
     """
-    if isinstance(exc, pymysql.err.InterfaceError):
-        # PyMySQL's "(0, '')": the connection was already closed under us.
+    if _connection_failure(exc):
         return _C.CONNECTION_REFUSED
     number = error_number(exc)
     if number is None:
@@ -112,6 +122,6 @@ def classify(
 
 def is_connection_lost(exc: BaseException) -> bool:
     """Whether the connection that raised ``exc`` can no longer be used."""
-    if isinstance(exc, pymysql.err.InterfaceError):
+    if isinstance(exc, InterfaceError) or _connection_failure(exc):
         return True
     return error_number(exc) in {2006, 2013, 2055, 1053, 1927}

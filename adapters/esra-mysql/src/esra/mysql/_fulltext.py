@@ -1,6 +1,6 @@
 """MySQL / MariaDB FULLTEXT as a ``FullTextDialect``: natural-language MATCH plus literal LIKE.
 
-User text is only ever a bound literal. Every ``MATCH(cols) AGAINST (... IN NATURAL LANGUAGE
+User text is only ever a bound parameter. Every ``MATCH(cols) AGAINST (... IN NATURAL LANGUAGE
 MODE)`` gets a bind value reduced to word characters and spaces: ``"`` (a phrase in
 natural-language mode) is removed, and so is every other punctuation character, because
 InnoDB parses natural-language queries with its boolean grammar too — observed on MariaDB

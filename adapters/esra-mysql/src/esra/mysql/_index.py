@@ -9,9 +9,9 @@ the index is built.
 
 This is administration: run it over a connection of your own that may alter the table; the
 provider itself only ever reads. Identifiers come from configuration and are quoted by
-SQLAlchemy's MySQL quoter (backticks doubled, ``%`` doubled because PyMySQL formats the whole
-command text with ``%`` — the statement is executed with an empty argument dictionary so the
-doubling is read back as one ``%``).
+SQLAlchemy's MySQL quoter (backticks doubled). The statement carries no value and is executed
+without arguments, so no DB-API driver %-formats it: mysql-connector-python's and PyMySQL's
+connections both send it as written.
 """
 
 from __future__ import annotations
@@ -64,16 +64,17 @@ def fulltext_index_statement(mapping: Mapping, *, columns: Sequence[str] | None 
 def create_fulltext_index(
     connection: Any, mapping: Mapping, *, columns: Sequence[str] | None = None
 ) -> None:
-    """Create ``mapping.text_index`` on the mapping's table over a PyMySQL ``connection``.
+    """Create ``mapping.text_index`` on the mapping's table over a DB-API ``connection``
+    (mysql-connector-python's; PyMySQL's works too).
 
     Rows already in the table are indexed at once; InnoDB keeps the index in step with later
     writes (committed rows become searchable at commit). DDL commits implicitly.
 
     Raises:
         ValueError: if the mapping names no text index or has nothing to index.
-        pymysql.err.MySQLError: if the server refuses (no ALTER privilege, a column that is
+        mysql.connector.Error: if the server refuses (no ALTER privilege, a column that is
             not CHAR / VARCHAR / TEXT, a table engine without FULLTEXT support...).
     """
     statement = fulltext_index_statement(mapping, columns=columns)
     with connection.cursor() as cursor:
-        cursor.execute(statement, {})
+        cursor.execute(statement)

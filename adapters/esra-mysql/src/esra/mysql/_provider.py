@@ -1,4 +1,5 @@
-"""MySqlProvider: the ``SearchProvider`` over MySQL 8 / MariaDB 10.6+ FULLTEXT, via PyMySQL.
+"""MySqlProvider: the ``SearchProvider`` over MySQL 8 / MariaDB 10.6+ FULLTEXT, via
+mysql-connector-python.
 
 Nothing connects at construction. On first use the source's connection template is resolved
 (``esra.sql.resolve_connection``: template check, host allowlist, then secrets — all before
@@ -7,7 +8,10 @@ and full-text token rules.
 
 The shared shell (``esra.sql.SqlSearchProvider``) refuses anything the validator did not
 issue and builds (or reuses) the shared SQLAlchemy statement; the MySQL part here runs it on
-a pooled connection on that connection's own worker thread, as one statement: the session is
+a pooled connection on that connection's own worker thread, as one server-side prepared
+statement whose text holds a ``?`` for every value (``esra.mysql._placeholders``) and whose
+values travel apart from it, in the binary protocol (``esra.mysql._prepared``): no term,
+filter value or claim is ever part of the text the server parses. The session is
 ``SET SESSION TRANSACTION READ ONLY`` at connect and runs in autocommit, so the bounded
 SELECT is a read-only transaction of its own. An explicit ``START TRANSACTION READ ONLY``
 and ``ROLLBACK`` around it would be two more round trips adding nothing: the session's
@@ -31,7 +35,8 @@ from concurrent.futures import Future
 from typing import Any
 
 import attrs
-import pymysql
+from mysql.connector import Error as DriverError
+from mysql.connector.connection import MySQLConnection
 
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import Mapping
@@ -41,8 +46,11 @@ from esra.core.providers import ValidatedQuery
 from esra.mysql._errors import ExecutionState, classify, is_connection_lost
 from esra.mysql._fulltext import MatchAgainstFullText
 from esra.mysql._index import fulltext_index_columns
+from esra.mysql._placeholders import prepared_text
+from esra.mysql._prepared import fetch_all
 from esra.mysql._quote import DIALECT
 from esra.mysql._server import ServerInfo, detect_server, with_timeout
+from esra.mysql._session import open_session
 from esra.sql import (
     HEALTH_TIMEOUT_S,
     BuiltStatement,
@@ -61,6 +69,12 @@ from esra.sql import (
 
 __all__ = ["SCHEMES", "TEMPLATE_OPTIONS", "MySqlProvider"]
 
+# Record-level security compares text under this collation, not the column's: a column's
+# ``utf8mb4_unicode_ci`` (or any _ci/_ai collation) makes a claim ``EMEA`` or ``émea`` equal
+# ``emea``. ``utf8mb4_bin`` compares code points and exists on MySQL 5.5+ and every MariaDB;
+# its PAD SPACE is harmless, since a claim padded with whitespace is refused before binding.
+RECORD_TEXT_COLLATION = "utf8mb4_bin"
+
 _log = logging.getLogger("esra.mysql")
 
 SCHEMES: dict[str, int] = {"mysql": 3306, "mariadb": 3306}
@@ -68,15 +82,15 @@ SCHEMES: dict[str, int] = {"mysql": 3306, "mariadb": 3306}
 TEMPLATE_OPTIONS = frozenset({"ssl_ca", "ssl_verify_identity", "connect_timeout"})
 
 _GRACE_S = 1.0
-_TRUE = frozenset({"1", "true", "yes", "on"})
 
 
 @attrs.frozen
 class _Job:
-    """What a slot's thread runs: bounded command text, its values, and how to classify."""
+    """What a slot's thread runs: bounded command text, its values in placeholder order, and
+    how to classify a failure."""
 
     sql: str
-    params: dict[str, object]
+    values: tuple[object, ...]
     query_id: str
     has_index: bool
 
@@ -124,7 +138,7 @@ class _Execution:
 
 
 class _MySqlEngine:
-    """The MySQL part of the provider: PyMySQL sessions pinned to threads, the server's
+    """The MySQL part of the provider: read-only sessions pinned to threads, the server's
     flavour and token rules learnt at first connect, and ``KILL QUERY`` to stop a statement."""
 
     traits = EngineTraits(name="mysql", text_index=TextIndexKind.MYSQL_FULLTEXT)
@@ -144,7 +158,7 @@ class _MySqlEngine:
         self._pool_size = pool_size
         self._connect_timeout_s = connect_timeout_s
         self._cache = cache if cache is not None else CompiledStatementCache()
-        self._pool: SlotPool[Any] | None = None
+        self._pool: SlotPool[MySQLConnection] | None = None
         self._server: ServerInfo | None = None
         self._builder: StatementBuilder | None = None
         self._closed = False
@@ -172,7 +186,7 @@ class _MySqlEngine:
             self._lock, self._lock_loop = asyncio.Lock(), loop
         return self._lock
 
-    async def _ready(self) -> tuple[SlotPool[Any], ServerInfo, StatementBuilder]:
+    async def _ready(self) -> tuple[SlotPool[MySQLConnection], ServerInfo, StatementBuilder]:
         """Resolve the template, make the pool and learn the server, once.
 
         Raises:
@@ -190,7 +204,10 @@ class _MySqlEngine:
             if self._server is None or self._builder is None:
                 server = await self._on_slot(self._pool, self._detect, timeout_s=None)
                 self._builder = StatementBuilder(
-                    DIALECT, MatchAgainstFullText(server.rules), cache=self._cache
+                    DIALECT,
+                    MatchAgainstFullText(server.rules),
+                    cache=self._cache,
+                    record_text_collation=RECORD_TEXT_COLLATION,
                 )
                 self._server = server
                 _log.info("mysql source is %s %s", server.flavor.value, server.version)
@@ -206,40 +223,20 @@ class _MySqlEngine:
         if timeout is not None and not timeout.isdigit():
             raise ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
 
-    def _connect(self) -> Any:
+    def _connect(self) -> MySQLConnection:
         """Open one read-only session (runs on a slot's thread or the killer's)."""
         target = self._connection.resolve_from_thread()  # the secret as it is now
-        timeout = target.option("connect_timeout")
-        ssl_ca = target.option("ssl_ca")
-        connection = pymysql.connect(
-            host=target.host,
-            port=target.port,
-            user=target.user,
-            password=target.password,
-            database=target.database or None,
-            charset="utf8mb4",
-            connect_timeout=int(timeout) if timeout else self._connect_timeout_s,
-            autocommit=True,
-            local_infile=False,
-            client_flag=0,  # never CLIENT.MULTI_STATEMENTS
-            ssl_ca=ssl_ca,
-            ssl_verify_identity=(target.option("ssl_verify_identity", "") or "").lower() in _TRUE,
-        )
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SET SESSION TRANSACTION READ ONLY")
-        except BaseException:
-            connection.close()
-            raise
-        return connection
+        return open_session(target, connect_timeout_s=self._connect_timeout_s)
 
-    def _detect(self, slot: ConnectionSlot[Any]) -> ServerInfo:
+    def _detect(self, slot: ConnectionSlot[MySQLConnection]) -> ServerInfo:
         try:
             return detect_server(slot.connection())
-        except pymysql.err.MySQLError as exc:
+        except DriverError as exc:
             raise self._failure(exc, slot, "connect", ExecutionState(), True) from exc
 
-    async def _on_slot(self, pool: SlotPool[Any], work: Any, timeout_s: float | None) -> Any:
+    async def _on_slot(
+        self, pool: SlotPool[MySQLConnection], work: Any, timeout_s: float | None
+    ) -> Any:
         """Run ``work(slot)`` on a slot's thread; the slot returns when the work ends."""
         try:
             slot = await pool.acquire_async(HEALTH_TIMEOUT_S if timeout_s is None else timeout_s)
@@ -261,18 +258,19 @@ class _MySqlEngine:
         pool, server, _ = await self._ready()  # done by statement_builder(): only the lock
         try:
             remaining = budget.remaining()
-            sql = with_timeout(built.sql, server.flavor, remaining)
+            text = prepared_text(built.sql)
+            sql = with_timeout(text.sql, server.flavor, remaining)
+            values = tuple(utf8_bindable(value) for value in text.values(built.params))
         except Exception as exc:
             _log.warning("mysql statement could not be built for %s", query.query_id)
             raise ProviderError(ProviderErrorCode.UNKNOWN) from exc
-        params = {name: utf8_bindable(value) for name, value in built.params.items()}
         try:
             slot = await pool.acquire_async(remaining)
         except PoolTimeoutError as exc:
             raise ProviderError(ProviderErrorCode.TIMEOUT) from exc
         execution = _Execution()
         has_index = query.mapping.text_index is not None
-        job = _Job(sql, params, query.query_id, has_index)
+        job = _Job(sql, values, query.query_id, has_index)
         future: Future[list[Any]] = slot.executor.submit(self._run, slot, job, execution)
         # The slot goes back only when its thread is done (KILL settled included), so no
         # later statement can share the connection with this one.
@@ -290,7 +288,7 @@ class _MySqlEngine:
 
     def _run(
         self,
-        slot: ConnectionSlot[Any],
+        slot: ConnectionSlot[MySQLConnection],
         job: _Job,
         execution: _Execution,
     ) -> list[Any]:
@@ -300,17 +298,15 @@ class _MySqlEngine:
                 raise ProviderError(self._stop_code(execution))
             try:
                 connection = slot.connection()
-                execution.attach(connection.thread_id())
-                with connection.cursor() as cursor:
-                    try:
-                        cursor.execute(job.sql, job.params)
-                        rows = list(cursor.fetchall())
-                    except Exception:
-                        # A failure can leave the exchange unfinished (a result half read):
-                        # a ROLLBACK that does not come back clean drops the connection
-                        # rather than hand it to the next statement. Only failures pay it.
-                        self._end_transaction(slot, connection)
-                        raise
+                execution.attach(int(connection.connection_id or 0))
+                try:
+                    rows = fetch_all(connection, job.sql, job.values)
+                except Exception:
+                    # A failure can leave the exchange unfinished (a result half read):
+                    # a ROLLBACK that does not come back clean drops the connection
+                    # rather than hand it to the next statement. Only failures pay it.
+                    self._end_transaction(slot, connection)
+                    raise
             except ProviderError:
                 raise
             except Exception as exc:
@@ -329,7 +325,9 @@ class _MySqlEngine:
         return ProviderErrorCode.CANCELLED
 
     @staticmethod
-    def _end_transaction(slot: ConnectionSlot[Any], connection: Any) -> None:
+    def _end_transaction(
+        slot: ConnectionSlot[MySQLConnection], connection: MySQLConnection
+    ) -> None:
         try:
             connection.rollback()
         except Exception:  # a connection that cannot roll back is dropped
@@ -338,7 +336,7 @@ class _MySqlEngine:
     @staticmethod
     def _failure(
         exc: BaseException,
-        slot: ConnectionSlot[Any],
+        slot: ConnectionSlot[MySQLConnection],
         query_id: str,
         state: ExecutionState,
         has_index: bool,
@@ -366,8 +364,8 @@ class _MySqlEngine:
         try:
             connection = self._connect()
             try:
-                with connection.cursor() as cursor:
-                    cursor.execute("KILL QUERY %(id)s", {"id": int(thread_id)})
+                # The server's own connection id, an int: nothing of any query's content.
+                connection.cmd_query(f"KILL QUERY {int(thread_id)}")
             finally:
                 connection.close()
         except Exception as exc:  # the server-side limit still ends it
@@ -382,7 +380,7 @@ class _MySqlEngine:
 
         Raises:
             ProviderError: the template, allowlist, secret or connection codes.
-            pymysql.err.MySQLError: a failure of the check's own statements.
+            mysql.connector.Error: a failure of the check's own statements.
         """
         pool, _, _ = await self._ready()
         ready: list[bool] = await self._on_slot(
@@ -390,18 +388,18 @@ class _MySqlEngine:
         )
         return ready
 
-    def _readiness(self, slot: ConnectionSlot[Any], mappings: Sequence[Mapping]) -> list[bool]:
+    def _readiness(
+        self, slot: ConnectionSlot[MySQLConnection], mappings: Sequence[Mapping]
+    ) -> list[bool]:
         connection = slot.connection()
         try:
-            with connection.cursor() as cursor:
-                cursor.execute("START TRANSACTION READ ONLY")
-                try:
-                    cursor.execute("SELECT 1")
-                    cursor.fetchall()
-                    return [_mapping_ready(cursor, m) for m in mappings]
-                finally:
-                    self._end_transaction(slot, connection)
-        except pymysql.err.MySQLError as exc:
+            connection.cmd_query("START TRANSACTION READ ONLY")
+            try:
+                fetch_all(connection, "SELECT 1")
+                return [_mapping_ready(connection, m) for m in mappings]
+            finally:
+                self._end_transaction(slot, connection)
+        except DriverError as exc:
             if is_connection_lost(exc):
                 slot.discard()
             raise
@@ -464,28 +462,30 @@ class MySqlProvider(SqlSearchProvider[_MySqlEngine]):
         self._engine.close()
 
 
-def _mapping_ready(cursor: Any, mapping: Mapping) -> bool:
+def _mapping_ready(connection: MySQLConnection, mapping: Mapping) -> bool:
     """Whether the mapping's table exists and a FULLTEXT index covers its searchable columns."""
-    scope = {"schema": mapping.schema, "table": mapping.relation}
-    cursor.execute(
+    scope = (mapping.schema, mapping.relation)
+    ((tables,),) = fetch_all(
+        connection,
         "SELECT COUNT(*) FROM information_schema.TABLES "
-        "WHERE TABLE_SCHEMA = COALESCE(%(schema)s, DATABASE()) AND TABLE_NAME = %(table)s",
+        "WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
         scope,
     )
-    if not cursor.fetchone()[0]:
+    if not tables:
         return False
     try:
         wanted = fulltext_index_columns(mapping)
     except ValueError:
         return True  # nothing searchable: term-less (RECENT) queries only
-    cursor.execute(
+    rows = fetch_all(
+        connection,
         "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
-        "WHERE TABLE_SCHEMA = COALESCE(%(schema)s, DATABASE()) AND TABLE_NAME = %(table)s "
+        "WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? "
         "AND INDEX_TYPE = 'FULLTEXT' ORDER BY INDEX_NAME, SEQ_IN_INDEX",
         scope,
     )
     indexes: dict[str, list[str]] = {}
-    for name, column in cursor.fetchall():
+    for name, column in rows:
         indexes.setdefault(str(name), []).append(str(column))
     if mapping.text_index is not None:
         return tuple(indexes.get(mapping.text_index, ())) == wanted

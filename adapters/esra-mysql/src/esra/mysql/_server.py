@@ -1,7 +1,8 @@
 """Which server the provider talks to — MariaDB or MySQL — and how each bounds a statement.
 
-The flavour is read from the server version PyMySQL receives in the handshake (MariaDB's
-contains ``MariaDB``), so no query is needed. It decides the server-side statement timeout:
+The flavour is read from ``VERSION()`` (MariaDB's contains ``MariaDB``), in the statement
+that reads the full-text token rules at first connect. It decides the server-side statement
+timeout:
 
 - MariaDB 10.1+: ``SET STATEMENT max_statement_time=<seconds> FOR SELECT ...`` — the limit
   applies to that one statement only; exceeding it raises error 1969.
@@ -9,7 +10,8 @@ contains ``MariaDB``), so no query is needed. It decides the server-side stateme
   SELECTs only; exceeding it raises error 3024.
 
 The number is computed here from the caller's float timeout (never from query content) and
-formatted as a plain decimal, so it cannot carry anything but digits and a point.
+formatted as a plain decimal, so it cannot carry anything but digits and a point. It is part
+of the prepared text: neither form accepts a ``?`` there (MariaDB answers 1232).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from __future__ import annotations
 import logging
 import math
 from enum import StrEnum
-from typing import Any
 
 import attrs
+from mysql.connector.connection import MySQLConnection
 
 from esra.mysql._fulltext import DEFAULT_STOPWORDS, TokenRules, stopwords_from
+from esra.mysql._prepared import fetch_all
 from esra.mysql._quote import quote_identifier
 
 __all__ = ["ServerFlavor", "ServerInfo", "detect_server", "with_timeout"]
@@ -49,7 +52,7 @@ class ServerInfo:
 
 
 def flavor_of(version: str) -> ServerFlavor:
-    """Return the flavour a handshake version string names (``10.11.6-MariaDB-...``)."""
+    """Return the flavour a version string names (``10.11.6-MariaDB-...``)."""
     return ServerFlavor.MARIADB if "mariadb" in version.lower() else ServerFlavor.MYSQL
 
 
@@ -73,34 +76,32 @@ def with_timeout(sql: str, flavor: ServerFlavor, timeout_s: float) -> str:
     return f"SELECT /*+ MAX_EXECUTION_TIME({milliseconds}) */ {sql[len(_SELECT) :]}"
 
 
-def detect_server(connection: Any) -> ServerInfo:
-    """Read the flavour and the InnoDB full-text token rules over an open PyMySQL connection.
+def detect_server(connection: MySQLConnection) -> ServerInfo:
+    """Read the version and the InnoDB full-text token rules over an open connection.
 
     The token sizes come from ``@@innodb_ft_min_token_size`` / ``@@innodb_ft_max_token_size``;
     the stopwords from the configured stopword table if one is set, else InnoDB's default
     list (``INFORMATION_SCHEMA.INNODB_FT_DEFAULT_STOPWORD``, which needs the PROCESS
     privilege — a reader without it gets the built-in copy of the same 36 words).
     """
-    version = str(connection.get_server_info())
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT @@innodb_ft_min_token_size, @@innodb_ft_max_token_size, "
-            "@@innodb_ft_enable_stopword, @@innodb_ft_server_stopword_table, "
-            "@@innodb_ft_user_stopword_table"
-        )
-        row = cursor.fetchone()
-    min_token, max_token, enabled, server_table, user_table = row
+    (row,) = fetch_all(
+        connection,
+        "SELECT VERSION(), @@innodb_ft_min_token_size, @@innodb_ft_max_token_size, "
+        "@@innodb_ft_enable_stopword, @@innodb_ft_server_stopword_table, "
+        "@@innodb_ft_user_stopword_table",
+    )
+    version, min_token, max_token, enabled, server_table, user_table = row
     stopwords: frozenset[str] = frozenset()
     if int(enabled):
         stopwords = _stopwords(connection, user_table or server_table)
     return ServerInfo(
-        flavor=flavor_of(version),
-        version=version,
+        flavor=flavor_of(str(version)),
+        version=str(version),
         rules=TokenRules(int(min_token), int(max_token), stopwords),
     )
 
 
-def _stopwords(connection: Any, table: object) -> frozenset[str]:
+def _stopwords(connection: MySQLConnection, table: object) -> frozenset[str]:
     """Read the stopword list in effect; fall back to InnoDB's defaults if it cannot be read."""
     if table:
         database, _, name = str(table).partition("/")
@@ -108,9 +109,7 @@ def _stopwords(connection: Any, table: object) -> frozenset[str]:
     else:
         source = "INFORMATION_SCHEMA.INNODB_FT_DEFAULT_STOPWORD"
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT value FROM {source}", {})  # noqa: S608 - quoted identifiers
-            return stopwords_from(cursor.fetchall())
+        return stopwords_from(fetch_all(connection, f"SELECT value FROM {source}"))  # noqa: S608 - quoted identifiers
     except Exception:  # a reader may lack PROCESS; the defaults are exact
         _log.info("mysql stopword list not readable; using InnoDB's defaults")
         return DEFAULT_STOPWORDS

@@ -136,8 +136,8 @@ PROVIDER_RULES: tuple[Rule, ...] = (
     Rule(
         "provider.module",
         _C.PROVIDER_DIAGNOSTIC,
-        r"\b(?:psycopg2?|pymysql|MySQLdb|sqlite3|oracledb|cx_Oracle|pymssql|pyodbc|sqlalchemy"
-        r"|asyncpg|aiosqlite)\b",
+        r"\b(?:psycopg2?|pymysql|MySQLdb|mysql\.connector|sqlite3|oracledb|cx_Oracle|pymssql"
+        r"|pyodbc|sqlalchemy|asyncpg|aiosqlite)\b",
     ),
     Rule(
         "provider.exception_class",
