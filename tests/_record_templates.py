@@ -145,36 +145,41 @@ DROPPED_PAYLOADS: tuple[str, ...] = ("\x00emea", "emea\x00", "\u200bemea", "em\x
 
 
 def query_for(
-    provider: SearchProvider, claims: MappingABC[str, ClaimValue]
+    provider: SearchProvider,
+    claims: MappingABC[str, ClaimValue],
+    *,
+    mapping: Mapping = MAPPING,
+    term: str = SEARCH_TERM,
 ) -> ValidatedQuery | None:
-    """Have the real validator issue a keyword query over ``MAPPING`` for ``claims``.
+    """Have the real validator issue a keyword query for ``term`` over ``mapping`` (the
+    template contract's by default) for a caller holding ``claims``.
 
     Returns ``None`` when the validator drops the source because a claim cannot be bound;
     any other outcome (a rejected plan) fails the test, so "saw nothing" is never vacuous.
     """
     source = Source(
-        id=MAPPING.source_id, tenant_id=MAPPING.tenant_id, name="Template source",
+        id=mapping.source_id, tenant_id=mapping.tenant_id, name="Template source",
         description="", provider_kind="test", connection_ref="test",
     )  # fmt: skip
     limits = CapabilityLimits(max_rows_per_query=provider.capabilities.max_rows)
     capability = Capability(
-        id="cap-rt", tenant_id=MAPPING.tenant_id, name="Templates",
+        id="cap-rt", tenant_id=mapping.tenant_id, name="Templates",
         bindings=(SourceBinding(source.id, BindingMode.MANDATORY),), limits=limits,
     )  # fmt: skip
     exposure = Exposure(
-        id="exp-rt", tenant_id=MAPPING.tenant_id, slug="rt", capability_id=capability.id,
+        id="exp-rt", tenant_id=mapping.tenant_id, slug="rt", capability_id=capability.id,
         audience=frozenset({"app-rt"}), published=True,
     )  # fmt: skip
-    scoped = ScopedSource(source, BindingMode.MANDATORY, (MAPPING,), SourceHealth.HEALTHY)
+    scoped = ScopedSource(source, BindingMode.MANDATORY, (mapping,), SourceHealth.HEALTHY)
     scope = EffectiveScope(
         exposure, capability, (scoped,), limits, frozenset({ResponseMode.RESULTS}), "rt"
     )
     ctx = InvocationContext(
-        tenant_id=MAPPING.tenant_id, client_app_id="app-rt",
+        tenant_id=mapping.tenant_id, client_app_id="app-rt",
         caller=CallerIdentity("rt-caller", dict(claims)), exposure_slug="rt",
         correlation_id="rt",
     )  # fmt: skip
-    planned = PlannedQuery(source.id, MAPPING.id, "keyword", optional_terms=(SEARCH_TERM,))
+    planned = PlannedQuery(source.id, mapping.id, "keyword", optional_terms=(term,))
     outcome = validate(
         [planned], ctx=ctx, selection=Selection((scoped,)), scope=scope,
         capabilities={source.id: provider.capabilities},

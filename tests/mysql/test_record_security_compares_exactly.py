@@ -22,25 +22,12 @@ from collections.abc import Mapping as MappingABC
 
 import pytest
 
-from esra.core._config.capability import (
-    BindingMode,
-    Capability,
-    CapabilityLimits,
-    ResponseMode,
-    SourceBinding,
-)
-from esra.core._config.exposure import Exposure
 from esra.core._config.mapping import FieldSpec, FieldType, Mapping, RecordFilter
-from esra.core._config.source import Source, SourceHealth
-from esra.core._context import CallerIdentity, ClaimValue, InvocationContext
-from esra.core._pipeline.scope import EffectiveScope, ScopedSource
-from esra.core._pipeline.selection import Selection
-from esra.core._pipeline.validation import validate
-from esra.core._query import PlannedQuery
-from esra.core.providers import ValidatedQuery
+from esra.core._context import ClaimValue
 from esra.mysql import MySqlProvider
 from tests._bm25_corpus import MAPPING as BM25_MAPPING
 from tests._bm25_corpus import MINE, OWNED_COLUMNS, ranked_query
+from tests._record_templates import query_for
 from tests.mysql.conftest import (
     Server,
     close_now,
@@ -104,47 +91,10 @@ ROWS = tuple(
 )  # fmt: skip
 
 
-def _validated(
-    provider: MySqlProvider, mapping: Mapping, claims: MappingABC[str, ClaimValue]
-) -> ValidatedQuery | None:
-    """The real validator's keyword query for ``claims``; ``None`` when the source is dropped."""
-    source = Source(
-        id=mapping.source_id, tenant_id=TENANT, name="Regional", description="",
-        provider_kind="test", connection_ref="test",
-    )  # fmt: skip
-    limits = CapabilityLimits(max_rows_per_query=provider.capabilities.max_rows)
-    capability = Capability(
-        id="cap-rs", tenant_id=TENANT, name="Regional",
-        bindings=(SourceBinding(source.id, BindingMode.MANDATORY),), limits=limits,
-    )  # fmt: skip
-    exposure = Exposure(
-        id="exp-rs", tenant_id=TENANT, slug="rs", capability_id=capability.id,
-        audience=frozenset({"app-rs"}), published=True,
-    )  # fmt: skip
-    scoped = ScopedSource(source, BindingMode.MANDATORY, (mapping,), SourceHealth.HEALTHY)
-    scope = EffectiveScope(
-        exposure, capability, (scoped,), limits, frozenset({ResponseMode.RESULTS}), "rs"
-    )
-    ctx = InvocationContext(
-        tenant_id=TENANT, client_app_id="app-rs", caller=CallerIdentity("c", dict(claims)),
-        exposure_slug="rs", correlation_id="rs",
-    )  # fmt: skip
-    planned = PlannedQuery(source.id, mapping.id, "keyword", optional_terms=("report",))
-    outcome = validate(
-        [planned], ctx=ctx, selection=Selection((scoped,)), scope=scope,
-        capabilities={source.id: provider.capabilities},
-    )  # fmt: skip
-    if outcome.dropped_sources == (source.id,):
-        return None
-    assert outcome.rejections == (), outcome.rejections
-    (query,) = outcome.queries
-    return query
-
-
 def _visible(
     provider: MySqlProvider, mapping: Mapping, claims: MappingABC[str, ClaimValue]
 ) -> frozenset[str]:
-    query = _validated(provider, mapping, claims)
+    query = query_for(provider, claims, mapping=mapping, term="report")
     if query is None:
         return frozenset()
     return frozenset(row.key for row in run_query(provider, query))

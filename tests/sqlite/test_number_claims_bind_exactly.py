@@ -13,22 +13,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from esra.core._config.capability import (
-    BindingMode,
-    Capability,
-    CapabilityLimits,
-    ResponseMode,
-    SourceBinding,
-)
-from esra.core._config.exposure import Exposure
 from esra.core._config.mapping import FieldSpec, FieldType, Mapping, Operator, RecordFilter
-from esra.core._config.source import Source, SourceHealth
-from esra.core._context import CallerIdentity, ClaimValue, InvocationContext
-from esra.core._pipeline.scope import EffectiveScope, ScopedSource
-from esra.core._pipeline.selection import Selection
-from esra.core._pipeline.validation import validate
-from esra.core._query import PlannedQuery
+from esra.core._context import ClaimValue
 from esra.sqlite import SqliteFts5Provider
+from tests._record_templates import query_for
 from tests.sqlite.conftest import seed_database
 
 TENANT = "t-contract"
@@ -62,36 +50,10 @@ ROWS = tuple(
 async def _visible(
     provider: SqliteFts5Provider, mapping: Mapping, claims: MappingABC[str, ClaimValue]
 ) -> frozenset[str] | None:
-    source = Source(
-        id=mapping.source_id, tenant_id=TENANT, name="Classified", description="",
-        provider_kind="test", connection_ref="test",
-    )  # fmt: skip
-    limits = CapabilityLimits(max_rows_per_query=provider.capabilities.max_rows)
-    capability = Capability(
-        id="cap-lv", tenant_id=TENANT, name="Classified",
-        bindings=(SourceBinding(source.id, BindingMode.MANDATORY),), limits=limits,
-    )  # fmt: skip
-    exposure = Exposure(
-        id="exp-lv", tenant_id=TENANT, slug="lv", capability_id=capability.id,
-        audience=frozenset({"app-lv"}), published=True,
-    )  # fmt: skip
-    scoped = ScopedSource(source, BindingMode.MANDATORY, (mapping,), SourceHealth.HEALTHY)
-    scope = EffectiveScope(
-        exposure, capability, (scoped,), limits, frozenset({ResponseMode.RESULTS}), "lv"
-    )
-    ctx = InvocationContext(
-        tenant_id=TENANT, client_app_id="app-lv", caller=CallerIdentity("c", dict(claims)),
-        exposure_slug="lv", correlation_id="lv",
-    )  # fmt: skip
-    planned = PlannedQuery(source.id, mapping.id, "keyword", optional_terms=("report",))
-    outcome = validate(
-        [planned], ctx=ctx, selection=Selection((scoped,)), scope=scope,
-        capabilities={source.id: provider.capabilities},
-    )  # fmt: skip
-    if outcome.dropped_sources == (source.id,):
+    """What a caller holding ``claims`` sees; ``None`` when the source is dropped."""
+    query = query_for(provider, claims, mapping=mapping, term="report")
+    if query is None:
         return None
-    assert outcome.rejections == (), outcome.rejections
-    (query,) = outcome.queries
     return frozenset(row.key for row in await provider.execute(query, timeout_s=10.0))
 
 
