@@ -78,3 +78,5 @@ def loads_bounded(data: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidJsonError(f"The body is not valid JSON (line {exc.lineno}).") from None
+    except ValueError:  # an integer past Python's int-string limit (4,300 digits)
+        raise InvalidJsonError("The body is not valid JSON (a number too long).") from None

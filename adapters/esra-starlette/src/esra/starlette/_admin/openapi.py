@@ -32,7 +32,8 @@ class Operation:
 
 _STORE_ERRORS = (401, 403, 404)
 _DOCUMENT_ERRORS = (401, 403, 404, 409)
-_CONFIG_ERRORS = (400, 401, 403, 413, 415, 422)
+# 409: a change naming a stale version (If-Match) is refused, never applied.
+_CONFIG_ERRORS = (400, 401, 403, 409, 413, 415, 422)
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/store", "The store's lifecycle state (and counts once Ready).",
@@ -73,7 +74,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "ESRA_DATA_MANAGE", ok="Document", errors=_DOCUMENT_ERRORS),
     Operation("get", "/store/documents/{document_id}/download",
               "The original bytes, as an attachment.",
-              "ESRA_DATA_MANAGE", ok="Download", errors=_STORE_ERRORS),
+              "ESRA_DATA_MANAGE", ok="Download", errors=(*_STORE_ERRORS, 409)),
     Operation("get", "/config", "The tenant's configuration draft and secret references.",
               "ESRA_DATA_READ", ok="Configuration"),
     Operation("get", "/lookups",
@@ -92,7 +93,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "ESRA_EXPOSURE_MANAGE", body="ConfigObject", errors=_CONFIG_ERRORS),
     Operation("post", "/exposures/{slug}/publish",
               "Re-validate the draft and publish the exposure to the running host.",
-              "ESRA_EXPOSURE_MANAGE", errors=(401, 403, 422)),
+              "ESRA_EXPOSURE_MANAGE", errors=(400, 401, 403, 409, 422)),
     Operation("get", "/audit",
               "The tenant's audit records, newest first, filtered and keyset-paged.",
               "GOVERNANCE_MANAGE or SECURITY_MANAGE", ok="AuditPage",

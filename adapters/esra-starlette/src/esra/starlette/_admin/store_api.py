@@ -129,6 +129,7 @@ class StoreApi:
             # The core audits the denial with the operator; the answer is 403 either way.
             await self._swallow(action(store, operator, document_id))
             raise _forbidden()
+        self._require_ready(store)
         if await store.documents.document(operator, document_id) is None:
             raise _not_found()
         try:
@@ -286,6 +287,7 @@ class StoreApi:
         if not operator.may(Role.ESRA_DATA_MANAGE):
             await self._swallow(store.documents.delete(operator, document_id))
             raise _forbidden()
+        self._require_ready(store)
         try:
             await store.documents.delete(operator, document_id)
         except DocumentReadOnlyError as exc:
@@ -301,6 +303,7 @@ class StoreApi:
         if not operator.may(Role.ESRA_DATA_MANAGE):
             await self._swallow(store.documents.download(operator, document_id))
             raise _forbidden()
+        self._require_ready(store)
         try:
             title, data = await store.documents.download(operator, document_id)
         except NotPermittedError:

@@ -64,11 +64,18 @@ def audit_subject(record: AuditRecord) -> str | None:
     return None
 
 
+_MAX_SEQ = 2**63 - 1
+
+
 def _utc(moment: datetime) -> datetime:
     if moment.tzinfo is None:
         msg = "audit query times must be timezone-aware"
         raise AuditQueryError(msg)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past datetime.max in UTC
+        msg = "audit query time out of range"
+        raise AuditQueryError(msg) from None
 
 
 @attrs.frozen
@@ -98,9 +105,14 @@ class AuditCursor:
         except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error, RecursionError):
             # RecursionError: "[[[…" nests past the decoder's limit; no cursor issued does.
             raise AuditCursorError from None
-        if at.tzinfo is None or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        if at.tzinfo is None or not isinstance(seq, int) or isinstance(seq, bool):
             raise AuditCursorError
-        return cls(at.astimezone(UTC), seq)
+        if not 0 <= seq <= _MAX_SEQ:  # a record number is a signed 64-bit integer
+            raise AuditCursorError
+        try:
+            return cls(at.astimezone(UTC), seq)
+        except OverflowError:  # a time valid where written, out of range in UTC
+            raise AuditCursorError from None
 
 
 def _events(value: Collection[AuditEvent | str]) -> frozenset[AuditEvent]:

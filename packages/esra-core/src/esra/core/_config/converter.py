@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, get_origin
 
+import attrs
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
@@ -20,6 +22,75 @@ __all__ = ["CONVERTER", "dump_snapshot", "load_part", "load_snapshot"]
 _T = TypeVar("_T")
 
 CONVERTER = make_converter(forbid_extra_keys=True)
+
+
+# cattrs structures a primitive by calling its type: ``bool("false")`` is True, ``str({})`` is
+# "{}", ``int(2.5)`` is 2. In configuration that fails open — ``"is_returnable": "false"``
+# made a field returnable, ``"fetch_enabled": "false"`` published a fetch tool — so every
+# primitive accepts only its own JSON type (a hostile review's finding). The hooks are
+# dispatched for subclasses too (a ``StrEnum`` is a ``str``): those still structure as
+# their members, from a value of the base's JSON type.
+def _strict(
+    base: type, name: str, accepts: Callable[[object], bool]
+) -> Callable[[object, type], Any]:
+    def structure(value: object, kind: type) -> Any:
+        if not accepts(value):
+            msg = f"expected {name}, not {type(value).__name__}"
+            raise TypeError(msg)
+        return value if kind is base else kind(value)
+
+    return structure
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_finite_number(value: object) -> bool:
+    return (_is_integer(value) or isinstance(value, float)) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _number(value: object, kind: type) -> float:
+    if not _is_finite_number(value):
+        msg = f"expected a finite number, not {type(value).__name__}"
+        raise TypeError(msg)
+    return float(value) if kind is float else kind(value)  # type: ignore[arg-type]
+
+
+CONVERTER.register_structure_hook(
+    bool, _strict(bool, "true or false", lambda v: isinstance(v, bool))
+)
+CONVERTER.register_structure_hook(int, _strict(int, "an integer", _is_integer))
+CONVERTER.register_structure_hook(float, _number)
+CONVERTER.register_structure_hook(str, _strict(str, "a string", lambda v: isinstance(v, str)))
+
+# A string where a list belongs would be structured as the set (or tuple) of its characters:
+# ``"audience": "app-1"`` an audience of ``a``, ``p``, ``-``, ``1``. Collections accept only
+# JSON arrays, then structure as cattrs does (these are its own set and tuple hooks, kept so
+# errors keep their paths).
+_COLLECTION_HOOKS: dict[object, Callable[[Any, Any], Any]] = {
+    frozenset: CONVERTER._structure_frozenset,
+    tuple: CONVERTER._structure_tuple,
+}
+
+
+def _is_guarded_collection(kind: object) -> bool:
+    return get_origin(kind) in _COLLECTION_HOOKS
+
+
+def _arrays_only(kind: object) -> Callable[[object, object], Any]:
+    structure_items = _COLLECTION_HOOKS[get_origin(kind)]
+
+    def structure(value: object, _kind: object) -> Any:
+        if not isinstance(value, list | tuple | frozenset | set):
+            msg = f"expected a list, not {type(value).__name__}"
+            raise TypeError(msg)
+        return structure_items(value, kind)
+
+    return structure
+
+
+CONVERTER.register_structure_hook_factory(_is_guarded_collection, _arrays_only)
 
 
 def _is_frozenset(kind: object) -> bool:
@@ -73,6 +144,10 @@ def load_part(data: object, kind: type[_T], *, what: str) -> _T:
         ConfigurationError: ``data`` does not describe a valid ``kind``; the message starts
             with ``what``.
     """
+    if attrs.has(kind) and not isinstance(data, dict):
+        # cattrs would fail reading a list or a string as an object with an AttributeError.
+        msg = f"{what} is not valid: expected a JSON object, not {type(data).__name__}"
+        raise ConfigurationError(msg)
     try:
         return CONVERTER.structure(data, kind)
     except ConfigurationError:

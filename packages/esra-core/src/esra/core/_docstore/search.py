@@ -102,7 +102,10 @@ def _utc(parameter: str, moment: datetime | None) -> datetime | None:
         return None
     if moment.tzinfo is None:
         raise DocumentSearchError(parameter, f"{parameter} needs a UTC offset.")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past datetime.max in UTC
+        raise DocumentSearchError(parameter, f"{parameter} is out of range.") from None
 
 
 def _printable(parameter: str, value: str, limit: int) -> None:
@@ -153,7 +156,10 @@ class DocumentCursor:
             raise invalid
         if not document_id.isprintable() or len(document_id) > 128:
             raise invalid
-        return cls(at.astimezone(UTC), document_id)
+        try:
+            return cls(at.astimezone(UTC), document_id)
+        except OverflowError:  # a time valid where written, out of range in UTC
+            raise invalid from None
 
 
 def after_cursor(document: StoredDocument, cursor: DocumentCursor | None) -> bool:
