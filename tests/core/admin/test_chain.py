@@ -524,3 +524,39 @@ async def test_the_published_snapshot_is_kept_while_the_draft_moves_on(
     # A second host reading the same store serves the same publication.
     other_host = DurableConfigRepository(h.store)
     assert await other_host.snapshot(TENANT) == published
+
+
+async def test_a_secret_on_record_but_never_stored_satisfies_neither_model_nor_publication(
+    make_admin: AdminFactory,
+) -> None:
+    """A host killed after recording a secret write in the workspace and before storing it
+    leaves a write on record with nothing behind it (reproduced with ``kill -9`` in
+    ``tests/postgres/test_secret_write_killed.py``): given the secret store, modelling and
+    publication ask it, and refuse."""
+    h = await make_admin()
+    await h.secrets.put_secret(holder(Role.SECURITY_MANAGE), TENANT, "pg-pw", SECRET_VALUE)
+    lost = InMemorySecretVault()  # the store as the kill left it
+    template = "postgresql://reader:${secret:pg-pw}@db.internal/sales"
+    source = make_source("s-1", tenant_id=TENANT, connection_ref=template)
+    mappings = [make_mapping(tenant_id=TENANT)]
+    data = holder(Role.ESRA_DATA_MANAGE)
+
+    refusing = DataModelService(h.store, audit=h.audit, clock=h.clock, secrets=lost)
+    with pytest.raises(ConfigurationError, match="missing connection secret"):
+        await refusing.model_source(data, TENANT, source, mappings)
+
+    stored = DataModelService(h.store, audit=h.audit, clock=h.clock, secrets=h.vault)
+    await stored.model_source(data, TENANT, source, mappings)
+    await stored.define_capability(data, TENANT, make_capability(["s-1"], tenant_id=TENANT))
+    await step_policy(h, holder(Role.GOVERNANCE_MANAGE), TENANT)
+    exposure = make_exposure(tenant_id=TENANT, published=False, source_subset=frozenset({"s-1"}))
+    publisher = holder(Role.ESRA_EXPOSURE_MANAGE)
+    await h.exposures.bind_exposure(publisher, TENANT, exposure)
+    for vault, published in ((lost, False), (h.vault, True)):
+        service = ExposureService(h.store, h.runtime, audit=h.audit, clock=h.clock, secrets=vault)
+        if published:
+            await service.publish(publisher, TENANT, SLUG)
+        else:
+            with pytest.raises(ConfigurationError, match="not stored"):
+                await service.publish(publisher, TENANT, SLUG)
+    assert await h.runtime.snapshot(TENANT) is not None

@@ -151,9 +151,11 @@ class ConfigApi:
         self._workspaces: WorkspaceStore = workspaces or InMemoryWorkspaceStore()
         self._role_claims = role_claims
         self._secrets = ConnectionSecretService(self._workspaces, secrets, audit=audit, clock=clock)
-        self._model = DataModelService(self._workspaces, audit=audit, clock=clock)
+        self._model = DataModelService(self._workspaces, audit=audit, clock=clock, secrets=secrets)
         self._policies = AccessPolicyService(self._workspaces, audit=audit, clock=clock)
-        self._exposures = ExposureService(self._workspaces, publisher, audit=audit, clock=clock)
+        self._exposures = ExposureService(
+            self._workspaces, publisher, audit=audit, clock=clock, secrets=secrets
+        )
         self._lookups = LookupService(
             self._workspaces, host=lookups or HostLookups(), audit=audit, clock=clock
         )

@@ -24,6 +24,7 @@ from esra.core._admin.publication import (
     ConfigPublisher,
     names_missing_secret,
     publishable_snapshot,
+    unwritten_secrets,
 )
 from esra.core._admin.recording import admin_action_record, record_admin_action
 from esra.core._admin.roles import Administrator, NotPermittedError, Role
@@ -40,7 +41,7 @@ from esra.core._config.mapping import Mapping
 from esra.core._config.source import Source
 from esra.core.codes import AuditEvent
 from esra.core.exceptions import ConfigurationError, EsraError
-from esra.core.ports import AuditSink, Clock, WritableSecretStore
+from esra.core.ports import AuditSink, Clock, SecretStore, WritableSecretStore
 
 __all__ = [
     "AccessPolicyService",
@@ -445,7 +446,22 @@ class ConnectionSecretService(_AdminService):
 
 
 class DataModelService(_AdminService):
-    """Step 2, ``ESRA_DATA_MANAGE``: sources, mappings, fields and capabilities."""
+    """Step 2, ``ESRA_DATA_MANAGE``: sources, mappings, fields and capabilities.
+
+    ``secrets``, when given, is asked whether each stored secret a modelled source names is
+    really stored (``unwritten_secrets``), not only whether the workspace recorded its write.
+    """
+
+    def __init__(
+        self,
+        workspaces: WorkspaceStore,
+        *,
+        audit: AuditSink,
+        clock: Clock,
+        secrets: SecretStore | None = None,
+    ) -> None:
+        super().__init__(workspaces, audit=audit, clock=clock)
+        self._stored = secrets
 
     async def view(self, admin: Administrator, tenant_id: str) -> AdminWorkspace:
         """Return the tenant's workspace; needs ``ESRA_DATA_READ`` (audited, denials too)."""
@@ -496,11 +512,12 @@ class DataModelService(_AdminService):
         ``{mapping_id}:{fingerprint}`` (``none`` once removed), never the template text.
         """
         new_mappings = tuple(mappings)
+        unwritten = await _unwritten(self._stored, tenant_id, (source,))
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             _own_tenant(tenant_id, source, *new_mappings)
             check_no_literal_password(source)
-            if names_missing_secret(source.connection_ref, ws.secret_rotations):
+            if unwritten or names_missing_secret(source.connection_ref, ws.secret_rotations):
                 raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
             if any(m.source_id != source.id for m in new_mappings):
                 raise ConfigurationError("every mapping must belong to the modelled source")
@@ -605,9 +622,11 @@ class ExposureService(_AdminService):
         *,
         audit: AuditSink,
         clock: Clock,
+        secrets: SecretStore | None = None,
     ) -> None:
         super().__init__(workspaces, audit=audit, clock=clock)
         self._publisher = publisher
+        self._stored = secrets
 
     async def bind_exposure(
         self,
@@ -658,11 +677,18 @@ class ExposureService(_AdminService):
         """Re-validate the draft, mark ``slug`` published and hand the snapshot to the runtime.
 
         The store keeps the published snapshot under its version, in the same write as the
-        workspace, before the runtime is told.
+        workspace, before the runtime is told. With ``secrets`` given, every stored secret
+        the draft's sources name must be stored (``unwritten_secrets``).
         """
+        current = await self._current(tenant_id)
+        unwritten = await _unwritten(self._stored, tenant_id, current.snapshot.sources)
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
-            return ws.next(snapshot=publishable_snapshot(ws, slug), published=True)
+            snapshot = publishable_snapshot(ws, slug)
+            if unwritten:
+                msg = f"the draft names connection secrets that are not stored: {sorted(unwritten)}"
+                raise ConfigurationError(msg)
+            return ws.next(snapshot=snapshot, published=True)
 
         updated = await self._attempt(
             admin,
@@ -677,3 +703,9 @@ class ExposureService(_AdminService):
         )
         self._publisher.publish(updated.snapshot)
         return updated
+
+
+async def _unwritten(
+    secrets: SecretStore | None, tenant_id: str, sources: Iterable[Source]
+) -> frozenset[str]:
+    return frozenset() if secrets is None else await unwritten_secrets(secrets, tenant_id, sources)

@@ -19,8 +19,10 @@ from esra.core._admin.workspace import AdminWorkspace
 from esra.core._config.connection_credentials import check_no_literal_password
 from esra.core._config.record_filter_template import parse_record_filter_template
 from esra.core._config.snapshot import ConfigSnapshot
+from esra.core._config.source import Source
 from esra.core._secrets.references import reference_scheme
 from esra.core.exceptions import ConfigurationError
+from esra.core.ports import SecretStore
 
 __all__ = ["ConfigPublisher", "names_missing_secret", "publishable_snapshot"]
 
@@ -42,6 +44,32 @@ def names_missing_secret(connection_ref: str, written: Iterable[str]) -> bool:
     if not named:
         return True
     return any(reference_scheme(name) is None and name not in known for name in named)
+
+
+async def unwritten_secrets(
+    secrets: SecretStore, tenant_id: str, sources: Iterable[Source]
+) -> frozenset[str]:
+    """The stored secrets ``sources`` name (``${secret:NAME}``) that ``secrets`` cannot resolve.
+
+    A secret write is recorded in the workspace (``secret_rotations``) before the store is
+    written, and withdrawn if that write fails; a host killed between the two leaves a write
+    on record for a secret that was never stored, which ``names_missing_secret`` alone would
+    take as written. A store that cannot answer counts as not holding the secret: the
+    change naming it is refused, never saved on trust.
+    """
+    named = {
+        name
+        for source in sources
+        for name in _SECRET_PLACEHOLDER.findall(source.connection_ref)
+        if reference_scheme(name) is None
+    }
+    missing = set()
+    for name in sorted(named):
+        try:
+            await secrets.resolve(tenant_id, name)
+        except Exception:  # unresolvable, whatever the reason, is not stored
+            missing.add(name)
+    return frozenset(missing)
 
 
 class ConfigPublisher(Protocol):

@@ -53,8 +53,14 @@ class JsonLinesAuditLog:
         await asyncio.to_thread(self._append, data)
 
     def _append(self, data: bytes) -> None:
-        descriptor = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        descriptor = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
+            size = os.fstat(descriptor).st_size
+            if size and os.pread(descriptor, 1, size - 1) != b"\n":
+                # A process killed in the middle of a write left a torn last line. Appended
+                # to, it would swallow this batch's first record (acknowledged, fsynced, and
+                # then unreadable); ended here, it stays a line of its own that readers skip.
+                data = b"\n" + data
             view = memoryview(data)
             while view:
                 written = os.write(descriptor, view)
@@ -78,6 +84,8 @@ class JsonLinesAuditLog:
             offset = 0
             for line in handle:
                 seq, offset = offset, offset + len(line)
+                if line == b"\n":
+                    continue  # two writers both ended the same torn line
                 if not line.endswith(b"\n"):
                     skipped += 1  # a torn last line: its batch never completed
                     continue
