@@ -14,6 +14,7 @@ import pytest
 import stamina
 
 from esra.core._config.ceilings import effective_response_modes, narrowed_limits
+from esra.core._config.converter import load_part
 from esra.core._fetch.service import DocumentFetcher
 from esra.core._pipeline.scope import EffectiveScope, resolve_scope
 from esra.core._retriever import Retriever
@@ -372,3 +373,21 @@ def test_exposure_defaults_narrow_nothing() -> None:
     exposure = Exposure(id="e", tenant_id=TENANT, slug="s")
     assert exposure.response_modes is None
     assert exposure.limits == LimitCeilings()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_rows_per_query", 0),
+        ("max_total_queries", -1),
+        ("retry_attempts", 0),
+        ("source_concurrency", 0),
+        ("attempt_timeout_s", 0.0),
+        ("invocation_timeout_s", -5.0),
+    ],
+)
+def test_a_capability_limit_of_zero_or_less_is_refused(field: str, value: float) -> None:
+    """As a ceiling's is: a bound of no rows, no attempts or no time has no meaning (a
+    hostile review saw such values saved through the admin API)."""
+    with pytest.raises(ConfigurationError, match="limits is not valid"):
+        load_part({field: value}, CapabilityLimits, what="limits")

@@ -31,6 +31,10 @@ class ResponseMode(StrEnum):
     ANSWER = "answer"
 
 
+_COUNT = attrs.validators.ge(1)
+_SECONDS = attrs.validators.gt(0.0)
+
+
 @attrs.frozen
 class SourceBinding:
     """A source bound to a capability."""
@@ -49,20 +53,24 @@ class RerankWeights:
 
 @attrs.frozen
 class CapabilityLimits:
-    """Bounds applied to every invocation of the capability."""
+    """Bounds applied to every invocation of the capability.
 
-    max_rows_per_query: int = 50
-    max_total_queries: int = 24
-    max_rerank_candidates: int = 40
-    invocation_timeout_s: float = 20.0
-    attempt_timeout_s: float = 5.0
-    retry_attempts: int = 3
-    invocation_concurrency: int = 8
-    source_concurrency: int = 4
+    Counts are at least 1 and times above 0, as their ceilings' are (``LimitCeilings``): a
+    zero or negative bound has no meaning, and was accepted and saved before.
+    """
+
+    max_rows_per_query: int = attrs.field(default=50, validator=_COUNT)
+    max_total_queries: int = attrs.field(default=24, validator=_COUNT)
+    max_rerank_candidates: int = attrs.field(default=40, validator=_COUNT)
+    invocation_timeout_s: float = attrs.field(default=20.0, validator=_SECONDS)
+    attempt_timeout_s: float = attrs.field(default=5.0, validator=_SECONDS)
+    retry_attempts: int = attrs.field(default=3, validator=_COUNT)
+    invocation_concurrency: int = attrs.field(default=8, validator=_COUNT)
+    source_concurrency: int = attrs.field(default=4, validator=_COUNT)
     # Room for every content word of a long question in one ORed query: a lower cap made
     # planners drop words, and a question's most telling word is often one of its last.
-    max_terms_per_query: int = 48
-    max_term_chars: int = 200
+    max_terms_per_query: int = attrs.field(default=48, validator=_COUNT)
+    max_term_chars: int = attrs.field(default=200, validator=_COUNT)
     # How long a complete response may be served again from the cache; 0 turns it off.
     result_cache_ttl_s: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
 
