@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from esra.core._docstore._text_pdf import pdf_from_objects
 from esra.core._docstore.extraction import extract
 from esra.core._docstore.ingestion import IngestionWorker, upload_files
 from esra.core._docstore.model import DocumentState
@@ -105,18 +106,7 @@ def _pdf_with_tounicode(target_hex: str) -> bytes:
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream",
     ]
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+    return pdf_from_objects(objects)
 
 
 async def _sqlite(tmp_path: Path) -> SqliteDocumentRepository:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["text_pdf"]
+__all__ = ["pdf_from_objects", "text_pdf"]
 
 
 def text_pdf(pages: Sequence[str]) -> bytes:
@@ -30,6 +30,12 @@ def text_pdf(pages: Sequence[str]) -> bytes:
             b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * i)
         )
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    return pdf_from_objects(objects)
+
+
+def pdf_from_objects(objects: Sequence[bytes]) -> bytes:
+    """A PDF 1.4 file of ``objects`` (object ``i + 1`` is ``objects[i]``; object 1 is the
+    catalog) with an exact cross-reference table."""
     out, offsets = bytearray(b"%PDF-1.4\n"), []
     for number, body in enumerate(objects, start=1):
         offsets.append(len(out))
