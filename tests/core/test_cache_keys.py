@@ -22,6 +22,7 @@ BASE: dict[str, Any] = {
     "exposure_id": "exp-1",
     "config_version": "v1",
     "candidate_ids": ("s-1", "s-2"),
+    "configuration": "c" * 64,
     "request": "Parental leave policy",
 }
 
@@ -57,11 +58,13 @@ def test_key_never_contains_the_prompt_or_ids() -> None:
         {"config_version": "v2"},
         {"candidate_ids": ("s-1",)},
         {"candidate_ids": ("s-1", "s-2", "s-3")},
+        {"configuration": "d" * 64},
         {"request": "Sick leave policy"},
     ],
 )
 def test_key_changes_with_each_component(change: dict[str, Any]) -> None:
-    """Changing the tenant, exposure, config version, candidate set or prompt changes the key."""
+    """Changing the tenant, exposure, config version, candidate set, configuration content or
+    prompt changes the key."""
     assert _key(**change) != _key()
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 
 from esra.core._pipeline.cache_keys import SELECTION_TTL_S, selection_cache_key
 from esra.core._pipeline.scope import EffectiveScope, ScopedSource
-from esra.core._pipeline.selection import Selection, select_sources
+from esra.core._pipeline.selection import Selection, select_sources, selection_configuration
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.config import BindingMode, RetentionClass
 from esra.core.exceptions import ModelOutputError
@@ -77,6 +79,10 @@ async def _select(
 ) -> Selection:
     async with audited_in_scope(make_context(tenant_id=tenant_id), scope, audit=audit) as run:
         return await select_sources(run, request, model=model, cache=cache)
+
+
+def _selection_configuration(scope: EffectiveScope) -> str:
+    return selection_configuration([s.source for s in scope.optional()], scope.capability)
 
 
 def _ids(selection: Selection) -> list[str]:
@@ -208,6 +214,7 @@ async def test_cache_entry_is_written_under_the_tenant_key_with_ttl() -> None:
         exposure_id="exp-1",
         config_version="v1",
         candidate_ids=["s-opt1", "s-opt2"],
+        configuration=_selection_configuration(scope),
         request=REQUEST,
     )
     assert cache.keys() == [key]
@@ -261,6 +268,7 @@ async def test_cached_ids_are_rechecked_against_the_candidates() -> None:
         exposure_id="exp-1",
         config_version="v1",
         candidate_ids=["s-opt1", "s-opt2"],
+        configuration=_selection_configuration(scope),
         request=REQUEST,
     )
     await cache.set(key, json.dumps(["s-intruder", "s-opt2"]).encode(), SELECTION_TTL_S)
@@ -273,16 +281,18 @@ async def test_cached_ids_are_rechecked_against_the_candidates() -> None:
 async def test_a_corrupt_cache_entry_is_a_miss() -> None:
     """An unreadable cache value is ignored and the model is asked."""
     cache = InMemoryCache()
+    scope = _scope()
     key = selection_cache_key(
         tenant_id="tenant-a",
         exposure_id="exp-1",
         config_version="v1",
         candidate_ids=["s-opt1", "s-opt2"],
+        configuration=_selection_configuration(scope),
         request=REQUEST,
     )
     await cache.set(key, b"\xff{not json", SELECTION_TTL_S)
     model = _answer("s-opt1")
-    assert _ids(await _select(_scope(), model, cache=cache)) == ["s-man", "s-opt1", "s-pol"]
+    assert _ids(await _select(scope, model, cache=cache)) == ["s-man", "s-opt1", "s-pol"]
     assert len(model.prompts) == 1
 
 
@@ -352,3 +362,77 @@ def test_scope_helper_builds_distinct_tenants() -> None:
     assert {s.source.tenant_id for s in scope.sources} == {"tenant-b"}
     assert {m.tenant_id for s in scope.sources for m in s.mappings} == {"tenant-b"}
     assert scope.exposure.tenant_id == scope.capability.tenant_id == "tenant-b"
+
+
+def _redescribed(scope: EffectiveScope) -> EffectiveScope:
+    # An operator rewrites an optional source's business description and keeps the version.
+    sources = tuple(
+        attrs.evolve(s, source=attrs.evolve(s.source, description="The parental leave handbook."))
+        if s.source.id == "s-opt2"
+        else s
+        for s in scope.sources
+    )
+    return attrs.evolve(scope, sources=sources)
+
+
+def _reprofiled(scope: EffectiveScope) -> EffectiveScope:
+    return attrs.evolve(scope, capability=attrs.evolve(scope.capability, model_profile="small"))
+
+
+def _datamarked(scope: EffectiveScope) -> EffectiveScope:
+    return attrs.evolve(scope, capability=attrs.evolve(scope.capability, datamark_untrusted=True))
+
+
+@pytest.mark.parametrize("change", [_redescribed, _reprofiled, _datamarked])
+async def test_cache_misses_when_what_the_model_reads_changes_under_the_same_version(
+    change: Callable[[EffectiveScope], EffectiveScope],
+) -> None:
+    """A version string may name two configurations (a settings file's "3" and workspace
+    publication 3, a file edited in place): an entry chosen over other candidate metadata or
+    another prompt profile is not served, although version, exposure and candidate ids match."""
+    cache = InMemoryCache()
+    model = _answer("s-opt1")
+    await _select(_scope(), model, cache=cache)
+    changed = change(_scope())
+    assert changed.config_version == "v1"
+    assert [s.source.id for s in changed.optional()] == ["s-opt1", "s-opt2"]
+
+    await _select(changed, model, cache=cache)
+
+    assert len(model.prompts) == 2
+
+
+def _remapped(scope: EffectiveScope) -> EffectiveScope:
+    # Mappings never reach the selection prompt.
+    sources = tuple(
+        attrs.evolve(s, mappings=(make_mapping("m-other", source_id=s.source.id),))
+        for s in scope.sources
+    )
+    return attrs.evolve(scope, sources=sources)
+
+
+def _forced_redescribed(scope: EffectiveScope) -> EffectiveScope:
+    # Forced sources are never shown to the model.
+    sources = tuple(
+        attrs.evolve(s, source=attrs.evolve(s.source, description="Rewritten."))
+        if s.mode is not BindingMode.OPTIONAL
+        else s
+        for s in scope.sources
+    )
+    return attrs.evolve(scope, sources=sources)
+
+
+@pytest.mark.parametrize("change", [_remapped, _forced_redescribed])
+async def test_cache_still_hits_when_only_what_the_model_never_reads_changes(
+    change: Callable[[EffectiveScope], EffectiveScope],
+) -> None:
+    """The key covers what the selection reads, not the whole configuration: a change to
+    mappings or to forced sources leaves the optional choice as it was."""
+    cache = InMemoryCache()
+    model = _answer("s-opt1")
+    await _select(_scope(), model, cache=cache)
+
+    selection = await _select(change(_scope()), model, cache=cache)
+
+    assert len(model.prompts) == 1
+    assert _ids(selection) == ["s-man", "s-opt1", "s-pol"]

@@ -21,6 +21,7 @@ from esra.core._docstore.ingestion import IngestionWorker, upload_files
 from esra.core._docstore.model import DocumentState
 from esra.core._pipeline.cache_keys import selection_cache_key, tenant_partition
 from esra.core._pipeline.scope import resolve_scope
+from esra.core._pipeline.selection import selection_configuration
 from esra.core._pipeline.values import ValidatedQuery
 from esra.core._query import ResultRow
 from esra.core._response import ResponseStatus
@@ -246,11 +247,14 @@ async def test_interleaved_invocations_keep_each_tenant_on_its_own_providers() -
 
 
 def _key(tenant: str) -> str:
+    snapshot = _snapshot(tenant)
+    capability = snapshot.capabilities[0]
     return selection_cache_key(
         tenant_id=tenant,
         exposure_id=EXPOSURE_ID,
         config_version="v1",
         candidate_ids=SOURCE_IDS,
+        configuration=selection_configuration(snapshot.sources, capability),
         request=REQUEST,
     )
 

@@ -20,7 +20,14 @@ from esra.core._pipeline.cache_keys import SELECTION_TTL_S, selection_cache_key
 from esra.core.ports import BreakerOpening
 from esra.core.testing import FakeClock
 from esra.redis import RedisBreakerBroadcast, RedisCache
-from tests.core.test_selection import REQUEST, _answer, _ids, _scope, _select
+from tests.core.test_selection import (
+    REQUEST,
+    _answer,
+    _ids,
+    _scope,
+    _select,
+    _selection_configuration,
+)
 from tests.redis.test_breaker_broadcast import listening, start
 
 pytestmark = [pytest.mark.redis, pytest.mark.integration]
@@ -81,17 +88,19 @@ async def test_a_deeply_nested_selection_cache_entry_is_a_miss(
     RecursionError out of the selection stage, failing the search as ESRA_INTERNAL for every
     caller asking that question."""
     cache = RedisCache(client, prefix=namespace)
+    scope = _scope()
     key = selection_cache_key(
         tenant_id="tenant-a",
         exposure_id="exp-1",
         config_version="v1",
         candidate_ids=["s-opt1", "s-opt2"],
+        configuration=_selection_configuration(scope),
         request=REQUEST,
     )
     await cache.set(key, _DEEP_JSON, SELECTION_TTL_S)
     model = _answer("s-opt1")
 
-    selection = await _select(_scope(), model, cache=cache)  # type: ignore[arg-type]
+    selection = await _select(scope, model, cache=cache)  # type: ignore[arg-type]
 
     assert _ids(selection) == ["s-man", "s-opt1", "s-pol"]
     assert len(model.prompts) == 1

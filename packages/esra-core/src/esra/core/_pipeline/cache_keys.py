@@ -5,9 +5,9 @@ cache backend (or whoever can list its keys) learns nothing about what was asked
 starts with a per-tenant partition, so one tenant's entries can never be addressed by another.
 
 A configuration's version string is not unique: the settings file names its own and the admin
-workspace numbers publications 1, 2, 3…, so two different configurations can share one. A
-result key therefore also carries ``configuration_fingerprint`` — a digest of the content the
-response was computed from — and never relies on the version alone.
+workspace numbers publications 1, 2, 3…, so two different configurations can share one. Result
+and selection keys therefore also carry ``configuration_fingerprint`` — a digest of the content
+the cached value was computed from — and never rely on the version alone.
 """
 
 from __future__ import annotations
@@ -95,13 +95,16 @@ def selection_cache_key(
     exposure_id: str,
     config_version: str,
     candidate_ids: Iterable[str],
+    configuration: str,
     request: str,
 ) -> str:
     """Return the cache key of a source selection.
 
     The digest covers the tenant (again, in full, so the 16-character partition is never the
     only thing separating tenants), the exposure, the configuration version, the candidate
-    set and the normalized prompt; a change in any of them addresses a different entry.
+    set, ``configuration`` — the ``configuration_fingerprint`` of what the selection prompt is
+    built from (the version string alone may be reused by different content) — and the
+    normalized prompt; a change in any of them addresses a different entry.
     """
     material = json.dumps(
         [
@@ -109,6 +112,7 @@ def selection_cache_key(
             exposure_id,
             config_version,
             candidate_fingerprint(candidate_ids),
+            configuration,
             prompt_fingerprint(request),
         ]
     )

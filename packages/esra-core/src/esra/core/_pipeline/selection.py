@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 
 import attrs
 
-from esra.core._config.capability import BindingMode
+from esra.core._config.capability import BindingMode, Capability
 from esra.core._config.exposure import RetentionClass
+from esra.core._config.source import Source
 from esra.core._context import InvocationContext
-from esra.core._pipeline.cache_keys import SELECTION_TTL_S, selection_cache_key
+from esra.core._pipeline.cache_keys import (
+    SELECTION_TTL_S,
+    configuration_fingerprint,
+    selection_cache_key,
+)
 from esra.core._pipeline.scope import EffectiveScope, ScopedInvocation, ScopedSource
 from esra.core._prompts.builders import build_selection_prompt
 from esra.core._prompts.contracts import parse_selection
@@ -19,7 +25,7 @@ from esra.core._response import ResponseWarning
 from esra.core.codes import AuditEvent, WarningCode
 from esra.core.ports import Cache, LanguageModel
 
-__all__ = ["Selection", "select_sources"]
+__all__ = ["Selection", "select_sources", "selection_configuration"]
 
 _log = logging.getLogger(__name__)
 
@@ -60,7 +66,8 @@ async def select_sources(
     called. The model's answer is checked against the candidates it was given: any other id is
     dropped and audited, so the model cannot widen its own reach. A failing model or unreadable
     answer degrades to the forced sources with ``ESRA_SELECTION_FALLBACK``. A valid choice is
-    cached for the tenant unless the exposure's retention class forbids prompt derivatives.
+    cached for the tenant unless the exposure's retention class forbids prompt derivatives,
+    under a key that covers what the prompt is built from (``selection_configuration``).
     """
     scope = invocation.scope
     if scope.optional():
@@ -115,6 +122,11 @@ async def _choose(
                 exposure_id=scope.exposure.id,
                 config_version=scope.config_version,
                 candidate_ids=candidates,
+                # The version string may be another configuration's too: a choice made over
+                # other descriptions or another prompt profile is not this one's.
+                configuration=selection_configuration(
+                    [s.source for s in optional], scope.capability
+                ),
                 request=request,
             )
             cached = await _cache_get(cache, key, ctx)
@@ -143,6 +155,23 @@ async def _choose(
     if cache is not None and key is not None:
         await _cache_set(cache, key, [s.source.id for s in optional if s.source.id in chosen], ctx)
     return _Choice(chosen=chosen, cache_state=cache_state, unknown=unknown)
+
+
+def selection_configuration(candidates: Sequence[Source], capability: Capability) -> str:
+    """Return the ``configuration_fingerprint`` of the configuration a selection prompt reads.
+
+    That is the optional candidates in the order they are shown, and the capability's model
+    profile and datamarking. Mappings and forced sources never reach the prompt, so a change
+    to them keeps a cached choice; any change to a candidate (its business metadata included)
+    does not.
+    """
+    return configuration_fingerprint(
+        {
+            "candidates": list(candidates),
+            "model_profile": capability.model_profile,
+            "datamark_untrusted": capability.datamark_untrusted,
+        }
+    )
 
 
 async def _ask_model(
