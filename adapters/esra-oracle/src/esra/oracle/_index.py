@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import oracle
 
 from esra.core.config import Mapping
+from esra.oracle._identifiers import oracle_dialect
 
 __all__ = ["searchable_columns", "text_index_statements"]
 
-_dialect: Any = oracle.dialect()  # type: ignore[no-untyped-call]
+_dialect: Any = oracle_dialect()
 _preparer = _dialect.identifier_preparer
 
 
@@ -31,6 +31,11 @@ def text_index_statements(mapping: Mapping, *, sync: str = "ON COMMIT") -> list[
     ``MULTI_COLUMN_DATASTORE`` preference (named ``<index>_DS``) makes that one index cover
     all of them. Identifiers are quoted by the ``oracle`` dialect; ``sync`` is a fixed
     choice (``ON COMMIT`` or ``MANUAL``).
+
+    Raises:
+        ValueError: no ``text_index``, or another ``sync``.
+        ProviderError: ``RELATION_NOT_FOUND`` when a name holds ``"`` or NUL, which no
+            Oracle identifier can (``esra.oracle._identifiers``).
     """
     if not mapping.text_index:
         msg = "Mapping.text_index names the CONTEXT index to create"

@@ -28,8 +28,6 @@ from datetime import date
 from typing import Any
 
 import oracledb
-import sqlalchemy as sa
-from sqlalchemy.dialects import oracle
 
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import FieldType, Mapping
@@ -38,6 +36,7 @@ from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
 from esra.core.providers import ResolvedFilter, ValidatedQuery, predicate_values
 from esra.oracle._errors import classify
 from esra.oracle._fulltext import OracleTextFullText
+from esra.oracle._identifiers import is_oracle_identifier, oracle_dialect
 from esra.sql import (
     HEALTH_TIMEOUT_S,
     BuiltStatement,
@@ -81,12 +80,6 @@ TEXT_INDEX_HEALTH_SQL = (
 )
 
 
-def oracle_dialect() -> sa.engine.Dialect:
-    """The ``oracle`` dialect with ``named`` binds (python-oracledb's ``:name`` style)."""
-    dialect: Any = oracle.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
-    return dialect  # type: ignore[no-any-return]
-
-
 def current_schema_sql(schema: str) -> str:
     """Return ``ALTER SESSION SET CURRENT_SCHEMA = "<SCHEMA>"`` for a configured schema.
 
@@ -96,7 +89,7 @@ def current_schema_sql(schema: str) -> str:
     Raises:
         ValueError: for a name Oracle cannot have (empty, over 128 bytes, ``"`` or NUL).
     """
-    if not schema or '"' in schema or "\x00" in schema or len(schema.encode()) > 128:
+    if not schema or not is_oracle_identifier(schema) or len(schema.encode()) > 128:
         msg = "invalid schema name"
         raise ValueError(msg)
     dialect: Any = oracle_dialect()

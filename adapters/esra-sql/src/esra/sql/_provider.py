@@ -2,8 +2,10 @@
 
 Every SQL provider does the same around its driver: it states its capabilities, refuses a
 query the validator did not issue, builds (or reuses) the shared SQLAlchemy statement, turns
-a build failure into ``UNKNOWN`` without its text, maps driver rows back to business fields,
-and reports health from which of its mappings are ready. ``SqlSearchProvider`` does that once.
+a build failure into ``UNKNOWN`` without its text (a ``ProviderError`` the dialect raised,
+refusing a name its engine cannot have, keeps its code), maps driver rows back to business
+fields, and reports health from which of its mappings are ready. ``SqlSearchProvider`` does
+that once.
 
 What differs is an engine's own, supplied as a ``SqlEngine`` part:
 
@@ -211,6 +213,15 @@ class SqlSearchProvider(Generic[Engine_co]):
         builder = await self._engine.statement_builder()
         try:
             built = builder.build(query)
+        except ProviderError as exc:
+            # The dialect refused a configured name its engine cannot have, and said why.
+            self._log.warning(
+                "%s statement refused for %s as %s",
+                self._traits.name,
+                query.query_id,
+                exc.code.value,
+            )
+            raise
         except Exception as exc:
             self._log.warning(
                 "%s statement could not be built for %s", self._traits.name, query.query_id

@@ -1,0 +1,56 @@
+"""The Oracle dialect ESRA compiles with: a configured name is one identifier, or refused.
+
+No Oracle identifier, quoted or not, may hold a double quote or a NUL (DIA-25716): a ``"``
+only ever delimits an identifier, and Oracle has no escape for one inside it. SQLAlchemy's
+``oracle`` quoter doubles it as standard SQL would, so a mapping naming ``hr" "x`` reached
+Oracle as ``"hr"" ""x"``, which Oracle reads as the three identifiers ``"hr" " " "x"`` — a
+statement other than the one the mapping describes. This dialect's quoter refuses such a
+name instead; every other character stays inside one delimited identifier, as before.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.dialects.oracle.base import OracleIdentifierPreparer
+from sqlalchemy.dialects.oracle.oracledb import OracleDialect_oracledb
+from sqlalchemy.engine import Dialect
+
+from esra.core.codes import ProviderErrorCode
+from esra.core.exceptions import ProviderError
+
+__all__ = ["is_oracle_identifier", "oracle_dialect"]
+
+
+def is_oracle_identifier(name: str) -> bool:
+    """Whether an Oracle identifier can hold ``name``: it has no ``"`` and no NUL."""
+    return '"' not in name and "\x00" not in name
+
+
+class _OracleIdentifiers(OracleIdentifierPreparer):
+    """SQLAlchemy's Oracle quoter, refusing the names Oracle cannot have."""
+
+    def quote_identifier(self, value: str) -> str:
+        """Return ``value`` as one delimited identifier.
+
+        Raises:
+            ProviderError: ``RELATION_NOT_FOUND`` — what Oracle answers for an invalid
+                identifier (ORA-00904) — when ``value`` holds ``"`` or NUL. The name stays
+                out of the error: it is configuration, not the caller's to see.
+        """
+        if not is_oracle_identifier(value):
+            error = ProviderError(ProviderErrorCode.RELATION_NOT_FOUND)
+            error.add_note("a configured name holds a double quote or NUL; Oracle has none")
+            raise error
+        return super().quote_identifier(value)
+
+
+class _OracleDialect(OracleDialect_oracledb):
+    """python-oracledb's dialect with the refusing quoter; it only ever compiles."""
+
+    preparer = _OracleIdentifiers
+    supports_statement_cache = True
+
+
+def oracle_dialect() -> Dialect:
+    """The ``oracle`` dialect with ``named`` binds (python-oracledb's ``:name`` style), whose
+    quoter refuses a name Oracle cannot have (``is_oracle_identifier``)."""
+    return _OracleDialect(paramstyle="named")  # type: ignore[no-untyped-call]
