@@ -35,7 +35,12 @@ import attrs
 from esra.core.codes import ProviderErrorCode
 from esra.core.config import FieldType, Mapping, Operator, SourceHealth
 from esra.core.exceptions import ProviderError
-from esra.core.ports import ProviderCapabilities, RenderedStatement, TextIndexKind
+from esra.core.ports import (
+    ProviderCapabilities,
+    RenderedStatement,
+    TextIndexKind,
+    TextRendering,
+)
 from esra.core.providers import ResultRow, Strategy, ValidatedQuery, ensure_validated
 from esra.sql._builder import BuiltStatement, StatementBuilder
 
@@ -155,10 +160,21 @@ class SqlSearchProvider(Generic[Engine_co]):
         mappings: the source's mappings, checked by ``health()``; executions use the
             mapping carried by each query.
         max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
+        rendering: how the engine renders search content, for the validator to measure
+            plans with (``None``: no limits stated).
+        max_text_condition_length / max_command_length: the engine's limits on one
+            full-text search condition and on command text, as ``rendering`` measures them.
     """
 
     def __init__(
-        self, engine: Engine_co, *, mappings: Sequence[Mapping] = (), max_rows: int = 200
+        self,
+        engine: Engine_co,
+        *,
+        mappings: Sequence[Mapping] = (),
+        max_rows: int = 200,
+        rendering: TextRendering | None = None,
+        max_text_condition_length: int | None = None,
+        max_command_length: int | None = None,
     ) -> None:
         self._engine = engine
         self._traits = engine.traits
@@ -169,11 +185,15 @@ class SqlSearchProvider(Generic[Engine_co]):
             operators=frozenset(Operator),
             text_index=self._traits.text_index,
             max_rows=max_rows,
+            rendering=rendering,
+            max_text_condition_length=max_text_condition_length,
+            max_command_length=max_command_length,
         )
 
     @property
     def capabilities(self) -> ProviderCapabilities:
-        """All six strategies, every operator, and the engine's text-index kind."""
+        """All six strategies, every operator, the engine's text-index kind, and the limits
+        the engine states with the rendering that measures them."""
         return self._capabilities
 
     @property

@@ -18,6 +18,11 @@ parameter and is joined on the full-text key:
 - each excluded term: ``NOT EXISTS (SELECT 1 FROM CONTAINSTABLE(t, (cols), :txN) ... )``;
 - the score is the sum of the joined functions' ``RANK``.
 
+A term made only of what is removed or blanked (``"``, ``*``) would be an empty search
+condition, which SQL Server refuses (error 7645); ``renders_empty`` tells the validator, which
+drops such an optional or excluded term and rejects such a required term or phrase, so no
+empty condition is ever bound.
+
 The table and column arguments are identifiers from configuration, quoted by the dialect's
 identifier preparer at compile time; the schema always as one identifier
 (``esra.sql.schema_identifier``).
@@ -41,6 +46,7 @@ __all__ = [
     "SqlServerFullText",
     "containstable_phrase",
     "freetext_string",
+    "renders_empty",
 ]
 
 OPTIONAL_BIND = "q"
@@ -69,6 +75,16 @@ def containstable_phrase(text: str) -> str:
 def freetext_string(terms: tuple[str, ...]) -> str:
     """Return the FREETEXT string for ``terms``: words only, with every ``"`` removed."""
     return " ".join(_clean(term) for term in terms)
+
+
+def renders_empty(term: str) -> bool:
+    """Whether ``term`` leaves only whitespace once rendered, as a quoted CONTAINS phrase or
+    as FREETEXT words: ``""`` (or ``"   "``) is an empty search condition to SQL Server.
+
+    Judged by the stricter CONTAINS rendering for every kind of term: an optional term of
+    asterisks that FREETEXT would keep is still nothing the word breaker searches for.
+    """
+    return not _clean(term).replace("*", " ").strip()
 
 
 def required_bind(index: int) -> str:

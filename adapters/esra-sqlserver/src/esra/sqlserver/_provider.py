@@ -46,11 +46,15 @@ from esra.sql import (
     StatementBuilder,
     TimeBudget,
     schema_identifier,
-    utf8_bindable,
 )
 from esra.sqlserver._errors import classify
 from esra.sqlserver._fulltext import SqlServerFullText
-from esra.sqlserver._rpc import RpcStatement, execute_rpc, rpc_statement
+from esra.sqlserver._rendering import (
+    MAX_COMMAND_UNITS,
+    MAX_TEXT_CONDITION_UNITS,
+    SqlServerTextRendering,
+)
+from esra.sqlserver._rpc import RpcStatement, bindable, execute_rpc, rpc_statement
 from esra.sqlserver._session import ROLLBACK_SQL, Isolation, session_sql
 
 __all__ = [
@@ -82,18 +86,6 @@ def sqlserver_dialect() -> sa.engine.Dialect:
     dialect.server_version_info = (16, 0)
     dialect._setup_version_attributes()  # what connecting to a 2012+ server would have done
     return dialect  # type: ignore[no-any-return]
-
-
-def bindable(value: object) -> object:
-    """Make a value bindable as an RPC character parameter.
-
-    Lone surrogates (undecodable input) become U+FFFD and NUL a space: pymssql encodes the
-    value as UTF-8 and hands FreeTDS a C string (its length taken by ``strlen``), so either
-    would fail or cut the value short. Such a value could never equal stored text anyway.
-    """
-    if isinstance(value, str):
-        value = value.replace("\x00", " ")
-    return utf8_bindable(value)
 
 
 class _SqlServerEngine:
@@ -267,7 +259,14 @@ class SqlServerProvider(SqlSearchProvider[_SqlServerEngine]):
             login_timeout_s=login_timeout_s,
             cache=cache,
         )
-        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+        super().__init__(
+            engine,
+            mappings=mappings,
+            max_rows=max_rows,
+            rendering=SqlServerTextRendering(engine.builder),
+            max_text_condition_length=MAX_TEXT_CONDITION_UNITS,
+            max_command_length=MAX_COMMAND_UNITS,
+        )
 
     async def connection_kwargs(self) -> dict[str, Any]:
         """Resolve the template (once) and return ``pymssql.connect`` arguments; no socket.

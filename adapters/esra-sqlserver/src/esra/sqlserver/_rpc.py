@@ -37,15 +37,20 @@ from typing import Any, Final
 import attrs
 from pymssql import _mssql
 
+from esra.sql import utf8_bindable
+
 __all__ = [
     "MAX_NVARCHAR_UNITS",
     "PROCEDURE",
     "RpcLimitError",
     "RpcParameter",
     "RpcStatement",
+    "bindable",
+    "compose_rpc",
     "execute_rpc",
     "rpc_statement",
     "rpc_text",
+    "utf16_units",
 ]
 
 PROCEDURE: Final = "sp_executesql"
@@ -80,15 +85,28 @@ class RpcStatement:
     parameters: tuple[RpcParameter, ...]
 
 
-def _utf16_units(text: str) -> int:
+def utf16_units(text: str) -> int:
+    """The length of ``text`` as SQL Server counts an ``nvarchar``: UTF-16 code units."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _checked_length(what: str, text: str) -> str:
-    if _utf16_units(text) > MAX_NVARCHAR_UNITS:
+    if utf16_units(text) > MAX_NVARCHAR_UNITS:
         msg = f"{what} exceeds {MAX_NVARCHAR_UNITS} UTF-16 code units"
         raise RpcLimitError(msg)
     return text
+
+
+def bindable(value: object) -> object:
+    """Make a value bindable as an RPC character parameter.
+
+    Lone surrogates (undecodable input) become U+FFFD and NUL a space: pymssql encodes the
+    value as UTF-8 and hands FreeTDS a C string (its length taken by ``strlen``), so either
+    would fail or cut the value short. Such a value could never equal stored text anyway.
+    """
+    if isinstance(value, str):
+        value = value.replace("\x00", " ")
+    return utf8_bindable(value)
 
 
 def rpc_text(sql: str) -> tuple[str, tuple[str, ...]]:
@@ -136,18 +154,17 @@ def _parameter(name: str, value: object) -> RpcParameter:
     if value is None:
         return RpcParameter(at, "nvarchar(4000)", None, _mssql.SQLVARCHAR)
     if isinstance(value, str):
-        text = _checked_length(f"value {at}", value)
-        return RpcParameter(at, "nvarchar(4000)", text, _mssql.SQLVARCHAR)
+        return RpcParameter(at, "nvarchar(4000)", value, _mssql.SQLVARCHAR)
     msg = f"{at}: no RPC type for {type(value).__name__}"
     raise TypeError(msg)
 
 
-def rpc_statement(sql: str, params: Mapping[str, object]) -> RpcStatement:
-    """Return the ``sp_executesql`` call for the builder's ``sql`` and ``params``.
+def compose_rpc(sql: str, params: Mapping[str, object]) -> RpcStatement:
+    """Return the ``sp_executesql`` call for the builder's ``sql`` and ``params``, whatever
+    its lengths: what ``rpc_statement`` sends, for measuring it against the limits.
 
     Raises:
-        RpcLimitError: the statement or a character value is over 4,000 UTF-16 code units,
-            or an integer is outside ``bigint``.
+        RpcLimitError: an integer is outside ``bigint``.
         ValueError: a malformed placeholder, or a placeholder without a value.
         TypeError: a value of a type with no RPC mapping.
     """
@@ -159,11 +176,25 @@ def rpc_statement(sql: str, params: Mapping[str, object]) -> RpcStatement:
     # Exactly the placeholders the text uses are declared and bound, in text order.
     parameters = tuple(_parameter(name, params[name]) for name in names)
     definition = ", ".join(f"{p.name} {p.sql_type}" for p in parameters)
-    return RpcStatement(
-        text=_checked_length("the statement", text),
-        definition=_checked_length("the parameter definition", definition),
-        parameters=parameters,
-    )
+    return RpcStatement(text=text, definition=definition, parameters=parameters)
+
+
+def rpc_statement(sql: str, params: Mapping[str, object]) -> RpcStatement:
+    """Return the ``sp_executesql`` call for the builder's ``sql`` and ``params``.
+
+    Raises:
+        RpcLimitError: the statement, its parameter definition or a character value is over
+            4,000 UTF-16 code units, or an integer is outside ``bigint``.
+        ValueError: a malformed placeholder, or a placeholder without a value.
+        TypeError: a value of a type with no RPC mapping.
+    """
+    statement = compose_rpc(sql, params)
+    for p in statement.parameters:
+        if isinstance(p.value, str):
+            _checked_length(f"value {p.name}", p.value)
+    _checked_length("the statement", statement.text)
+    _checked_length("the parameter definition", statement.definition)
+    return statement
 
 
 def execute_rpc(connection: Any, statement: RpcStatement) -> Sequence[tuple[Any, ...]]:

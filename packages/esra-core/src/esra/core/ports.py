@@ -11,7 +11,13 @@ from esra.core._audit.record import AuditRecord
 from esra.core._clock import Clock
 from esra.core._config.snapshot import ConfigSnapshot
 from esra.core._config.source import SourceHealth
-from esra.core._pipeline.values import ProviderCapabilities, TextIndexKind, ValidatedQuery
+from esra.core._pipeline.values import (
+    ProviderCapabilities,
+    RenderedLengths,
+    TextIndexKind,
+    TextRendering,
+    ValidatedQuery,
+)
 from esra.core._prompts.model import Prompt
 from esra.core._query import ResultRow
 
@@ -26,11 +32,13 @@ __all__ = [
     "LanguageModel",
     "ProviderCapabilities",
     "QuotaStore",
+    "RenderedLengths",
     "RenderedStatement",
     "SearchProvider",
     "SecretStore",
     "StatementRenderer",
     "TextIndexKind",
+    "TextRendering",
     "WritableSecretStore",
 ]
 

@@ -17,7 +17,7 @@ from esra.core._config.capability import CapabilityLimits
 from esra.core._config.mapping import FieldSpec, FieldType, Mapping, Operator
 from esra.core._config.record_filter_template import template_of
 from esra.core._context import ClaimValue
-from esra.core._pipeline.values import ProviderCapabilities
+from esra.core._pipeline.values import ProviderCapabilities, ValidatedQuery
 from esra.core._query import PlannedFilter, ProjectedField, ResolvedFilter, Scalar, Strategy
 from esra.core._record_predicate import (
     MissingClaimError,
@@ -33,8 +33,10 @@ __all__ = [
     "UNSAFE_SEQUENCES",
     "Violation",
     "check_content",
+    "check_rendered_lengths",
     "clean_terms",
     "contains_unsafe",
+    "drop_unrenderable",
     "parse_strategy",
     "project",
     "resolve_filter",
@@ -113,6 +115,55 @@ def check_content(groups: tuple[tuple[str, ...], ...], limits: CapabilityLimits)
     if len(items) > limits.max_terms_per_query:
         raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
     if any(len(item) > limits.max_term_chars for item in items):
+        raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
+
+
+def drop_unrenderable(
+    required: tuple[str, ...],
+    optional: tuple[str, ...],
+    excluded: tuple[str, ...],
+    phrases: tuple[str, ...],
+    caps: ProviderCapabilities,
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Return the terms without the optional and excluded ones the provider renders to nothing.
+
+    Such a term sent anyway is an empty search condition, which an engine may refuse (SQL
+    Server: error 7645). Dropping an optional one removes nothing a row could match and an
+    excluded one nothing a row could be removed for, so no result changes. A required term
+    or phrase cannot be dropped without widening the search beyond what was asked.
+
+    Raises:
+        Violation: EMPTY_QUERY if a required term or phrase renders to nothing.
+    """
+    rendering = caps.rendering
+    if rendering is None:
+        return required, optional, excluded, phrases
+    if any(rendering.renders_empty(term) for term in (*required, *phrases)):
+        raise Violation(RejectionReason.EMPTY_QUERY)
+    optional = tuple(term for term in optional if not rendering.renders_empty(term))
+    excluded = tuple(term for term in excluded if not rendering.renders_empty(term))
+    return required, optional, excluded, phrases
+
+
+def check_rendered_lengths(query: ValidatedQuery, caps: ProviderCapabilities) -> None:
+    """Hold ``query``'s statement, as its provider renders it, to the provider's stated limits.
+
+    Raises:
+        Violation: TERM_LIMIT_EXCEEDED if a full-text search condition or the command text
+            is longer than the engine accepts.
+    """
+    condition_limit = caps.max_text_condition_length
+    command_limit = caps.max_command_length
+    if caps.rendering is None or (condition_limit is None and command_limit is None):
+        return
+    lengths = caps.rendering.rendered_lengths(query)
+    if lengths is None:
+        return
+    if condition_limit is not None and any(
+        length > condition_limit for length in lengths.text_conditions
+    ):
+        raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
+    if command_limit is not None and lengths.command > command_limit:
         raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
 
 

@@ -5,7 +5,8 @@ its ``ensure_validated`` check live in ``esra.core._pipeline.values``, which the
 
 ``validate`` is stage 4 of the pipeline: deterministic, pure and synchronous. It applies every
 rule of spec 000 §4 and 003 (the rules themselves live in ``_validation_rules`` beside it),
-binds record filters to the caller's claims (failing closed), enforces the query caps, and
+binds record filters to the caller's claims (failing closed), holds each query to the limits
+its provider states (measured by the provider's own rendering), enforces the query caps, and
 issues one ``ValidatedQuery`` per surviving plan. It never raises for a bad plan: a plan is
 either issued or rejected with a reason code.
 """
@@ -98,6 +99,18 @@ def validate(
         try:
             values = _check(query, selected.get(source_id), ctx, scope, capabilities)
             count = per_source.get(source_id, 0)
+            mapping: Mapping = values["mapping"]
+            candidate = _issue(
+                query_id=f"{source_id}#{count + 1}",
+                source_id=source_id,
+                record_filters=record_filters[mapping.id],
+                record_predicate=predicates[mapping.id],
+                **values,
+            )
+            # Measured on the query as issued: record filters and the bound template are part
+            # of the statement the engine receives. A candidate rejected here has been shown
+            # only to its provider's measure, never executed, and simply goes out of scope.
+            rules.check_rendered_lengths(candidate, capabilities[source_id])
             if (
                 count >= selected[source_id].source.max_queries_per_source
                 or len(issued) >= scope.limits.max_total_queries
@@ -107,16 +120,7 @@ def validate(
             rejections.append(Rejection(source_id, mapping_id, violation.reason))
             continue
         per_source[source_id] = count + 1
-        mapping: Mapping = values["mapping"]
-        issued.append(
-            _issue(
-                query_id=f"{source_id}#{count + 1}",
-                source_id=source_id,
-                record_filters=record_filters[mapping.id],
-                record_predicate=predicates[mapping.id],
-                **values,
-            )
-        )
+        issued.append(candidate)
     warnings = [
         _dropped_warning(selected[source_id]) for source_id in selected if source_id in dropped
     ]
@@ -258,6 +262,9 @@ def _check(
     excluded = rules.clean_terms(query.excluded_terms)
     phrases = rules.clean_terms(query.phrases)
     rules.check_content((required, optional, excluded, phrases), limits)
+    required, optional, excluded, phrases = rules.drop_unrenderable(
+        required, optional, excluded, phrases, caps
+    )
     # Excluded terms alone describe nothing to find; only RECENT may run without content.
     if not (required or optional or phrases) and strategy is not Strategy.RECENT:
         raise rules.Violation(RejectionReason.EMPTY_QUERY)

@@ -1,8 +1,9 @@
 """The values the pipeline's stages hand each other and its ports speak, free of any stage.
 
-What a provider can do (``ProviderCapabilities``) and the sealed ``ValidatedQuery`` it
-executes. They live apart from the validator and the ports so that both can import them
-without a cycle: the ports type-check against them, stage 4 (``esra.core._pipeline.validation``)
+What a provider can do (``ProviderCapabilities``, with the ``TextRendering`` that measures
+its statements against the engine's limits) and the sealed ``ValidatedQuery`` it executes.
+They live apart from the validator and the ports so that both can import them without a
+cycle: the ports type-check against them, stage 4 (``esra.core._pipeline.validation``)
 issues them, and nothing here imports a stage.
 
 A provider executes nothing but a ``ValidatedQuery`` the validator issued: the constructor
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 from enum import StrEnum
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import attrs
 
@@ -26,7 +27,9 @@ from esra.core.exceptions import UnvalidatedQueryError
 
 __all__ = [
     "ProviderCapabilities",
+    "RenderedLengths",
     "TextIndexKind",
+    "TextRendering",
     "ValidatedQuery",
     "ensure_validated",
 ]
@@ -44,13 +47,81 @@ class TextIndexKind(StrEnum):
 
 
 @attrs.frozen
+class RenderedLengths:
+    """How long a query's statement is once its provider has rendered it, in the unit the
+    provider's stated limits count (SQL Server: UTF-16 code units).
+
+    Attributes:
+        text_conditions: each full-text search condition the provider would bind (a
+            CONTAINS phrase, a FREETEXT string, an Oracle Text expression), in bind order.
+        command: the longest piece of command text the provider would send with them (the
+            statement, or whatever else travels as text beside it).
+    """
+
+    text_conditions: tuple[int, ...]
+    command: int
+
+
+class TextRendering(Protocol):
+    """**Protocol:** how a provider renders search content, stated so the validator can hold
+    a plan to the engine's limits exactly, before any statement is sent.
+
+    Implementations answer from the same code that renders the statement at execution, so
+    the validator's measure and what the engine receives cannot drift apart.
+    """
+
+    def renders_empty(self, term: str) -> bool:
+        """Whether ``term`` (stripped, checked safe) leaves nothing to search once rendered:
+        sent as it is, the engine would refuse it as an empty search condition."""
+        ...
+
+    def rendered_lengths(self, query: ValidatedQuery) -> RenderedLengths | None:
+        """The lengths of ``query``'s statement as the provider would send it, or ``None``
+        when the statement cannot be built at all (execution then fails as it always has)."""
+        ...
+
+
+def _needs_rendering(
+    instance: ProviderCapabilities, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
+    if value is None:
+        return
+    if value < 1:
+        msg = f"{attribute.name} must be at least 1"
+        raise ValueError(msg)
+    if instance.rendering is None:
+        # A limit nothing can measure a plan against would be a promise the validator breaks.
+        msg = f"{attribute.name} needs the rendering that measures it"
+        raise ValueError(msg)
+
+
+@attrs.frozen
 class ProviderCapabilities:
-    """What a provider supports: the validator rejects anything else before execution."""
+    """What a provider supports: the validator rejects anything else before execution.
+
+    Attributes:
+        strategies / operators: the strategies and filter operators it runs.
+        text_index: the full-text machinery it searches with.
+        max_rows: the largest row cap it accepts.
+        rendering: how it renders search content (``None``: every non-blank term renders to
+            something, and no length limit is stated).
+        max_text_condition_length: the longest full-text search condition the engine
+            accepts, as ``rendering`` measures it; ``None``: no stated limit.
+        max_command_length: the longest piece of command text the provider can send, as
+            ``rendering`` measures it; ``None``: no stated limit.
+    """
 
     strategies: frozenset[Strategy]
     operators: frozenset[Operator]
     text_index: TextIndexKind
     max_rows: int = 200
+    rendering: TextRendering | None = attrs.field(default=None, kw_only=True)
+    max_text_condition_length: int | None = attrs.field(
+        default=None, validator=_needs_rendering, kw_only=True
+    )
+    max_command_length: int | None = attrs.field(
+        default=None, validator=_needs_rendering, kw_only=True
+    )
 
 
 _SEAL = object()
