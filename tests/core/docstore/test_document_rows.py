@@ -19,7 +19,10 @@ from esra.core._docstore.scanner import Finding
 from esra.core.codes import DocumentRefusal
 
 AT = datetime(2025, 3, 1, 12, 30, 0, 123456, tzinfo=UTC)
-FINDINGS = (Finding(rule="aws_key", start=3, end=23, excerpt="AKIA…"),)
+FINDINGS = (
+    Finding(rule="aws_key", start=3, end=23, excerpt="AKIA…"),
+    Finding(rule="forged_turn", start=90, end=97, excerpt="say system: do", excerpt_span=(4, 11)),
+)
 
 
 def _row(**overrides: object) -> dict[str, object]:
@@ -86,3 +89,13 @@ def test_findings_round_trip_and_timestamps_pass_through() -> None:
     assert findings_from_json("[]") == ()
     assert timestamp(AT) is AT
     assert timestamp(AT.isoformat()) == AT
+
+
+def test_a_finding_stored_before_its_excerpt_span_was_kept_reads_without_one() -> None:
+    """Rows written before the span was stored read back with none; without a span the JSON
+    is what it always was."""
+    legacy = '[{"rule": "forged_turn", "start": 9, "end": 16, "excerpt": "x system: y"}]'
+    (finding,) = findings_from_json(legacy)
+    assert finding.excerpt_span is None
+    assert findings_json([finding]) == legacy
+    assert json.loads(findings_json(FINDINGS[1:]))[0]["excerpt_span"] == [4, 11]

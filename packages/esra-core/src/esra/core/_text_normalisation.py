@@ -15,6 +15,14 @@ ASCII matches the disguised text too. The rule, one character at a time:
 3. each remaining character that is dash punctuation (category Pd) folds to ``-``, and each
    one listed in :data:`_LOOKALIKES` folds to the ASCII letter it imitates.
 
+Before rule 2, two kinds of character are read for what they are rather than decomposed:
+
+- a letter of a styled alphabet that NFKD leaves alone or spells with punctuation (small
+  capitals, negative circled and squared capitals, regional indicator letters, parenthesized
+  letters — what "fancy text" generators offer) folds to its plain letter;
+- a Unicode line break folds to a line feed (U+0085 next line, U+2028 line separator) or, for
+  U+2029 paragraph separator, to two (a blank line), so patterns that read lines see them.
+
 :data:`_LOOKALIKES` is the part of Unicode's confusables.txt (UTS #39, as packaged in
 confusable-homoglyphs 3.3.1, January 2024) that maps a single non-ASCII letter, or a minus-like
 sign, to a single ASCII letter or ``-``, less the entries rule 2 already covers. One change to
@@ -112,6 +120,39 @@ _LOOKALIKES: dict[str, str] = {
     "z": "\u0396\u13c3\u1d22\ua4dc\uab93\U000118a9\U000118c4",
 }
 _CONFUSABLE = {source: target for target, sources in _LOOKALIKES.items() for source in sources}
+# Styled letters (see the docstring): small capitals confusables.txt does not list, and the
+# first code point of each styled alphabet that runs from A to Z.
+_SMALL_CAPITALS = {
+    "\u1d00": "a",
+    "\u0299": "b",
+    "\u1d05": "d",
+    "\u1d07": "e",
+    "\ua730": "f",
+    "\u0262": "g",
+    "\u029c": "h",
+    "\u1d0a": "j",
+    "\u1d0b": "k",
+    "\u029f": "l",
+    "\u1d0d": "m",
+    "\u0274": "n",
+    "\u1d18": "p",
+    "\ua7af": "q",
+    "\u0280": "r",
+    "\u1d1b": "t",
+}
+_STYLED_ALPHABETS = (
+    0x1F150,  # negative circled capitals
+    0x1F170,  # negative squared capitals
+    0x1F1E6,  # regional indicator symbols
+    0x249C,  # parenthesized small letters
+)
+_READ_AS = _SMALL_CAPITALS | {
+    chr(first + offset): chr(ord("a") + offset)
+    for first in _STYLED_ALPHABETS
+    for offset in range(26)
+}
+# Unicode line breaks (see the docstring): what reads lines sees them as line breaks.
+_READ_AS |= {"\x85": "\n", "\u2028": "\n", "\u2029": "\n\n"}
 _MARKS = frozenset({"Mn", "Me"})
 # Distinct characters remembered by the translation table; beyond this a character is folded
 # on every sight, so a text of every code point cannot grow the cache without bound.
@@ -125,6 +166,8 @@ def fold_char(char: str) -> str:
         return char
     if INVISIBLE.match(char):
         return ""
+    if char in _READ_AS:
+        return _READ_AS[char]
     parts: list[str] = []
     for part in unicodedata.normalize("NFKD", char):
         if unicodedata.category(part) in _MARKS or INVISIBLE.match(part):

@@ -346,21 +346,32 @@ def findings_section(findings: Sequence[Finding]) -> Markup:
 def marked_excerpt(finding: Finding) -> Markup:
     """The finding's excerpt with the matched span in ``<mark>``.
 
-    The excerpt is the match plus context with whitespace collapsed, so the span is found by
-    scanning the excerpt again with the same rule, taking the match nearest the position the
-    context implies. Where collapsing whitespace undid the match (a rule anchored to a line
-    start), the excerpt is shown whole and says so rather than marking a guess.
+    The scanner records where in the excerpt its match stands, and that is what is marked.
+    A finding stored before it did has only its offsets in the text, which the excerpt's
+    collapsed whitespace makes useless here; its excerpt is scanned again with the same rule,
+    and a match is marked only where it is the one candidate: collapsing only shortens the
+    context, so the finding's own match cannot start later than the offsets imply. With two
+    candidates, or none (a rule anchored to a line start), the excerpt is shown whole and
+    says so rather than marking a guess.
     """
     excerpt = finding.excerpt
-    expected = min(finding.start, _EXCERPT_CONTEXT)
-    spans = [f for f in scan_text(excerpt) if f.rule == finding.rule]
-    if not spans:
-        return html(
-            "{} <em>(the match lies within this excerpt; it depends on line breaks that the "
-            "excerpt does not keep, so it is not marked)</em>",
-            excerpt,
+    if finding.excerpt_span is not None:
+        start, end = finding.excerpt_span
+        return html("{}<mark>{}</mark>{}", excerpt[:start], excerpt[start:end], excerpt[end:])
+    latest = min(finding.start, _EXCERPT_CONTEXT)
+    spans = [f for f in scan_text(excerpt) if f.rule == finding.rule and f.start <= latest]
+    if len(spans) != 1:
+        reason = (
+            "it depends on line breaks that the excerpt does not keep"
+            if not spans
+            else "the same words occur more than once in it"
         )
-    span = min(spans, key=lambda f: abs(f.start - expected))
+        return html(
+            "{} <em>(the match lies within this excerpt; {}, so it is not marked)</em>",
+            excerpt,
+            reason,
+        )
+    (span,) = spans
     return html(
         "{}<mark>{}</mark>{}",
         excerpt[: span.start],

@@ -35,11 +35,13 @@ def timestamp(value: datetime | str) -> datetime:
 
 def findings_json(findings: Iterable[Finding]) -> str:
     """The findings as the JSON text a documents row stores."""
-    # ``in_title`` only where true: a text finding's JSON is what it always was.
+    # ``in_title`` only where true and ``excerpt_span`` only where known: a finding without
+    # them has the JSON it always had.
     return json.dumps(
         [
             {"rule": f.rule, "start": f.start, "end": f.end, "excerpt": f.excerpt}
             | ({"in_title": True} if f.in_title else {})
+            | ({"excerpt_span": list(f.excerpt_span)} if f.excerpt_span is not None else {})
             for f in findings
         ]
     )
@@ -57,9 +59,17 @@ def findings_from_json(raw: object) -> tuple[Finding, ...]:
             end=int(f["end"]),
             excerpt=str(f["excerpt"]),
             in_title=f.get("in_title") is True,
+            excerpt_span=_excerpt_span(f.get("excerpt_span")),
         )
         for f in decoded
     )
+
+
+def _excerpt_span(raw: object) -> tuple[int, int] | None:
+    """A stored ``[start, end]`` pair, or ``None`` (a finding stored before spans were kept)."""
+    if isinstance(raw, list) and len(raw) == 2:
+        return int(raw[0]), int(raw[1])
+    return None
 
 
 def stored_document(row: _Row) -> StoredDocument:

@@ -12,7 +12,9 @@ policy turns them into quarantine (the default), rejection, or indexing anyway, 
 findings are kept so an operator sees exactly what matched before releasing a document.
 
 A rule's words may stand on consecutive lines (a hard-wrapped text; a PDF, one line per visual
-line), never across a blank line (see :func:`_gap`).
+line), never across a blank line (see :func:`_gap`); what a rule looks ahead for reads the same
+way. A line break is a line feed, U+0085 or U+2028, and U+2029 is a blank line (folding makes
+them so); a line also starts after a lone carriage return, vertical tab or form feed.
 
 Patterns run on the folded text (:mod:`esra.core._text_normalisation`): a zero-width
 character, a Cyrillic look-alike or fullwidth letters do not hide a phrase. The stored text is
@@ -20,9 +22,10 @@ never changed; each finding's offsets and excerpt refer to the original. The rul
 text runs on the original, since folding is exactly what removes what it looks for.
 
 Besides the folded text, the rules read: its ROT13 reading, only on the lines around the words
-an instruction needs; the lines where invisible characters stand between letters, with those
-characters read as spaces; and the lines with character escapes (HTML references,
-percent-encoding, backslash escapes), decoded.
+an instruction needs; the text around invisible characters standing between letters, with
+those characters read as spaces; the text around words hyphenated at a line end ("dis-" /
+"regard"), joined; and the lines with character escapes (HTML references, percent-encoding,
+backslash escapes), decoded.
 
 Work is bounded: every rule is one pass over the text that stops after :data:`MAX_FINDINGS`
 matches, encoded runs, escaped lines and the other partial readings are decoded only up to a
@@ -39,7 +42,7 @@ import heapq
 import html
 import re
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from itertools import islice
 
@@ -101,6 +104,8 @@ def _gap(limit: int, stops: str = ".") -> str:
 
 
 _GAP30, _GAP40, _GAP60 = _gap(30), _gap(40), _gap(60)
+# How far a rule looks ahead for the rest of a request: past full stops, within the paragraph.
+_AHEAD200 = _gap(200, "")
 
 # "Ignore/forget the previous instructions" in the languages most used on the web: the override
 # is the same technique in any language, and a model obeys it in any language (language
@@ -356,8 +361,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b(?:everything|all\s+(?:the\s+)?text|the\s+text)\s+(?:above|before)\b|"
             r"\byou\s+were\s+told\s+before\b|"
             rf"\b(?:share|show|reveal|disclose)\s+(?:it|yours|them)\b{_GAP30}(?:now|"
-            r"with\s+me|to\s+me|please|\.|$)(?=[^\n]{0,200}?\bsystem\s+prompt)|"
-            r"\bsystem\s+prompt\b(?=[^\n]{0,200}?\b(?:share|show|reveal|disclose|output)\s+"
+            rf"with\s+me|to\s+me|please|\.|$)(?={_AHEAD200}\bsystem\s+prompt)|"
+            rf"\bsystem\s+prompt\b(?={_AHEAD200}\b(?:share|show|reveal|disclose|output)\s+"
             r"(?:it|yours|them|the\s+prompt)\b)|"
             # A request whose object is this model's system prompt, however it is argued for:
             # "I need the exact system prompt", "proceed by sharing the system prompt",
@@ -387,8 +392,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "forged_turn",
         re.compile(
             # Horizontal whitespace only, possessive: ^\s* in multiline mode ran over every
-            # following newline from each line start, quadratic on a run of blank lines.
-            r"^[ \t]*+(?:system|assistant|developer)\s*:|"
+            # following newline from each line start, quadratic on a run of blank lines. A
+            # line also starts after the ASCII line breaks other than \n (a lone carriage
+            # return, a vertical tab, a form feed); folding made the Unicode ones \n already.
+            r"(?:^|(?<=[\r\x0b\x0c]))[ \t]*+(?:system|assistant|developer)\s*:|"
             r"<\|?\s*(?:im_start|system|endoftext)\s*\|?>|"
             # A dash run is matched once, from its start (backtracking over it was quadratic).
             r"</?\s*(?:system|instructions?)\s*>|(?<!-)-{3,}+\s*end\s+of\s+(?:instructions|prompt|"
@@ -535,6 +542,21 @@ _INVISIBLE_BETWEEN_LETTERS = re.compile(
 )
 _ESCAPE_CONTEXT = 80
 _MAX_ESCAPES = 20_000
+# A word broken at a line end by a hyphen (typeset text, a PDF's visual lines: "dis-" /
+# "regard"): a hyphen, a soft hyphen or U+2010/U+2011 between letters, then one line break
+# (never a blank line), spaces and tabs around it.
+_HYPHEN_BREAK = re.compile(
+    "(?<=[^\\W\\d_])[-\u00ad\u2010\u2011][^\\S\\n]*\n[^\\S\\n]*(?=[^\\W\\d_])"
+)
+# What a re-reading (invisible characters as spaces, hyphenated words joined) reads around
+# each place it changes: this far either side, so a rule's words on the lines before and
+# after are read too, as the gaps read them in the folded text.
+_REREAD_CONTEXT = 200
+_SPACE = re.compile(r"\s")
+_LAST_SPACE = re.compile(r"\s\S*\Z")
+# Stands for each character of a hyphenated line break in the joined reading: folding drops
+# it, so the halves read as one word and positions stay the original's.
+_DROPPED = "\u200b"
 
 # A ROT13-encoded instruction reads, once decoded, with the words every instruction to a model
 # uses. The rules run on the ROT13 reading only around them (their line, as for escapes);
@@ -559,7 +581,10 @@ class Finding:
     """One match: the rule, where it is, and the excerpt an operator reviews.
 
     ``start`` and ``end`` are positions in the extracted text, or in the document's title
-    (its file name, shown to a model with every result) when ``in_title``.
+    (its file name, shown to a model with every result) when ``in_title``. ``excerpt_span`` is
+    where the match stands in ``excerpt`` (up to its cut, for a long match): the excerpt's
+    whitespace is collapsed, so the text's positions cannot say. ``None`` for a finding stored
+    before the span was kept.
     """
 
     rule: str
@@ -567,6 +592,7 @@ class Finding:
     end: int
     excerpt: str
     in_title: bool = False
+    excerpt_span: tuple[int, int] | None = None
 
 
 def _decode_run(run: str) -> str | None:
@@ -702,12 +728,25 @@ def _plain_matches(lowered: str) -> Iterator[tuple[str, int, int]]:
             yield rule, match.start(), match.end()
 
 
+def _collapsed_length(text: str) -> int:
+    """The length of ``text`` with its whitespace collapsed as an excerpt's is."""
+    return len(" ".join(text.split()))
+
+
 def _finding(text: str, rule: str, start: int, end: int) -> Finding:
     shown = min(end, start + _EXCERPT_MATCH)
     lo = max(0, start - _EXCERPT_CONTEXT)
     hi = min(len(text), shown + _EXCERPT_CONTEXT)
     excerpt = _UNSHOWABLE.sub("\ufffd", " ".join(text[lo:hi].split()))
-    return Finding(rule=rule, start=start, end=end, excerpt=excerpt)
+    # Where the match starts once whitespace is collapsed: after the context, and after the
+    # one space that stands for the whitespace between them (or that the match starts with).
+    before = _collapsed_length(text[lo:start])
+    joined = not (text[start - 1 : start].isspace() or text[start : start + 1].isspace())
+    mark_start = min(len(excerpt), before + (1 if before and not joined else 0))
+    mark_end = max(mark_start, _collapsed_length(text[lo:shown]))
+    return Finding(
+        rule=rule, start=start, end=end, excerpt=excerpt, excerpt_span=(mark_start, mark_end)
+    )
 
 
 def _lowered(folded: str) -> str:
@@ -733,28 +772,67 @@ def _keep_first(
         spans[(original_start, rule)] = max(spans.get((original_start, rule), 0), original_end)
 
 
+def _reread_window(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span around ``[start, end)`` a re-reading scans: the context either side, from and
+    to a whitespace character, so no word is cut into one that was not there."""
+    lo, hi = max(0, start - _REREAD_CONTEXT), min(len(text), end + _REREAD_CONTEXT)
+    if lo > 0:
+        first_space = _SPACE.search(text, lo, start)
+        lo = first_space.start() if first_space else start
+    if hi < len(text):
+        last_space = _LAST_SPACE.search(text, end, hi)
+        hi = last_space.start() if last_space else end
+    return lo, hi
+
+
+def _reread(
+    text: str,
+    spans: dict[tuple[int, str], int],
+    places: re.Pattern[str],
+    reading_of: Callable[[str], str],
+) -> None:
+    """Add to ``spans`` what the rules find in another reading of the text around ``places``.
+
+    ``reading_of`` rewrites a span of ``text`` one character for one, so positions in the
+    reading are the original's. What the first reading found already is not found twice.
+    """
+    for start, end in islice(_clusters(places, text), _MAX_DECODED_RUNS):
+        lo, hi = _reread_window(text, start, end)
+        reading = FoldedText(reading_of(text[lo:hi]))
+        found: dict[tuple[int, str], int] = {}
+        _keep_first(reading, _plain_matches(_lowered(reading.folded)), found)
+        for (position, rule), length_end in found.items():
+            first, last = lo + position, lo + length_end
+            if not any(r == rule and s < last and first < e for (s, r), e in spans.items()):
+                spans[(first, rule)] = max(spans.get((first, rule), 0), last)
+
+
 def _spaced(text: str, spans: dict[tuple[int, str], int]) -> None:
     """Add to ``spans`` what the rules find when invisible characters read as spaces.
 
     Folding drops invisible characters, which is right for one put inside a word
     ("ig\u200bnore") and wrong for one put in place of a space ("ignore\u2060all\u2060previous"),
-    which folds to one long word. Neither choice is right for both, so the line around each
-    cluster of invisible characters between letters is read the second way too. One character
-    becomes one space, so positions in that reading are the original's. The soft hyphen is left
-    out: it marks a break inside a word by definition.
+    which folds to one long word. Neither choice is right for both, so the text around each
+    cluster of invisible characters between letters is read the second way too. The soft
+    hyphen is left out: it marks a break inside a word by definition.
     """
-    if text.isascii():
-        return
-    for start, end in islice(_clusters(_INVISIBLE_BETWEEN_LETTERS, text), _MAX_DECODED_RUNS):
-        lo, hi = _window(text, start, end)
-        reading = FoldedText(INVISIBLE.sub(" ", text[lo:hi]))
-        found: dict[tuple[int, str], int] = {}
-        _keep_first(reading, _plain_matches(_lowered(reading.folded)), found)
-        for (position, rule), length_end in found.items():
-            first, last = lo + position, lo + length_end
-            # What the first reading found already is not found twice.
-            if not any(r == rule and s < last and first < e for (s, r), e in spans.items()):
-                spans[(first, rule)] = max(spans.get((first, rule), 0), last)
+    if not text.isascii():
+        _reread(text, spans, _INVISIBLE_BETWEEN_LETTERS, lambda span: INVISIBLE.sub(" ", span))
+
+
+def _dehyphenated(text: str, spans: dict[tuple[int, str], int]) -> None:
+    """Add to ``spans`` what the rules find with words hyphenated at a line end joined.
+
+    Typeset text and a PDF's visual lines break words where the line ends ("dis-" / "regard");
+    a reader, and a model, reads the word whole, so the text around each such break is read
+    with the break dropped too.
+    """
+    _reread(
+        text,
+        spans,
+        _HYPHEN_BREAK,
+        lambda span: _HYPHEN_BREAK.sub(lambda m: _DROPPED * len(m.group()), span),
+    )
 
 
 def scan_text(text: str) -> tuple[Finding, ...]:
@@ -767,6 +845,7 @@ def scan_text(text: str) -> tuple[Finding, ...]:
     spans: dict[tuple[int, str], int] = {}
     _keep_first(folded, _matches(folded.folded, _lowered(folded.folded)), spans)
     _spaced(text, spans)
+    _dehyphenated(text, spans)
     for match in islice(_HIDDEN.finditer(text), MAX_FINDINGS):
         spans[(match.start(), "hidden_text")] = match.end()
     first = heapq.nsmallest(MAX_FINDINGS, spans)
