@@ -6,16 +6,26 @@ import difflib
 import io
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from esra.core._docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core._docstore.extraction import (
+    ExtractionLimits,
+    SandboxLimits,
+    extract,
+    segment_extraction,
+)
 from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.ingestion import IngestionWorker
 from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.sandbox import ExtractionSandbox
 from esra.core._docstore.segments import reconstruct
 from esra.core._docstore.upload import AcceptedUpload, inspect_upload
 from esra.core.codes import DocumentRefusal
+from esra.core.testing import FakeClock
+from esra.core.testing._docstore import InMemoryDocumentRepository
 from tests._external import shared_data
 
 EXPECTED = "documents/textract_with_expected_text"
@@ -95,14 +105,14 @@ def _pdf_upload() -> AcceptedUpload:
 def test_the_pdf_subprocess_is_killed_at_its_wall_clock_deadline() -> None:
     """A stuck extraction fails its document with MALFORMED_DOCUMENT instead of hanging."""
     with pytest.raises(DocumentRefusedError) as raised:
-        extract(_pdf_upload(), pdf_limits=PdfLimits(wall_seconds=0.001))
+        extract(_pdf_upload(), sandbox_limits=SandboxLimits(wall_seconds=0.001))
     assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
 
 
 def test_a_pdf_subprocess_out_of_memory_fails_only_its_document() -> None:
     """With too little address space the child dies; the parent classifies and goes on."""
     with pytest.raises(DocumentRefusedError) as raised:
-        extract(_pdf_upload(), pdf_limits=PdfLimits(memory_bytes=32 * 1024 * 1024))
+        extract(_pdf_upload(), sandbox_limits=SandboxLimits(memory_bytes=32 * 1024 * 1024))
     assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
 
 
@@ -185,8 +195,77 @@ def test_the_sandbox_warms_up_on_a_strictly_valid_pdf_with_text() -> None:
     every child would still set that up again; strict parsing proves its structure exact."""
     from pypdf import PdfReader
 
-    from esra.core._docstore._pdf_forkserver import WARM_UP_PDF
+    from esra.core._docstore._sandbox_server import WARM_UP_PDF
 
     # Read here with pypdf itself: the sandbox body turns logging off in the process it runs in.
     reader = PdfReader(io.BytesIO(WARM_UP_PDF), strict=True)
     assert [page.extract_text() for page in reader.pages] == ["warm up"]
+
+
+class _AnsweringSandbox(ExtractionSandbox):
+    """Answers every request with ``answer``, as a child broken into by its document could."""
+
+    def __init__(self, answer: dict[str, object]) -> None:
+        super().__init__()
+        self._answer = answer
+
+    def extract(
+        self,
+        data: bytes,
+        limits: SandboxLimits,
+        *,
+        reader: DocumentFormat,
+        options: Mapping[str, object] | None = None,
+    ) -> dict[str, object]:
+        del data, limits, reader, options
+        return dict(self._answer)
+
+
+def _docx_upload() -> AcceptedUpload:
+    return AcceptedUpload(display_name="x.docx", format=DocumentFormat.DOCX, data=b"PK", sha256="0")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"text": "ab", "boundaries": [5], "labels": ["", "x"]},  # a start past the text
+        {"text": "abc", "boundaries": [2, 1], "labels": ["", "x", "y"]},  # out of order
+        {"text": "abc", "boundaries": [1], "labels": [""]},  # a label short
+        {"text": "abc", "boundaries": ["1"], "labels": ["", "x"]},
+        {"refusal": "NOT_A_REASON", "breach": "not_a_breach"},
+    ],
+)
+def test_a_docx_childs_answer_out_of_shape_is_malformed(answer: dict[str, object]) -> None:
+    """The sandbox child's answer is checked before it becomes an extraction: anything but
+    ordered unit starts within the text, one label each, fails the document classified."""
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(_docx_upload(), sandbox=_AnsweringSandbox(answer))
+    assert (raised.value.refusal, raised.value.breach) == (DocumentRefusal.MALFORMED_DOCUMENT, None)
+
+
+def test_a_docx_childs_answer_is_held_to_the_extraction_limits() -> None:
+    """Limits are checked again on what comes back, whatever the child was told."""
+    answer: dict[str, object] = {"text": "a\nb\nc", "boundaries": [2, 4], "labels": ["", "b", "c"]}
+    sandbox = _AnsweringSandbox(answer)
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(_docx_upload(), sandbox=sandbox, limits=ExtractionLimits(max_segments=2))
+    assert raised.value.refusal is DocumentRefusal.TOO_MANY_SEGMENTS
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(_docx_upload(), sandbox=sandbox, limits=ExtractionLimits(max_chars=4))
+    assert raised.value.refusal is DocumentRefusal.TEXT_TOO_LONG
+    assert extract(_docx_upload(), sandbox=sandbox).labels == ("", "b", "c")
+
+
+def test_the_former_pdf_limits_names_still_work_with_a_warning() -> None:
+    """``PdfLimits`` and ``IngestionWorker(pdf_limits=...)`` predate DOCX in the sandbox."""
+    from esra.core import docstore
+
+    with pytest.warns(DeprecationWarning, match="SandboxLimits"):
+        assert docstore.PdfLimits is SandboxLimits
+    with pytest.warns(DeprecationWarning, match="sandbox_limits"):
+        IngestionWorker(
+            InMemoryDocumentRepository(),
+            worker_id="w",
+            clock=FakeClock(),
+            pdf_limits=SandboxLimits(cpu_seconds=5),
+        )

@@ -2,8 +2,9 @@
 
 Found by a hostile review of the store's ingestion, each reproduced here before its fix: a
 PDF whose text decodes to a lone surrogate, a .docx table of vertically merged cells, a
-.docx of millions of tiny XML elements, an instruction hidden in a file name, and a file
-name that is not UTF-8.
+.docx of millions of tiny XML elements, an instruction hidden in a file name, a file name
+that is not UTF-8, and a .docx that costs python-docx seconds of CPU (parsed outside every
+sandbox limit, in the worker itself).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from esra.core._docstore._text_pdf import pdf_from_objects
 from esra.core._docstore.extraction import extract
 from esra.core._docstore.ingestion import IngestionWorker, upload_files
 from esra.core._docstore.model import DocumentState
-from esra.core._docstore.pdf_sandbox import PdfLimits
+from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.sandbox import SandboxLimits
 from esra.core._docstore.upload import inspect_upload
+from esra.core.codes import DocumentRefusal
 from esra.core.testing import FakeClock
 from esra.core.testing._docstore import InMemoryDocumentRepository
 from esra.sqlite import SqliteDocumentRepository
@@ -184,7 +187,7 @@ def test_a_docx_of_merged_table_cells_cannot_hang_the_worker(tmp_path: Path) -> 
     this one file for hours and no tenant's queue drained. The cells are read as the XML
     holds them now; the timeout only tells a hang from an answer, with a wide margin."""
     (tmp_path / "table.docx").write_bytes(_vmerge_docx(6000))
-    budget = PdfLimits().wall_seconds + 30  # the store's wall-clock budget for a hostile PDF
+    budget = SandboxLimits().wall_seconds + 30  # the store's wall-clock budget for a hostile PDF
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
         [sys.executable, "-c", _WORKER_SCRIPT, str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -314,3 +317,65 @@ def test_a_tables_cells_are_read_as_the_document_holds_them() -> None:
     )
     upload = inspect_upload("table.docx", _docx(table), None)
     assert extract(upload).text == "tall | wide\n | left | right"
+
+
+# -- a DOCX that outruns the extraction sandbox's limits ---------------------------------------
+
+
+def _paragraphs_docx(count: int) -> bytes:
+    """``count`` one-run paragraphs of distinct text (python-docx takes ~0.2 ms a paragraph:
+    25,000 of them are seconds of CPU in a 280 KB file, every upload check passed)."""
+    words = (os.urandom(8).hex().encode() for _ in range(count))
+    return _docx(b"".join(b"<w:p><w:r><w:t>%s</w:t></w:r></w:p>" % w for w in words))
+
+
+def test_a_docx_is_parsed_in_the_sandbox_child_under_its_memory_limit() -> None:
+    """python-docx ran in the worker itself, outside every limit of the PDF sandbox. Under
+    an address-space limit that only the sandbox child has, far below what inflating a
+    2 MB paragraph takes, the document fails classified; the same document extracts when
+    the limit allows it — the worker goes on."""
+    text = os.urandom(1024 * 1024).hex()
+    upload = inspect_upload(
+        "long.docx", _docx(b"<w:p><w:r><w:t>%s</w:t></w:r></w:p>" % text.encode())
+    )
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(upload, sandbox_limits=SandboxLimits(memory_bytes=16 * 1024 * 1024))
+    assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
+    assert extract(upload).text == text
+
+
+def test_a_docx_past_its_wall_clock_deadline_fails_classified() -> None:
+    """A stuck DOCX extraction is killed at the sandbox's deadline, like a PDF's."""
+    upload = inspect_upload("small.docx", _docx(b"<w:p><w:r><w:t>Leave</w:t></w:r></w:p>"))
+    with pytest.raises(DocumentRefusedError) as raised:
+        extract(upload, sandbox_limits=SandboxLimits(wall_seconds=0.001))
+    assert raised.value.refusal is DocumentRefusal.MALFORMED_DOCUMENT
+
+
+async def test_a_docx_past_the_sandbox_cpu_limit_fails_alone() -> None:
+    """A .docx that costs python-docx seconds of CPU ran to the end in the worker, holding
+    the turn; under the sandbox's CPU limit its child is stopped, the document fails as
+    MALFORMED_DOCUMENT, and the file queued after it is indexed in the same turn."""
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    slow, good = await upload_files(
+        repository,
+        TENANT,
+        [("slow.docx", _paragraphs_docx(25_000)), ("good.txt", GOOD)],
+        scope="all",
+        clock=clock,
+    )
+    assert slow.document is not None
+    assert good.document is not None
+    worker = IngestionWorker(
+        repository, worker_id="w1", clock=clock, sandbox_limits=SandboxLimits(cpu_seconds=1)
+    )
+    await worker.run_turn()
+    slow_now = await repository.get(TENANT, slow.document.id)
+    good_now = await repository.get(TENANT, good.document.id)
+    assert slow_now is not None
+    assert good_now is not None
+    assert (slow_now.state, slow_now.failure, good_now.state) == (
+        DocumentState.FAILED,
+        DocumentRefusal.MALFORMED_DOCUMENT,
+        DocumentState.INDEXED,
+    )

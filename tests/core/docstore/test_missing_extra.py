@@ -25,7 +25,7 @@ import pytest
 from esra.core._docstore.extraction import extract
 from esra.core._docstore.extras import INSTALL_HINT
 from esra.core._docstore.formats import DocumentFormat
-from esra.core._docstore.pdf_sandbox import PdfSandbox
+from esra.core._docstore.sandbox import ExtractionSandbox
 from esra.core._docstore.upload import AcceptedUpload
 
 _BLOCK_IN_PARENT = """
@@ -177,14 +177,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _server(sandbox: PdfSandbox) -> int | None:
+def _server(sandbox: ExtractionSandbox) -> int | None:
     return sandbox.server_pid  # read afresh (a local narrowing would outlive the call)
 
 
 def test_the_sandbox_server_is_closed_when_its_owner_is() -> None:
     """Leaving the ``with`` block stops and reaps the server at once; a closed sandbox starts
     a fresh server on its next use."""
-    with PdfSandbox() as sandbox:
+    with ExtractionSandbox() as sandbox:
         assert extract(_upload(), sandbox=sandbox).labels == ("page 1",)
         first = sandbox.server_pid
         assert first is not None
@@ -202,7 +202,7 @@ def test_the_sandbox_server_is_closed_when_its_owner_is() -> None:
 def test_a_dropped_sandbox_stops_its_server_without_a_resource_warning() -> None:
     """An owner that forgets ``close()``: the finalizer stops and reaps the server when the
     sandbox is collected, so Popen never warns that it is still running."""
-    sandbox = PdfSandbox()
+    sandbox = ExtractionSandbox()
     extract(_upload(), sandbox=sandbox)
     pid = sandbox.server_pid
     assert pid is not None
@@ -222,7 +222,7 @@ def test_the_process_wide_sandbox_is_closed_at_exit(tmp_path: Path) -> None:
         import json
         from esra.core._docstore.extraction import extract
         from esra.core._docstore.formats import DocumentFormat
-        from esra.core._docstore.pdf_sandbox import default_sandbox
+        from esra.core._docstore.sandbox import default_sandbox
         from esra.core._docstore.upload import AcceptedUpload
 
         from pathlib import Path

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -25,8 +26,8 @@ from esra.core._docstore.extraction import (
     segment_extraction,
 )
 from esra.core._docstore.formats import DocumentFormat
-from esra.core._docstore.pdf_sandbox import PdfLimits, PdfSandbox
 from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.sandbox import ExtractionSandbox, SandboxLimits
 from esra.core._docstore.segments import DEFAULT_MAX_SEGMENTS, Segment
 from esra.core._docstore.upload import AcceptedUpload
 from esra.core._fetch.refs import DocumentRefMinter
@@ -168,15 +169,22 @@ def test_a_segment_ceiling_refuses_whole_or_partitions_exactly(
     _assert_partition(extraction, 200)
 
 
-class _PagesSandbox(PdfSandbox):
+class _PagesSandbox(ExtractionSandbox):
     """Answers as the PDF child does, with given pages: the page join is under test here."""
 
     def __init__(self, pages: list[str]) -> None:
         super().__init__()
         self._pages = pages
 
-    def extract(self, data: bytes, limits: PdfLimits) -> dict[str, object]:
-        del data, limits
+    def extract(
+        self,
+        data: bytes,
+        limits: SandboxLimits,
+        *,
+        reader: DocumentFormat,
+        options: Mapping[str, object] | None = None,
+    ) -> dict[str, object]:
+        del data, limits, reader, options
         return {"pages": list(self._pages)}
 
 

@@ -42,12 +42,12 @@ from esra.core._docstore.model import (
     StoreSettings,
 )
 from esra.core._docstore.ownership import UPLOADED, DocumentOwner, DocumentReadOnlyError
-from esra.core._docstore.pdf_sandbox import PdfLimits
 from esra.core._docstore.queue_gauges import read_queue
 from esra.core._docstore.queue_stats import QueueStats
 from esra.core._docstore.ready_stores import ReadyStoresConfig, TenantStoreSource
 from esra.core._docstore.refusals import REMEDIES, Breach, DocumentRefusedError, remedy_for
 from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.sandbox import SandboxLimits
 from esra.core._docstore.scanner import Finding, ScanPolicy, scan_text
 from esra.core._docstore.search import (
     DEFAULT_SEARCH_LIMIT,
@@ -120,9 +120,9 @@ __all__ = [
     "MissingExtraError",
     "OpenedStore",
     "Operator",
-    "PdfLimits",
     "QueueStats",
     "ReadyStoresConfig",
+    "SandboxLimits",
     "ScanPolicy",
     "StoreConfiguration",
     "StoreConfigurationService",
@@ -164,3 +164,19 @@ __all__ = [
     "timestamp",
     "upload_files",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``PdfLimits``, the former name of ``SandboxLimits`` (it bounds DOCX parsing too):
+    still importable, with a ``DeprecationWarning``."""
+    if name == "PdfLimits":
+        import warnings  # noqa: PLC0415 - only a deprecated name needs it
+
+        warnings.warn(
+            "esra.core.docstore.PdfLimits is deprecated: use SandboxLimits, which bounds the "
+            "sandbox child of every PDF and DOCX",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SandboxLimits
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Sandbox body: a PDF's pages with pypdf, or a classified refusal. Runs only in a child.
 
 ``{"pages": [...]}`` or ``{"refusal": "PASSWORD_PROTECTED" | "MALFORMED_DOCUMENT" |
-"TEXT_TOO_LONG", "detail": "..."}`` — see ``_pdf_forkserver`` for the process and its limits.
+"TEXT_TOO_LONG", "detail": "..."}`` — see ``_sandbox_server`` for the process and its limits.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Text extraction per format, producing the text and its natural segment boundaries.
 
-PDF runs in a child process of its own with memory and CPU limits and a wall-clock kill
-(pypdf has shipped dozens of denial-of-service fixes; a hostile file must only ever fail
-itself), forked by a sandbox server that already imported pypdf (``pdf_sandbox``). DOCX is
-read with python-docx only after its package has passed the same zip and XML checks as at
-upload, here again: a document re-indexed by hand may be a stored breach, and extraction
-must never be the first to inflate it. Text formats are decoded as UTF-8 (or UTF-16 with a
-byte-order mark).
+PDF and DOCX are parsed in a child process of their own with memory and CPU limits and a
+wall-clock kill, forked by a sandbox server that already imported pypdf and python-docx
+(``sandbox``): both readers parse untrusted bytes (pypdf has shipped dozens of
+denial-of-service fixes; python-docx can spend seconds of CPU on a small package), and a
+hostile file must only ever fail itself. A DOCX's package checks and reading happen there
+(``docx_text``); what comes back is checked against the limits again before it is used.
+Text formats are decoded as UTF-8 (or UTF-16 with a byte-order mark).
 
 Every format is bounded by ``ExtractionLimits``: the text's length and the number of units
 are checked while they are found, in one linear pass, and only unit starts are kept — never
@@ -17,16 +17,13 @@ fast with ``TOO_MANY_SEGMENTS`` instead of exhausting memory.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import attrs
 
 from esra.core._docstore.encodable import encodable
-from esra.core._docstore.extras import MissingExtraError
 from esra.core._docstore.formats import DocumentFormat
-from esra.core._docstore.ooxml import check_docx_members
-from esra.core._docstore.pdf_sandbox import PdfLimits, PdfSandbox, default_sandbox
-from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.refusals import Breach, DocumentRefusedError
+from esra.core._docstore.sandbox import ExtractionSandbox, SandboxLimits, default_sandbox
 from esra.core._docstore.segments import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_SEGMENTS,
@@ -35,16 +32,19 @@ from esra.core._docstore.segments import (
     too_many_segments,
 )
 from esra.core._docstore.upload import AcceptedUpload
-from esra.core._docstore.zipguard import ZipLimits, inflate_members
+from esra.core._docstore.zipguard import ZipLimits
 from esra.core.codes import DocumentRefusal
 
 __all__ = [
     "Extraction",
     "ExtractionLimits",
-    "PdfLimits",
+    "SandboxLimits",
+    "UnitStarts",
     "extract",
     "sandbox_peak_rss_kb",
     "segment_extraction",
+    "text_too_long",
+    "unit_label",
 ]
 
 # One pass over the lines that matter: a fence toggles code, a heading outside code starts a
@@ -77,7 +77,8 @@ class ExtractionLimits:
     text is refused (``TEXT_TOO_LONG``). ``max_segments``: see ``DEFAULT_MAX_SEGMENTS``
     (``TOO_MANY_SEGMENTS``). Both are checked while extracting, before the text or its
     boundaries are materialised beyond them. ``zip``: the package limits a ``.docx`` is
-    checked against again before python-docx opens it (the upload's, by default).
+    checked against again, in its sandbox child, before python-docx opens it (the upload's,
+    by default).
     """
 
     max_chars: int = 32 * 1024 * 1024
@@ -97,7 +98,7 @@ class Extraction:
     max_segments: int = DEFAULT_MAX_SEGMENTS
 
 
-def _text_too_long(limits: ExtractionLimits) -> DocumentRefusedError:
+def text_too_long(limits: ExtractionLimits) -> DocumentRefusedError:
     return DocumentRefusedError(
         DocumentRefusal.TEXT_TOO_LONG, detail=f"more than {limits.max_chars} characters"
     )
@@ -107,7 +108,7 @@ def _decode(data: bytes, limits: ExtractionLimits) -> str:
     # No character takes more than four bytes: a file that must decode to too many is refused
     # before it is decoded.
     if len(data) // 4 > limits.max_chars:
-        raise _text_too_long(limits)
+        raise text_too_long(limits)
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         text = data.decode("utf-16")
     else:
@@ -115,15 +116,16 @@ def _decode(data: bytes, limits: ExtractionLimits) -> str:
     # ``replace`` returns the same object when there is no CRLF: no second copy then.
     text = text.replace("\r\n", "\n")
     if len(text) > limits.max_chars:
-        raise _text_too_long(limits)
+        raise text_too_long(limits)
     return text
 
 
-def _label(title: str) -> str:
+def unit_label(title: str) -> str:
+    """A unit's display label: its title, stripped and capped at ``LABEL_CHARS``."""
     return title.strip()[:LABEL_CHARS]
 
 
-class _Units:
+class UnitStarts:
     """Unit starts collected under the segment ceiling (each unit is at least one segment)."""
 
     def __init__(self, limits: ExtractionLimits) -> None:
@@ -140,7 +142,7 @@ def _plain(data: bytes, limits: ExtractionLimits) -> Extraction:
     text = _decode(data, limits)
     # Paragraph grouping as the breaks stream past: only group starts are kept, never a list
     # of every break (a file of blank lines has millions).
-    units, group_start = _Units(limits), 0
+    units, group_start = UnitStarts(limits), 0
     for match in _PARAGRAPH_BREAK.finditer(text):
         if match.end() - group_start >= PARAGRAPH_GROUP_CHARS and match.end() < len(text):
             units.add(match.end())
@@ -155,7 +157,7 @@ def _plain(data: bytes, limits: ExtractionLimits) -> Extraction:
 
 def _markdown(data: bytes, limits: ExtractionLimits) -> Extraction:
     text = _decode(data, limits)
-    units, labels, inside_code = _Units(limits), [""], False
+    units, labels, inside_code = UnitStarts(limits), [""], False
     for match in _MARKDOWN_LINE.finditer(text):
         if match.group("fence") is not None:
             inside_code = not inside_code
@@ -164,7 +166,7 @@ def _markdown(data: bytes, limits: ExtractionLimits) -> Extraction:
             continue
         raw = match.group("title")
         # A closing run of #s is not part of the title ("## Part ##"), unless it is all of it.
-        title = _label(raw.rstrip(" \t#") or raw[:1])
+        title = unit_label(raw.rstrip(" \t#") or raw[:1])
         if match.start() == 0:
             labels[0] = title
         else:
@@ -186,7 +188,7 @@ def _csv(data: bytes, limits: ExtractionLimits) -> Extraction:
     so the work in Python is per block, never per row (a file of blank lines has millions).
     """
     text = _decode(data, limits)
-    units = _Units(limits)
+    units = UnitStarts(limits)
     first = _CSV_RECORD.match(text)
     header_end = first.end() if first is not None else len(text)
     block = header_end
@@ -210,84 +212,34 @@ def _csv(data: bytes, limits: ExtractionLimits) -> Extraction:
     )
 
 
-def _docx(data: bytes, limits: ExtractionLimits) -> Extraction:
-    import io  # noqa: PLC0415 - python-docx is an optional extra
-
-    try:
-        from docx import Document  # noqa: PLC0415
-        from docx.table import Table  # noqa: PLC0415
-    except ImportError as exc:
-        raise MissingExtraError(("python-docx",)) from exc
-
-    # Counted inflation and DTD-free XML first: python-docx trusts its zip and its parser.
-    check_docx_members(inflate_members(data, limits.zip))
-    lines: list[str] = []
-    units = _Units(limits)
-    labels: list[str] = [""]
-    offset = 0
-    # python-docx parses attribute values lazily, as the content is read: a well-formed
-    # package can open fine and then raise on a bad value (a cell spanning "x" columns). So
-    # reading is guarded as a whole, not only opening.
-    try:
-        document = Document(io.BytesIO(data))
-        for block in document.iter_inner_content():
-            if isinstance(block, Table):
-                chunk = _table_text(block)
-            else:
-                chunk = block.text
-                style = (block.style.name if block.style is not None else "") or ""
-                if style.startswith(("Heading", "Title")) and chunk.strip():
-                    if offset > 0:
-                        units.add(offset)
-                        labels.append(_label(chunk))
-                    else:
-                        labels[0] = _label(chunk)
-            lines.append(chunk)
-            offset += len(chunk) + 1
-            if offset > limits.max_chars + 1:
-                raise _text_too_long(limits)
-    except DocumentRefusedError:
-        raise  # our own limits (text length, segment count) keep their classification
-    except Exception as exc:
-        raise DocumentRefusedError(
-            DocumentRefusal.MALFORMED_DOCUMENT, detail=f"python-docx: {type(exc).__name__}"
-        ) from exc
-    return Extraction(
-        text="\n".join(lines),
-        boundaries=tuple(units.starts),
-        labels=tuple(labels),
-        max_segments=limits.max_segments,
-    )
-
-
-def _table_text(table: Any) -> str:
-    """One line per row: the text of each ``<w:tc>`` the row holds, separated by ``|``.
-
-    Not python-docx's ``row.cells``: it resolves every vertically merged cell to the cell
-    above it by scanning the grid offsets of the rows before, which costs time cubic in the
-    row width (a 470 KB table of 6,000 merged columns ran for hours) and repeats a spanned
-    cell's text once per grid column. A cell's own text is what the document holds.
-    """
-    from docx.table import _Cell  # noqa: PLC0415 - python-docx is an optional extra
-
-    return "\n".join(
-        " | ".join(_Cell(tc, table).text for tc in tr.tc_lst) for tr in table._tbl.tr_lst
-    )
-
-
 def sandbox_peak_rss_kb() -> int:
-    """The largest resident size any PDF sandbox child of this process reached, in KiB."""
+    """The largest resident size any sandbox child of this process reached, in KiB."""
     return default_sandbox().peak_rss_kb
 
 
+def _refused(answer: dict[str, object]) -> DocumentRefusedError:
+    """The sandbox child's refusal (its reason and breach, when they are ours to name)."""
+    try:
+        refusal = DocumentRefusal(str(answer.get("refusal")))
+    except ValueError:
+        refusal = DocumentRefusal.MALFORMED_DOCUMENT
+    try:
+        breach = Breach(str(answer["breach"])) if answer.get("breach") is not None else None
+    except ValueError:
+        breach = None
+    return DocumentRefusedError(refusal, detail=str(answer.get("detail", "")), breach=breach)
+
+
 def _pdf(
-    data: bytes, limits: PdfLimits, extraction_limits: ExtractionLimits, sandbox: PdfSandbox
+    data: bytes,
+    limits: SandboxLimits,
+    extraction_limits: ExtractionLimits,
+    sandbox: ExtractionSandbox,
 ) -> Extraction:
     bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
-    result = sandbox.extract(data, bounded)
+    result = sandbox.extract(data, bounded, reader=DocumentFormat.PDF)
     if "pages" not in result or not isinstance(result["pages"], list):
-        refusal = DocumentRefusal(str(result.get("refusal", "MALFORMED_DOCUMENT")))
-        raise DocumentRefusedError(refusal, detail=str(result.get("detail", "")))
+        raise _refused(result)
     pages = [encodable(str(p)) for p in result["pages"]]  # pypdf may decode to surrogates
     if len(pages) > extraction_limits.max_segments:
         raise too_many_segments(extraction_limits.max_segments)
@@ -297,7 +249,7 @@ def _pdf(
         labels.append(f"page {number}")
         offset += len(page) + 1
     if offset > extraction_limits.max_chars + 1:
-        raise _text_too_long(extraction_limits)
+        raise text_too_long(extraction_limits)
     return Extraction(
         text="\n".join(pages),
         boundaries=tuple(starts),
@@ -306,20 +258,60 @@ def _pdf(
     )
 
 
+def _docx(
+    data: bytes,
+    limits: SandboxLimits,
+    extraction_limits: ExtractionLimits,
+    sandbox: ExtractionSandbox,
+) -> Extraction:
+    bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
+    options = {
+        "segments": extraction_limits.max_segments,
+        "zip": attrs.asdict(extraction_limits.zip),
+    }
+    result = sandbox.extract(data, bounded, reader=DocumentFormat.DOCX, options=options)
+    text, starts, labels = result.get("text"), result.get("boundaries"), result.get("labels")
+    if not (
+        isinstance(text, str)
+        and isinstance(starts, list)
+        and all(type(s) is int for s in starts)
+        and isinstance(labels, list)
+        and all(isinstance(label, str) for label in labels)
+    ):
+        raise _refused(result)
+    # The child is trusted with nothing: its answer must be an extraction within our limits.
+    if len(text) > bounded.max_chars:
+        raise text_too_long(extraction_limits)
+    if len(starts) + 1 > extraction_limits.max_segments:
+        raise too_many_segments(extraction_limits.max_segments)
+    # Unit 0 starts at 0: each later start is past the one before it and within the text.
+    ordered = all(a < b for a, b in zip([0, *starts], [*starts, len(text) + 1], strict=True))
+    if not ordered or len(labels) != len(starts) + 1:
+        raise DocumentRefusedError(
+            DocumentRefusal.MALFORMED_DOCUMENT, detail="sandbox answer out of shape"
+        )
+    return Extraction(
+        text=encodable(text),
+        boundaries=tuple(starts),
+        labels=tuple(encodable(label) for label in labels),
+        max_segments=extraction_limits.max_segments,
+    )
+
+
 def extract(
     upload: AcceptedUpload,
     *,
-    pdf_limits: PdfLimits | None = None,
+    sandbox_limits: SandboxLimits | None = None,
     limits: ExtractionLimits | None = None,
-    sandbox: PdfSandbox | None = None,
+    sandbox: ExtractionSandbox | None = None,
 ) -> Extraction:
     """Extract ``upload``'s text and natural boundaries.
 
     Args:
         upload: an inspected upload.
-        pdf_limits: the PDF sandbox child's limits.
+        sandbox_limits: the limits of the child a PDF or DOCX is parsed in.
         limits: bounds on the text and its units, for every format.
-        sandbox: the PDF sandbox server to use (its owner closes it); the process-wide one,
+        sandbox: the extraction sandbox server to use (its owner closes it); the process-wide one,
             closed at exit, by default.
 
     Raises:
@@ -332,10 +324,12 @@ def extract(
     match upload.format:
         case DocumentFormat.PDF:
             return _pdf(
-                upload.data, pdf_limits or PdfLimits(), limits, sandbox or default_sandbox()
+                upload.data, sandbox_limits or SandboxLimits(), limits, sandbox or default_sandbox()
             )
         case DocumentFormat.DOCX:
-            return _docx(upload.data, limits)
+            return _docx(
+                upload.data, sandbox_limits or SandboxLimits(), limits, sandbox or default_sandbox()
+            )
         case DocumentFormat.MD:
             return _markdown(upload.data, limits)
         case DocumentFormat.CSV:

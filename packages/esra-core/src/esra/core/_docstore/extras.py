@@ -40,8 +40,8 @@ def _importable(module: str) -> bool:
 def require_document_extra() -> None:
     """Raise unless every reader of the ``documents`` extra can be imported.
 
-    Looks the modules up without importing them: the parent never needs pypdf (only the
-    PDF sandbox does), and importing it would cost every host its memory.
+    Looks the modules up without importing them: the parent never needs pypdf or python-docx
+    (only the extraction sandbox does), and importing them would cost every host their memory.
 
     Raises:
         MissingExtraError: naming the missing distributions and the install command.

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeAlias
 
 import attrs
 
-from esra.core._docstore.extraction import PdfLimits, extract, segment_extraction
+from esra.core._docstore.extraction import SandboxLimits, extract, segment_extraction
 from esra.core._docstore.extras import require_document_extra
 from esra.core._docstore.heartbeat import LeaseHeartbeat
 from esra.core._docstore.model import (
@@ -165,7 +166,9 @@ class IngestionWorker:
         settings_for: the store settings of a tenant (the host's defaults and the worker's
             lease); the values the tenant configured in its store (``load_configuration``)
             replace the configurable ones at each turn.
-        pdf_limits: sandbox limits for PDF extraction.
+        sandbox_limits: the limits of the sandbox child each PDF and DOCX is parsed in.
+        pdf_limits: deprecated name of ``sandbox_limits`` (from when only PDFs were
+            sandboxed); used when ``sandbox_limits`` is not given, with a warning.
         on_indexed: awaited after each document this worker indexed, with its claim and
             content; an error it raises is logged by type and indexing goes on.
 
@@ -180,7 +183,8 @@ class IngestionWorker:
         worker_id: str,
         clock: Clock,
         settings_for: Callable[[str], StoreSettings] = lambda _tenant: StoreSettings(),
-        pdf_limits: PdfLimits | None = None,
+        sandbox_limits: SandboxLimits | None = None,
+        pdf_limits: SandboxLimits | None = None,
         on_indexed: IndexedHook | None = None,
     ) -> None:
         # A worker without pypdf / python-docx would fail every PDF and DOCX as a document
@@ -190,7 +194,14 @@ class IngestionWorker:
         self._worker_id = worker_id
         self._clock = clock
         self._settings_for = settings_for
-        self._pdf_limits = pdf_limits or PdfLimits()
+        if pdf_limits is not None:
+            warnings.warn(
+                "IngestionWorker(pdf_limits=...) is deprecated: the limits bound DOCX parsing "
+                "too; pass sandbox_limits=...",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        self._sandbox_limits = sandbox_limits or pdf_limits or SandboxLimits()
         self._on_indexed = on_indexed
 
     async def run_turn(self) -> list[TenantTurn]:
@@ -273,7 +284,9 @@ class IngestionWorker:
                 error would. Only extraction is guarded here; store calls fail as the store's.
         """
         try:
-            return await asyncio.to_thread(_extract, upload, self._pdf_limits, settings.scan_policy)
+            return await asyncio.to_thread(
+                _extract, upload, self._sandbox_limits, settings.scan_policy
+            )
         except DocumentRefusedError:
             raise
         except Exception as exc:
@@ -347,13 +360,15 @@ class _Extracted:
     segments: tuple[StoredSegment, ...]
 
 
-def _extract(upload: AcceptedUpload, pdf_limits: PdfLimits, policy: ScanPolicy) -> _Extracted:
+def _extract(
+    upload: AcceptedUpload, sandbox_limits: SandboxLimits, policy: ScanPolicy
+) -> _Extracted:
     """Extract, scan and (unless it is to be rejected) segment one document, in a thread.
 
     Raises:
         DocumentRefusedError: the document cannot be extracted.
     """
-    extraction = extract(upload, pdf_limits=pdf_limits)
+    extraction = extract(upload, sandbox_limits=sandbox_limits)
     # The title (the file name) is a returned field, read by a model beside every fragment:
     # an instruction in it is one in the document. It comes first, as a reader meets it.
     in_title = tuple(attrs.evolve(f, in_title=True) for f in scan_text(upload.display_name))

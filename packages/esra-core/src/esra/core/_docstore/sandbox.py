@@ -1,13 +1,17 @@
-"""The client side of the PDF sandbox server (``_pdf_forkserver``), and its lifetime.
+"""The client side of the extraction sandbox server (``_sandbox_server``), and its lifetime.
+
+Every PDF and DOCX is parsed there, each in a limited child process of its own: pypdf and
+python-docx (with lxml) read untrusted bytes, and a document that exhausts their time or
+memory, or crashes them, must fail alone and classified, never take the worker with it.
 
 One server per owner, one request at a time, restarted when it dies (or when this process
 was forked). The server process is always reaped: ``close()`` (or leaving the ``with``
 block) ends it deterministically, a garbage-collected sandbox ends it through a finalizer,
 and the process-wide default used by ``extract`` is closed at interpreter exit. A server
 that dies is reaped at once, never just killed and dropped. The server announces itself
-with one line before serving; if it cannot import pypdf (the ``documents`` extra is not
-installed) it says so and exits, and the caller gets ``MissingExtraError``, not a document
-failure.
+with one line before serving; if it cannot import pypdf or python-docx (the ``documents``
+extra is not installed) it says so and exits, and the caller gets ``MissingExtraError``, not
+a document failure.
 """
 
 from __future__ import annotations
@@ -20,23 +24,26 @@ import subprocess
 import sys
 import threading
 import weakref
+from collections.abc import Mapping
 from types import TracebackType
 
 import attrs
 
 from esra.core._docstore.extras import MissingExtraError
+from esra.core._docstore.formats import DocumentFormat
 
-__all__ = ["PdfLimits", "PdfSandbox", "default_sandbox"]
+__all__ = ["ExtractionSandbox", "SandboxLimits", "default_sandbox"]
 
-# How long a server may take to import pypdf and announce itself, and to exit once its
+# How long a server may take to import its readers and announce itself, and to exit once its
 # input closes, before it is killed: safety nets, far above what either takes.
 _ANNOUNCE_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 5.0
 
 
 @attrs.frozen
-class PdfLimits:
-    """Sandbox limits for one PDF extraction subprocess; ``max_chars`` bounds its text."""
+class SandboxLimits:
+    """Limits of the child process one document (PDF or DOCX) is extracted in; ``max_chars``
+    bounds its text. A breach fails the document as ``MALFORMED_DOCUMENT``."""
 
     memory_bytes: int = 768 * 1024 * 1024
     cpu_seconds: int = 30
@@ -70,19 +77,21 @@ def _announcement(server: subprocess.Popen[bytes]) -> dict[str, object] | None:
     return answer if isinstance(answer, dict) else None
 
 
-class PdfSandbox:
-    """A PDF sandbox server owned by whoever holds this object; close it when done."""
+class ExtractionSandbox:
+    """An extraction sandbox server owned by whoever holds this object; close it when done."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._server: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], PdfSandbox] | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], ExtractionSandbox] | None = (
+            None
+        )
         self._owner = 0
         # Servers inherited across a fork belong to the parent: kept, never stopped here.
         self._inherited: list[subprocess.Popen[bytes]] = []
         self.peak_rss_kb = 0
 
-    def __enter__(self) -> PdfSandbox:
+    def __enter__(self) -> ExtractionSandbox:
         return self
 
     def __exit__(
@@ -120,11 +129,11 @@ class PdfSandbox:
         """A new server that announced itself ready, or None when it died first.
 
         Raises:
-            MissingExtraError: the server cannot import pypdf.
+            MissingExtraError: the server cannot import pypdf or python-docx.
         """
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PATH": os.defpath}
         server = subprocess.Popen(
-            [sys.executable, "-m", "esra.core._docstore._pdf_forkserver"],
+            [sys.executable, "-m", "esra.core._docstore._sandbox_server"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -135,8 +144,8 @@ class PdfSandbox:
             return server
         _stop(server)
         missing = announced.get("missing") if announced is not None else None
-        if isinstance(missing, str):
-            raise MissingExtraError((missing,))
+        if isinstance(missing, list) and missing:
+            raise MissingExtraError(tuple(str(name) for name in missing))
         return None
 
     def _ensure(self) -> subprocess.Popen[bytes] | None:
@@ -150,13 +159,23 @@ class PdfSandbox:
             self._finalizer = weakref.finalize(self, _stop, server)
         return server
 
-    def extract(self, data: bytes, limits: PdfLimits) -> dict[str, object]:
-        """Send one PDF to the server; its answer, or a refusal when the server died.
+    def extract(
+        self,
+        data: bytes,
+        limits: SandboxLimits,
+        *,
+        reader: DocumentFormat,
+        options: Mapping[str, object] | None = None,
+    ) -> dict[str, object]:
+        """Send one document to the server, to be read as ``reader`` (PDF or DOCX) with that
+        reader's ``options``; its answer, or a refusal when the server died.
 
         Raises:
-            MissingExtraError: the server cannot import pypdf.
+            MissingExtraError: the server cannot import pypdf or python-docx.
         """
         header = {
+            "reader": reader.value,
+            "options": dict(options or {}),
             "size": len(data),
             "memory": limits.memory_bytes,
             "cpu": limits.cpu_seconds,
@@ -186,9 +205,9 @@ class PdfSandbox:
             return answer
 
 
-_DEFAULT = PdfSandbox()
+_DEFAULT = ExtractionSandbox()
 
 
-def default_sandbox() -> PdfSandbox:
+def default_sandbox() -> ExtractionSandbox:
     """The process-wide sandbox ``extract`` uses unless given one; closed at exit."""
     return _DEFAULT
