@@ -183,10 +183,11 @@ async def test_a_version_1_schema_gains_the_store_states_in_place(pg_dsn: str) -
             await store.write_store_state(TENANT, state)
             assert await store.read_store_state(TENANT) == state
             assert (await store.load(TENANT)) is not None
+            assert await store.pending_audit() == []
         finally:
             await store.close()
         async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-            assert await config_schema_version(conn, schema) == CONFIG_SCHEMA_VERSION == 2
+            assert await config_schema_version(conn, schema) == CONFIG_SCHEMA_VERSION == 3
     finally:
         async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
             await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

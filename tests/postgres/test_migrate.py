@@ -224,9 +224,8 @@ async def test_a_host_refuses_schemas_behind_this_release(
     with admin(pg_dsn) as conn:
         versions = sql.Identifier(schemas["config"], "schema_version")
         conn.execute(sql.SQL("DELETE FROM {} WHERE version > 1").format(versions))
-        conn.execute(
-            sql.SQL("DROP TABLE {}").format(sql.Identifier(schemas["config"], "store_states"))
-        )
+        for table in ("store_states", "audit_outbox"):
+            conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schemas["config"], table)))
     state = load_settings(settings_file, model_key=False).state
     await _refused_at_start(state)
     again = _migrate(settings_file, pg_dsn, host_role)

@@ -112,7 +112,8 @@ class TestSqliteStoreStateTable(StoreStateTableContract):
 
 
 async def test_a_version_1_database_gains_the_store_states_in_place(tmp_path: Path) -> None:
-    """A data directory from before store states is migrated when the store first runs."""
+    """A data directory from before store states (and the audit outbox) is migrated when the
+    store first runs."""
     path = tmp_path / "state.db"
     connection = sqlite3.connect(path, isolation_level=None)
     try:
@@ -133,6 +134,7 @@ async def test_a_version_1_database_gains_the_store_states_in_place(tmp_path: Pa
         state = StoreState(StoreStatus.FAILED, T0, failure="disk_full", remedy="Free space.")
         await store.write_store_state("tenant-a", state)
         assert await store.read_store_state("tenant-a") == state
-        assert await store.initialize() == CONFIG_SCHEMA_VERSION == 2
+        assert await store.pending_audit() == []
+        assert await store.initialize() == CONFIG_SCHEMA_VERSION == 3
     finally:
         await store.close()

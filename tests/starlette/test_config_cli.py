@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import attrs
 import pytest
 
 from esra.core._admin.roles import Role
@@ -19,6 +21,7 @@ from esra.starlette._admin.operator import DEFAULT_ROLES_CLAIM
 from esra.starlette._cli import main
 from esra.starlette._config_cli import CONFIG_DATABASE_FILE
 from esra.starlette._devtoken import load_or_create_dev_issuer
+from esra.starlette._durable_state import embedded_state, open_state
 from esra.starlette._embedded import EMBEDDED_CLIENT_APP, EMBEDDED_TENANT
 
 
@@ -142,3 +145,63 @@ def test_import_refuses_a_document_nested_past_the_decoders_limit(
     status = main(["config", "import", str(path), "--data-dir", str(data_dir), "--token", token])
     assert status == 2
     assert "cannot read a configuration document (RecursionError)" in capsys.readouterr().err
+
+
+CLAIMS_SECRET = "claims-pw"
+
+
+def _seed_claims_secret(data_dir: Path, *, stored: bool) -> None:
+    """Record ``claims-pw``'s write in the workspace; ``stored``: in the host's secret store
+    too (not stored is what a host killed between the two leaves behind)."""
+
+    async def seed() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            durable = await open_state(
+                stack, embedded_state(data_dir), policies={}, clock=FakeClock()
+            )
+            assert durable.workspaces is not None
+            security = Administrator.of("sec", Grant(Role.SECURITY_MANAGE, EMBEDDED_TENANT))
+            vault = durable.secrets if stored else InMemorySecretVault()
+            service = ConnectionSecretService(
+                durable.workspaces, vault, audit=InMemoryAuditSink(), clock=FakeClock()
+            )
+            await service.put_secret(security, EMBEDDED_TENANT, CLAIMS_SECRET, "claims-value")
+
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    asyncio.run(seed())
+
+
+def _claims_document(tmp_path: Path) -> Path:
+    snapshot = contract_snapshot(EMBEDDED_TENANT)
+    template = f"postgresql://claims:${{secret:{CLAIMS_SECRET}}}@127.0.0.1:5432/claims"
+    sources = tuple(attrs.evolve(s, connection_ref=template) for s in snapshot.sources)
+    path = tmp_path / "claims.json"
+    path.write_text(json.dumps(dump_snapshot(attrs.evolve(snapshot, sources=sources))))
+    return path
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_import_refuses_a_source_naming_a_secret_the_host_does_not_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stored: bool
+) -> None:
+    """As the admin API does (``unwritten_secrets``): the workspace recording a secret's
+    write is not enough, the host's secret store must hold it."""
+    data_dir = tmp_path / "home"
+    _seed_claims_secret(data_dir, stored=stored)
+    args = ["config", "import", str(_claims_document(tmp_path)), "--data-dir", str(data_dir)]
+    for role in (Role.ESRA_DATA_MANAGE, Role.GOVERNANCE_MANAGE, Role.ESRA_EXPOSURE_MANAGE):
+        args += ["--token", _token(data_dir, role)]
+
+    status = main([*args, "--publish"])
+
+    captured = capsys.readouterr()
+    if stored:
+        assert status == 0, captured.err
+        assert "published" in captured.out
+    else:
+        assert status == 1
+        assert "names a missing connection secret" in captured.err
+        assert (
+            main(["config", "export", "--tenant", EMBEDDED_TENANT, "--data-dir", str(data_dir)])
+            == 1
+        )

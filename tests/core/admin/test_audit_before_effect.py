@@ -5,7 +5,7 @@ are refused and the action fails rather than proceeding unaudited. The chain the
 the sink (its ``ping()``, through any wrapper the host puts around it) before it saves
 anything — a publication's save is what every follower applies — and, for a secret write,
 once more before the secret is written. A sink that dies after the save leaves its record
-queued or logged to ``esra.audit.unwritten``, and the caller is told.
+held in the workspace store's audit outbox, saved with the change, until the sink takes it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from esra.core.admin import (
     InMemorySecretVault,
     InMemoryWorkspaceStore,
     Role,
+    forward_audit_outbox,
 )
 from esra.core.audit import TraceLinkedAuditSink
 from esra.core.codes import AuditEvent
@@ -93,9 +94,14 @@ class SaveHookStore(InMemoryWorkspaceStore):
         self.after_save: Callable[[], None] | None = None
 
     async def save(
-        self, workspace: AdminWorkspace, *, expected_version: int, change: ConfigChange
+        self,
+        workspace: AdminWorkspace,
+        *,
+        expected_version: int,
+        change: ConfigChange,
+        audit: AuditRecord | None = None,
     ) -> None:
-        await super().save(workspace, expected_version=expected_version, change=change)
+        await super().save(workspace, expected_version=expected_version, change=change, audit=audit)
         if self.after_save is not None:
             self.after_save()
 
@@ -235,11 +241,11 @@ async def test_a_secret_is_not_written_when_the_sink_dies_after_the_save() -> No
     assert "withdrawn" in history[-1].reason
 
 
-async def test_a_record_refused_after_the_save_is_logged_as_unwritten(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_a_record_refused_after_the_save_is_held_and_delivered_once_the_sink_is_back() -> (
+    None
+):
     # The sink dies between the check and the record (the publication's own save): the
-    # change stands, the caller is told, and the refused record is never silent.
+    # change stands, and its record, saved with it, waits in the outbox instead of a log line.
     clock = FakeClock()
     backend = SwitchableBackend()
     batching = BatchingAuditSink(
@@ -259,20 +265,17 @@ async def test_a_record_refused_after_the_save_is_logged_as_unwritten(
         batching._unavailable = True  # as _mark_unavailable leaves it
 
     store.after_save = audit_dies
-    with (
-        caplog.at_level(logging.ERROR),
-        pytest.raises(AuditUnavailableError) as raised,
-    ):
-        await h.exposures.publish(PUBLISHER, TENANT, SLUG)
+    await h.exposures.publish(PUBLISHER, TENANT, SLUG)
 
     assert await _served_elsewhere(h)  # the save had been made: it stands
-    unwritten = [r for r in caplog.records if r.name == UNWRITTEN_LOGGER]
-    assert len(unwritten) == 1
-    assert AuditEvent.ADMIN_EXPOSURE_PUBLISH.value in unwritten[0].getMessage()
-    assert any("saved" in note for note in getattr(raised.value, "__notes__", ()))
+    (held,) = await store.pending_audit()
+    assert (held.event, held.outcome) == (AuditEvent.ADMIN_EXPOSURE_PUBLISH, "ok")
     store.after_save = None
     batching._unavailable = False
+    assert await forward_audit_outbox(store, h.audit) == 1
     await batching.aclose()
+    published = [r for r in backend.log.records if r.event is AuditEvent.ADMIN_EXPOSURE_PUBLISH]
+    assert [r.correlation_id for r in published] == [held.correlation_id]
 
 
 async def test_a_sink_without_ping_is_used_as_before() -> None:

@@ -13,6 +13,10 @@ Version 2 adds ``store_states`` — one row per tenant: its document store's lif
 as the last administrative action set it (status, when, and a failure's reason and remedy),
 shared by every host on the database.
 
+Version 3 adds ``audit_outbox`` — the audit records of saved changes (``jsonb``), each
+inserted in the save's transaction and deleted once the audit sink has it (``seq`` keeps
+their order, ``correlation_id`` names each record).
+
 Append-only and immutable are enforced by the server: a trigger refuses every UPDATE and
 DELETE on ``changes`` and ``published``, whoever connects. ``apply_config_schema`` runs in
 one transaction under a transaction-scoped advisory lock, so concurrent initialisations
@@ -38,7 +42,7 @@ __all__ = [
 ]
 
 DEFAULT_CONFIG_SCHEMA = "esra_config"
-CONFIG_SCHEMA_VERSION = 2
+CONFIG_SCHEMA_VERSION = 3
 # Every publication is announced here (payload ``<schema> <tenant> <version>``).
 CONFIG_NOTIFY_CHANNEL = "esra_config_published"
 
@@ -116,6 +120,17 @@ def _store_states(schema: str) -> tuple[sql.Composed, ...]:
     )
 
 
+def _audit_outbox(schema: str) -> tuple[sql.Composed, ...]:
+    return (
+        sql.SQL(
+            "CREATE TABLE {t} ("
+            " seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+            " correlation_id text NOT NULL UNIQUE,"
+            " record jsonb NOT NULL)"
+        ).format(t=sql.Identifier(schema, "audit_outbox")),
+    )
+
+
 async def config_schema_version(
     connection: psycopg.AsyncConnection[Any], schema: str = DEFAULT_CONFIG_SCHEMA
 ) -> int:
@@ -142,7 +157,11 @@ async def apply_config_schema(
         schema=schema,
         table="schema_version",
         lock="esra.config",
-        migrations={1: _statements(schema), 2: _store_states(schema)},
+        migrations={
+            1: _statements(schema),
+            2: _store_states(schema),
+            3: _audit_outbox(schema),
+        },
         target=CONFIG_SCHEMA_VERSION,
         subject="configuration",
     )

@@ -10,6 +10,10 @@ overwrite. A publication is inserted in the same transaction and announced with
 ``pg_notify`` (delivered at commit), so hosts may LISTEN instead of polling
 ``published_versions``.
 
+A save given the change's audit record inserts it into ``audit_outbox`` in the same
+transaction; ``pending_audit`` reads the held records in order and ``settle_audit`` deletes one
+once the audit sink has it.
+
 Documents are ``jsonb`` of the core converter's output; secret values are never among them.
 
 It is also the hosts' ``StoreStateTable``: each tenant's document store lifecycle state, so
@@ -34,6 +38,7 @@ from esra.core.admin import (
     workspace_document,
     workspace_from_document,
 )
+from esra.core.audit import AuditRecord, record_document, record_from_document
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
 from esra.core.docstore import StoreState, StoreStatus
 from esra.postgres._config_schema import (
@@ -78,6 +83,7 @@ class PostgresConfigStore:
             "c": sql.Identifier(schema, "changes"),
             "p": sql.Identifier(schema, "published"),
             "s": sql.Identifier(schema, "store_states"),
+            "o": sql.Identifier(schema, "audit_outbox"),
         }
 
     @classmethod
@@ -138,9 +144,14 @@ class PostgresConfigStore:
         return workspace_from_document(row["document"]) if row is not None else None
 
     async def save(
-        self, workspace: AdminWorkspace, *, expected_version: int, change: ConfigChange
+        self,
+        workspace: AdminWorkspace,
+        *,
+        expected_version: int,
+        change: ConfigChange,
+        audit: AuditRecord | None = None,
     ) -> None:
-        """Store ``workspace`` if the tenant is still at ``expected_version``."""
+        """Store ``workspace`` if the tenant is still at ``expected_version``; hold ``audit``."""
         check_save(workspace, expected_version, change)
         params = {
             "tenant": workspace.tenant_id,
@@ -200,6 +211,24 @@ class PostgresConfigStore:
                         f"{self._schema} {workspace.tenant_id} {workspace.version}",
                     ),
                 )
+            if audit is not None:
+                await conn.execute(
+                    self._q("INSERT INTO {o} (correlation_id, record) VALUES (%(id)s, %(record)s)"),
+                    {"id": audit.correlation_id, "record": Jsonb(record_document(audit))},
+                )
+
+    async def pending_audit(self) -> list[AuditRecord]:
+        """Every held audit record, every tenant's, in the order they were saved."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(self._q("SELECT record FROM {o} ORDER BY seq"))
+            return [record_from_document(row[0]) for row in await cursor.fetchall()]
+
+    async def settle_audit(self, correlation_id: str) -> None:
+        """Delete the held record with ``correlation_id`` (the audit sink has it)."""
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                self._q("DELETE FROM {o} WHERE correlation_id = %(id)s"), {"id": correlation_id}
+            )
 
     async def history(self, tenant_id: str) -> list[ConfigChange]:
         """Every change saved for the tenant, oldest first."""

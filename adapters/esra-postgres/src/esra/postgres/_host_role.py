@@ -7,16 +7,18 @@ with ``grant_state_host_role`` (``esra migrate --grant-to ROLE`` does both):
 
 - configuration: ``SELECT, INSERT, UPDATE`` on ``workspaces`` (a tenant's current draft is
   one row, replaced under optimistic concurrency) and ``SELECT, INSERT`` on the append-only
-  ``changes`` and immutable ``published``;
+  ``changes`` and immutable ``published``; ``SELECT, INSERT, DELETE`` on ``audit_outbox``
+  (an audit record waits there from its change's save until the audit sink has it, then is
+  deleted — the one table the host deletes from);
 - secrets: ``SELECT, INSERT, UPDATE`` on ``secrets`` (a rotation or a re-wrap replaces the
   row); never ``DELETE``;
 - audit: ``grant_audit_writer`` — ``SELECT, INSERT`` on ``records``, nothing more.
 
 Each grant comes with ``USAGE`` on the schema and ``SELECT`` on its version table (the host
-checks the applied version at start), and revokes ``DELETE``, ``TRUNCATE``, ``REFERENCES``
-and ``TRIGGER`` explicitly, in case an earlier grant gave them. Because the host's role owns
-nothing, the server refuses it any DDL in these schemas — it cannot drop a trigger, the audit
-table or the schema itself.
+checks the applied version at start), and revokes ``DELETE`` (where not granted),
+``TRUNCATE``, ``REFERENCES`` and ``TRIGGER`` explicitly, in case an earlier grant gave them.
+Because the host's role owns nothing, the server refuses it any DDL in these schemas — it
+cannot drop a trigger, the audit table or the schema itself.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from esra.postgres._audit_schema import grant_audit_writer
 __all__ = ["grant_config_writer", "grant_secret_writer", "grant_state_host_role"]
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# Never granted to the host's role on any state table.
-_REVOKED = "DELETE, TRUNCATE, REFERENCES, TRIGGER"
+# Never granted to the host's role on a state table, unless the table's grant names it.
+_REVOKED = ("DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 
 def _check(name: str, what: str) -> None:
@@ -62,8 +64,10 @@ async def _grant(
             await connection.execute(
                 sql.SQL("GRANT {p} ON {t} TO {w}").format(p=sql.SQL(privileges), t=target, w=who)
             )
+            granted = {privilege.strip() for privilege in privileges.split(",")}
+            revoked = ", ".join(p for p in _REVOKED if p not in granted)
             await connection.execute(
-                sql.SQL("REVOKE {p} ON {t} FROM {w}").format(p=sql.SQL(_REVOKED), t=target, w=who)
+                sql.SQL("REVOKE {p} ON {t} FROM {w}").format(p=sql.SQL(revoked), t=target, w=who)
             )
 
 
@@ -85,6 +89,7 @@ async def grant_config_writer(
             "changes": "SELECT, INSERT",
             "published": "SELECT, INSERT",
             "store_states": "SELECT, INSERT, UPDATE",
+            "audit_outbox": "SELECT, INSERT, DELETE",
         },
     )
 

@@ -13,6 +13,10 @@ Version 2 adds ``config_store_states`` — one row per tenant: its document stor
 state as the last administrative action set it (status, when, a failure's reason and
 remedy), shared by the processes on the database and kept across restarts.
 
+Version 3 adds ``config_audit_outbox`` — the audit records of saved changes, each written in
+the save's transaction and deleted once the audit sink has it (``seq`` keeps their order,
+``correlation_id`` names each record).
+
 The version applied is recorded in ``config_schema``; applying is safe to repeat and takes the
 write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it once.
 """
@@ -25,7 +29,7 @@ from esra.sqlite._schema_migrations import apply_migrations, recorded_version
 
 __all__ = ["CONFIG_SCHEMA_VERSION", "apply_config_schema", "config_schema_version"]
 
-CONFIG_SCHEMA_VERSION = 2
+CONFIG_SCHEMA_VERSION = 3
 
 _VERSION_TABLE = "config_schema"
 
@@ -84,6 +88,15 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             changed_at TEXT NOT NULL,
             failure TEXT,
             remedy TEXT
+        )
+        """,
+    ),
+    3: (
+        """
+        CREATE TABLE config_audit_outbox (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            correlation_id TEXT NOT NULL UNIQUE,
+            record TEXT NOT NULL
         )
         """,
     ),

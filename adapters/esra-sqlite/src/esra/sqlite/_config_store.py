@@ -11,6 +11,10 @@ Documents are the core converter's JSON (``esra.core.admin.workspace_document``)
 secret values are never among them. The schema (``config_schema``) is applied, idempotently,
 when the store is first used.
 
+A save given the change's audit record inserts it into ``config_audit_outbox`` in the same
+transaction; ``pending_audit`` reads the held records in order and ``settle_audit`` deletes one
+once the audit sink has it.
+
 It is also the ``StoreStateTable`` of the processes on the file: each tenant's document store
 lifecycle state, kept across restarts.
 """
@@ -32,6 +36,7 @@ from esra.core.admin import (
     workspace_document,
     workspace_from_document,
 )
+from esra.core.audit import AuditRecord, record_document, record_from_document
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
 from esra.core.docstore import StoreState, StoreStatus
 from esra.sqlite._config_schema import apply_config_schema
@@ -110,10 +115,16 @@ class SqliteConfigStore:
         return workspace_from_document(json.loads(document)) if document is not None else None
 
     async def save(
-        self, workspace: AdminWorkspace, *, expected_version: int, change: ConfigChange
+        self,
+        workspace: AdminWorkspace,
+        *,
+        expected_version: int,
+        change: ConfigChange,
+        audit: AuditRecord | None = None,
     ) -> None:
-        """Store ``workspace`` if the tenant is still at ``expected_version``."""
+        """Store ``workspace`` if the tenant is still at ``expected_version``; hold ``audit``."""
         check_save(workspace, expected_version, change)
+        held = _json(record_document(audit)) if audit is not None else None
         document = _json(workspace_document(workspace))
         published = workspace.published_version == workspace.version
         snapshot = _json(dump_snapshot(workspace.snapshot)) if published else None
@@ -167,6 +178,32 @@ class SqliteConfigStore:
                     "published_at) VALUES (?, ?, ?, ?)",
                     (tenant, version, snapshot, at),
                 )
+            if audit is not None:
+                connection.execute(
+                    "INSERT INTO config_audit_outbox (correlation_id, record) VALUES (?, ?)",
+                    (audit.correlation_id, held),
+                )
+
+        await self._db.write(write)
+
+    async def pending_audit(self) -> list[AuditRecord]:
+        """Every held audit record, every tenant's, in the order they were saved."""
+
+        def query(connection: sqlite3.Connection) -> list[str]:
+            rows = connection.execute(
+                "SELECT record FROM config_audit_outbox ORDER BY seq"
+            ).fetchall()
+            return [str(row["record"]) for row in rows]
+
+        return [record_from_document(json.loads(text)) for text in await self._db.run(query)]
+
+    async def settle_audit(self, correlation_id: str) -> None:
+        """Delete the held record with ``correlation_id`` (the audit sink has it)."""
+
+        def write(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                "DELETE FROM config_audit_outbox WHERE correlation_id = ?", (correlation_id,)
+            )
 
         await self._db.write(write)
 

@@ -18,7 +18,10 @@ step runs as the first token whose roles permit it, so importing a whole configu
 takes the same distinct role holders the API does. Sources (with their mappings) and
 capabilities need ``ESRA_DATA_MANAGE``, access policies ``GOVERNANCE_MANAGE``, exposures
 and ``--publish`` ``ESRA_EXPOSURE_MANAGE``; connection secrets must already exist
-(``SECURITY_MANAGE`` writes them through the API). Import adds or replaces objects by id and
+(``SECURITY_MANAGE`` writes them through the API). Where the host's secret store can be
+opened from the same settings (its keyring is at hand), each stored secret a source names
+must be stored in it, as the admin API requires; otherwise only the workspace's record of
+its write is checked, and the command says so on stderr. Import adds or replaces objects by id and
 never removes one. Each step names the version the previous one produced, so an edit made by
 someone else during the import stops it with a conflict rather than being overwritten.
 """
@@ -54,6 +57,8 @@ CONFIG_DATABASE_FILE = "state.db"
 TOKEN_VARIABLE = "ESRA_TOKEN"
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+_log = logging.getLogger(__name__)
 
 
 class _ImportError(Exception):
@@ -190,14 +195,25 @@ async def _open_store(args: argparse.Namespace) -> WorkspaceStore:
     return SqliteConfigStore(path)
 
 
+@attrs.frozen
+class _ChainState:
+    """What the import applies through: the host's state, and whether ``durable.secrets`` is
+    the host's own secret store (so the secrets a source names can be checked as stored)."""
+
+    durable: DurableState
+    secrets_checked: bool
+
+
 async def _open_chain_state(
     stack: contextlib.AsyncExitStack, args: argparse.Namespace, clock: Clock
-) -> DurableState:
-    """The host's configuration store and audit sink, opened as the host opens them, on
-    ``stack`` (whose exit flushes the audit records and closes both).
+) -> _ChainState:
+    """The host's configuration store, audit sink and — where its keyring is at hand — its
+    secret store, opened as the host opens them, on ``stack`` (whose exit flushes the audit
+    records and closes them all).
 
     Raises:
-        _StateUnavailableError: either cannot be opened; nothing has been applied.
+        _StateUnavailableError: the configuration store or audit sink cannot be opened;
+            nothing has been applied.
     """
     from esra.core.admin import InMemorySecretVault  # noqa: PLC0415
     from esra.core.exceptions import ConfigurationError  # noqa: PLC0415
@@ -207,15 +223,25 @@ async def _open_chain_state(
     # one applied — whatever the host's own [audit] wait_for_write says.
     state = attrs.evolve(_host_state(args), wait_for_write=True)
     try:
-        durable = await open_state(
-            stack,
-            state,
-            policies={},
-            clock=clock,
-            # The import never reads or writes a secret's value: no secret table is opened,
-            # so the host's key-encryption keyring is not needed here.
-            secrets=InMemorySecretVault(),
-        )
+        # The secret store is opened only to ask whether the secrets a source names are
+        # stored (the admin API asks the same); the import never reads a value out.
+        with_secrets = contextlib.AsyncExitStack()
+        try:
+            durable = await open_state(with_secrets, state, policies={}, clock=clock)
+        except Exception as exc:  # no keyring here, or no access to the secret table
+            await with_secrets.aclose()
+            _log.warning(
+                "the host's secret store cannot be opened here (%s): the connection secrets "
+                "the sources name are not checked as stored",
+                type(exc).__name__,
+            )
+            durable = await open_state(
+                stack, state, policies={}, clock=clock, secrets=InMemorySecretVault()
+            )
+            checked = False
+        else:
+            stack.push_async_callback(with_secrets.aclose)
+            checked = True
         # The host's readiness check of its audit store: a backend that can tell it is
         # unusable says so now, before the first change.
         ping = getattr(durable.audit, "ping", None)
@@ -225,7 +251,7 @@ async def _open_chain_state(
         raise _StateUnavailableError(str(exc)) from None
     except Exception as exc:  # a driver's failure: its class only, its text may name the DSN
         raise _StateUnavailableError(type(exc).__name__) from None
-    return durable
+    return _ChainState(durable=durable, secrets_checked=checked)
 
 
 async def _close(store: WorkspaceStore) -> None:
@@ -342,12 +368,15 @@ async def _apply(
     # The stack's exit flushes the audit sink before the command reports anything: every
     # record of this import, denials included, is written (or the exit says it is not).
     async with contextlib.AsyncExitStack() as stack:
-        durable = await _open_chain_state(stack, args, clock)
-        store, audit = durable.workspaces, durable.audit
+        opened = await _open_chain_state(stack, args, clock)
+        store, audit = opened.durable.workspaces, opened.durable.audit
         assert store is not None  # _host_state always names a database
-        model = DataModelService(store, audit=audit, clock=clock)
+        secrets = opened.durable.secrets if opened.secrets_checked else None
+        model = DataModelService(store, audit=audit, clock=clock, secrets=secrets)
         policies = AccessPolicyService(store, audit=audit, clock=clock)
-        exposures = ExposureService(store, DurableConfigRepository(store), audit=audit, clock=clock)
+        exposures = ExposureService(
+            store, DurableConfigRepository(store), audit=audit, clock=clock, secrets=secrets
+        )
         current = await store.load(tenant)
         version = current.version if current is not None else 0
         if args.if_version is not None and args.if_version != version:

@@ -16,6 +16,12 @@ PostgreSQL server), or, for the embedded default, ``state.db`` in the data direc
   is answered only once its records are written, so ``kill -9`` loses none of them. The sink
   is flushed and closed when the host stops.
 
+An administrative change's audit record is saved with the change, in the configuration
+store's audit outbox, and forwarded to the audit sink from there (``esra.core.admin``'s
+``forward_audit_outbox``). ``open_state`` forwards what is held as soon as the sink is open,
+so the records of changes whose process died before delivering them reach the audit log on
+the next start.
+
 Everything opened here is closed by the exit stack it is opened on, the audit sink first (so
 its last records are written before the log's connection goes).
 """
@@ -35,7 +41,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from esra.core.admin import InMemorySecretVault, WorkspaceStore
+from esra.core.admin import InMemorySecretVault, WorkspaceStore, forward_audit_outbox
 from esra.core.audit import AuditBackend, AuditReader, BatchingAuditSink, LoggingAuditSink
 from esra.core.docstore import StoreStateTable
 from esra.core.exceptions import ConfigurationError, ProviderError
@@ -306,6 +312,25 @@ async def _encrypted(table: SecretTable, state: StateSettings) -> EncryptedSecre
     return store
 
 
+async def _deliver_held_audit(workspaces: StateTables, audit: AuditSink) -> None:
+    """Forward the audit records a process saved with its changes but did not deliver.
+
+    A sink that refuses them now leaves them held for the next change or start: the host
+    still starts, and nothing is lost.
+    """
+    try:
+        delivered = await forward_audit_outbox(workspaces, audit)
+    except Exception as exc:
+        _log.warning(
+            "held audit records of administrative changes could not be delivered yet (%s); "
+            "they stay in the state database",
+            type(exc).__name__,
+        )
+        return
+    if delivered:
+        _log.info("delivered %d held audit records of administrative changes", delivered)
+
+
 async def open_state(
     stack: contextlib.AsyncExitStack,
     state: StateSettings,
@@ -324,6 +349,9 @@ async def open_state(
         clock: the audit sink's clock.
         secrets: an injected store for stored secrets (no secret table is opened).
         audit: an injected audit sink (no audit log is opened, none is readable back).
+
+    Audit records held in the state database's outbox are forwarded to the audit sink before
+    it returns.
 
     Raises:
         KeyringConfigurationError: the keyring is missing, unsafe or lacks a key in use.
@@ -370,6 +398,8 @@ async def open_state(
             )
             stack.push_async_callback(sink.aclose)
             audit = sink
+    if workspaces is not None:
+        await _deliver_held_audit(workspaces, audit)
     return DurableState(
         workspaces=workspaces,
         secrets=RoutingSecretStore(stored=stored, external=external),

@@ -1,5 +1,6 @@
 """Administration: roles and grants, and the triple-control chain over tenant configuration."""
 
+from esra.core._admin.audit_outbox import AuditOutbox, forward_audit_outbox
 from esra.core._admin.chain import (
     AccessPolicyService,
     ConnectionSecretService,
@@ -32,6 +33,7 @@ __all__ = [
     "AccessPolicyService",
     "AdminWorkspace",
     "Administrator",
+    "AuditOutbox",
     "ConfigChange",
     "ConfigConflictError",
     "ConfigPublisher",
@@ -55,6 +57,7 @@ __all__ = [
     "adopt",
     "adopted_workspace",
     "check_save",
+    "forward_audit_outbox",
     "implied_roles",
     "publishable_snapshot",
     "record_admin_action",

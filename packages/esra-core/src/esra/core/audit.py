@@ -11,7 +11,12 @@ from esra.core._audit.batching import (
     BatchingAuditSink,
     deferred_audit_waits,
 )
-from esra.core._audit.codec import dimensions_from_json, dimensions_json, record_document
+from esra.core._audit.codec import (
+    dimensions_from_json,
+    dimensions_json,
+    record_document,
+    record_from_document,
+)
 from esra.core._audit.jsonl import JsonLinesAuditLog
 from esra.core._audit.logging_sink import LoggingAuditSink
 from esra.core._audit.query import (
@@ -51,4 +56,5 @@ __all__ = [
     "dimensions_json",
     "page_of",
     "record_document",
+    "record_from_document",
 ]

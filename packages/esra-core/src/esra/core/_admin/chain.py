@@ -9,7 +9,10 @@ every attempt — allowed, denied or rejected — is audited under the tenant it
 No change takes effect while the audit sink refuses records: the sink is asked (its
 ``ping()``) before anything is saved, and before a secret is written. A publication's save is
 itself the effect — followers sharing the state database apply it — so a publish refused for
-audit must never reach the store.
+audit must never reach the store. A saved change's record is held in the state database with
+the change, in the same transaction (``esra.core._admin.audit_outbox``), and delivered to the
+sink from there: a process killed, or a sink failing, after the save leaves the record held,
+never the change unaudited.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
 
+from esra.core._admin.audit_outbox import forward_audit_outbox
 from esra.core._admin.publication import (
     ConfigPublisher,
     names_missing_secret,
@@ -32,7 +36,7 @@ from esra.core._admin.store import ConfigChange, ConfigConflictError, WorkspaceS
 from esra.core._admin.workspace import AdminWorkspace
 from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.batching import AuditUnavailableError, log_unwritten
-from esra.core._audit.record import AuditDimension
+from esra.core._audit.record import AuditDimension, AuditRecord
 from esra.core._config.access_policy import AccessPolicy
 from esra.core._config.capability import Capability
 from esra.core._config.connection_credentials import check_no_literal_password
@@ -82,10 +86,10 @@ class _AdminService:
     Nothing takes effect unaudited: before the save the audit sink must say it accepts
     records (``require_accepting``), and again before an effect, whose change is withdrawn if it
     no longer does. A refused change raises ``AuditUnavailableError`` with nothing saved and
-    its would-be record logged to ``esra.audit.unwritten``. Only a sink that fails between
-    that check and the final record leaves a saved change without a written record: the
-    sink keeps the record queued or logs it as unwritten, the chain logs the saved version at
-    ERROR, and the caller still gets ``AuditUnavailableError`` (noting the saved version).
+    its would-be record logged to ``esra.audit.unwritten``. A saved change's ``ok`` record is
+    saved with it into the store's audit outbox and then forwarded to the sink; a sink that
+    fails after the save leaves it held there (logged at WARNING), to be delivered by the next
+    change or the host's next start, and the change is answered as made.
     """
 
     def __init__(self, workspaces: WorkspaceStore, *, audit: AuditSink, clock: Clock) -> None:
@@ -143,6 +147,8 @@ class _AdminService:
         except AuditUnavailableError as exc:
             self._unrecorded(event, tenant_id, _failure_reason(exc), dims, by=admin)
             raise
+        dims["version"] = updated.version
+        saved = self._admin_record(event, tenant_id, "ok", None, dims, by=admin)
         record = ConfigChange(
             tenant_id=tenant_id,
             version=updated.version,
@@ -153,18 +159,27 @@ class _AdminService:
             reason=reason,
         )
         try:
-            await self._workspaces.save(updated, expected_version=current.version, change=record)
+            # The record is held in the state database with the change, in one transaction:
+            # a process killed right after the save still leaves the record to deliver.
+            await self._workspaces.save(
+                updated, expected_version=current.version, change=record, audit=saved
+            )
         except ConfigConflictError as exc:
+            del dims["version"]
             await self._record(event, tenant_id, "conflict", str(exc), dims, by=admin)
             raise
-        dims["version"] = updated.version
         if effect is not None:
             await self._run_effect(
-                admin, tenant_id, event, target=target, dims=dims, effect=effect, withdraw=withdraw
+                admin,
+                tenant_id,
+                event,
+                target=target,
+                dims=dims,
+                saved=saved,
+                effect=effect,
+                withdraw=withdraw,
             )
-        await self._record_saved(
-            admin, tenant_id, event, target=target, dims=dims, version=updated.version
-        )
+        await self._forward(tenant_id, event, target=target, version=updated.version)
         return updated
 
     async def _run_effect(
@@ -175,69 +190,118 @@ class _AdminService:
         *,
         target: str,
         dims: dict[str, AuditDimension],
+        saved: AuditRecord,
         effect: Callable[[], Awaitable[None]],
         withdraw: _Withdrawal | None,
     ) -> None:
         """Run a saved change's effect, unless the audit sink stopped accepting records.
 
         Either way it did not happen, the change is withdrawn (``withdraw``) and the error
-        raised: a failed effect is audited ``failed``; a sink refusing records has that
-        record logged as unwritten instead, and the effect never runs unaudited.
+        raised, audited ``failed`` in place of the saved change's held ``ok`` record. The
+        effect never runs while the sink refuses records.
         """
         # Only after the save won its version: a write refused as stale must not have
         # changed anything outside the workspace (a secret) either.
         try:
             await require_accepting(self._audit)
         except AuditUnavailableError as exc:
-            await self._withdraw_into(
-                admin, tenant_id, event, target=target, dims=dims, withdraw=withdraw
+            await self._fail_effect(
+                admin,
+                tenant_id,
+                event,
+                exc,
+                target=target,
+                dims=dims,
+                saved=saved,
+                withdraw=withdraw,
             )
-            self._unrecorded(event, tenant_id, _failure_reason(exc), dims, by=admin)
             raise
         try:
             await effect()
         except Exception as exc:
-            await self._withdraw_into(
-                admin, tenant_id, event, target=target, dims=dims, withdraw=withdraw
+            await self._fail_effect(
+                admin,
+                tenant_id,
+                event,
+                exc,
+                target=target,
+                dims=dims,
+                saved=saved,
+                withdraw=withdraw,
             )
-            await self._record(event, tenant_id, "failed", _failure_reason(exc), dims, by=admin)
             raise
 
-    async def _withdraw_into(
+    async def _fail_effect(
         self,
         admin: Administrator,
         tenant_id: str,
         event: AuditEvent,
+        error: Exception,
         *,
         target: str,
         dims: dict[str, AuditDimension],
+        saved: AuditRecord,
         withdraw: _Withdrawal | None,
     ) -> None:
-        if withdraw is not None:
-            withdrawn = await self._withdraw(admin, tenant_id, event, target, withdraw)
-            if withdrawn is not None:
-                dims["withdrawn_version"] = withdrawn
+        """Withdraw a change whose effect did not happen and audit it ``failed``.
 
-    async def _record_saved(
-        self,
-        admin: Administrator,
-        tenant_id: str,
-        event: AuditEvent,
-        *,
-        target: str,
-        dims: dict[str, AuditDimension],
-        version: int,
-    ) -> None:
-        """Audit a saved change ``ok``; if the sink refuses now, say which version stands."""
+        The ``failed`` record is held with the withdrawal's save, like any change's, and
+        replaces the saved change's ``ok`` record in the outbox. Without a withdrawal (a
+        later change superseded it) it goes to the sink directly; if the sink refuses
+        records it is logged as unwritten, and the held ``ok`` record of the saved version
+        stays to be delivered.
+        """
+        reason = _failure_reason(error)
+
+        def failed(withdrawn_version: int) -> AuditRecord:
+            failed_dims = {**dims, "withdrawn_version": withdrawn_version}
+            return self._admin_record(event, tenant_id, "failed", reason, failed_dims, by=admin)
+
+        withdrawn = None
+        if withdraw is not None:
+            withdrawn = await self._withdraw(
+                admin, tenant_id, event, target, withdraw, failed=failed
+            )
+        if withdrawn is not None:
+            await self._settle(saved)
+            await self._forward(tenant_id, event, target=target, version=withdrawn)
+            return
+        if isinstance(error, AuditUnavailableError):
+            self._unrecorded(event, tenant_id, reason, dims, by=admin)
+            return
+        await self._record(event, tenant_id, "failed", reason, dims, by=admin)
+        await self._settle(saved)
+
+    async def _settle(self, superseded: AuditRecord) -> None:
+        """Drop a held ``ok`` record a ``failed`` one now stands for.
+
+        Kept if the store cannot drop it now: then both are delivered, each true of its
+        version, and the caller still sees the effect's own error.
+        """
         try:
-            await self._record(event, tenant_id, "ok", None, dims, by=admin)
+            await self._workspaces.settle_audit(superseded.correlation_id)
         except Exception as exc:
-            # The sink failed between its check and this record: the change stands (a
-            # publication may already be live elsewhere) and the sink holds the record
-            # queued or logged it to esra.audit.unwritten. Say so where operators look,
-            # and tell the caller which version stands.
-            _log.error(
-                "an administrative change was saved but its audit record was not written",
+            _log.warning(
+                "the held record of a withdrawn change could not be dropped (%s)",
+                type(exc).__name__,
+            )
+
+    async def _forward(
+        self, tenant_id: str, event: AuditEvent, *, target: str, version: int
+    ) -> None:
+        """Deliver the held audit records now; a refusing sink leaves them held, not lost.
+
+        The change is saved and its record is held with it, so a sink failing here does not
+        fail the change: the record is delivered by the next change's forward or at the
+        host's next start.
+        """
+        try:
+            await forward_audit_outbox(self._workspaces, self._audit)
+        except Exception as exc:
+            _log.warning(
+                "an administrative change was saved; its audit record is held in the state "
+                "database until the audit sink takes it (%s)",
+                type(exc).__name__,
                 extra={
                     "tenant_id": tenant_id,
                     "action": event.value,
@@ -245,10 +309,6 @@ class _AdminService:
                     "version": version,
                 },
             )
-            exc.add_note(
-                f"the change was saved as version {version} before its audit record was refused"
-            )
-            raise
 
     def _unrecorded(
         self,
@@ -278,8 +338,12 @@ class _AdminService:
         event: AuditEvent,
         target: str,
         withdraw: _Withdrawal,
+        *,
+        failed: Callable[[int], AuditRecord],
     ) -> int | None:
         """Save the workspace without a change whose effect failed; the version saved.
+
+        The save holds ``failed(version)``, the attempt's audit record, in the outbox.
 
         ``None`` when nothing was withdrawn: a later change superseded it, or the workspace
         store failed as well (logged; the effect's own error is what the caller sees).
@@ -300,7 +364,10 @@ class _AdminService:
                     reason="withdrawn: the change's effect failed after it was saved",
                 )
                 await self._workspaces.save(
-                    withdrawn, expected_version=current.version, change=record
+                    withdrawn,
+                    expected_version=current.version,
+                    change=record,
+                    audit=failed(withdrawn.version),
                 )
             except ConfigConflictError:
                 continue
@@ -317,6 +384,26 @@ class _AdminService:
             extra={"tenant_id": tenant_id, "action": event.value, "target": target},
         )
         return None
+
+    def _admin_record(
+        self,
+        event: AuditEvent,
+        tenant_id: str,
+        outcome: str,
+        reason: str | None,
+        dimensions: dict[str, AuditDimension],
+        *,
+        by: Administrator,
+    ) -> AuditRecord:
+        return admin_action_record(
+            self._clock,
+            event,
+            by=by,
+            tenant_id=tenant_id,
+            outcome=outcome,
+            reason=reason,
+            dimensions=dimensions,
+        )
 
     async def _record(
         self,

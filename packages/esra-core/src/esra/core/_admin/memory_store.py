@@ -2,7 +2,8 @@
 
 For tests and embedders that keep configuration in code. It follows every rule of the port
 (the same contract suite runs against it and the durable stores): a save naming a stale
-version is refused, history is append-only, a publication is never replaced. Each method
+version is refused, history is append-only, a publication is never replaced, a change's audit
+record is held in the outbox with the change until it is settled. Each method
 runs without yielding to the event loop, so a check and its write are one atomic step.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from esra.core._admin.store import ConfigChange, ConfigConflictError, check_save
 from esra.core._admin.workspace import AdminWorkspace
+from esra.core._audit.record import AuditRecord
 from esra.core._config.snapshot import ConfigSnapshot
 
 __all__ = ["InMemoryWorkspaceStore"]
@@ -22,6 +24,8 @@ class InMemoryWorkspaceStore:
         self._versions: dict[str, list[AdminWorkspace]] = {}
         self._changes: dict[str, list[ConfigChange]] = {}
         self._published: dict[str, dict[int, ConfigSnapshot]] = {}
+        # Held audit records by correlation id, in the order they were saved.
+        self._outbox: dict[str, AuditRecord] = {}
 
     async def load(self, tenant_id: str) -> AdminWorkspace | None:
         """The tenant's current workspace, or ``None`` before its first save."""
@@ -29,7 +33,12 @@ class InMemoryWorkspaceStore:
         return versions[-1] if versions else None
 
     async def save(
-        self, workspace: AdminWorkspace, *, expected_version: int, change: ConfigChange
+        self,
+        workspace: AdminWorkspace,
+        *,
+        expected_version: int,
+        change: ConfigChange,
+        audit: AuditRecord | None = None,
     ) -> None:
         """Store ``workspace`` if the tenant is still at ``expected_version``."""
         check_save(workspace, expected_version, change)
@@ -45,6 +54,8 @@ class InMemoryWorkspaceStore:
             self._published.setdefault(workspace.tenant_id, {})[workspace.version] = (
                 workspace.snapshot
             )
+        if audit is not None:
+            self._outbox[audit.correlation_id] = audit
 
     async def history(self, tenant_id: str) -> list[ConfigChange]:
         """Every change saved for the tenant, oldest first."""
@@ -66,3 +77,11 @@ class InMemoryWorkspaceStore:
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version."""
         return {tenant: max(published) for tenant, published in self._published.items()}
+
+    async def pending_audit(self) -> list[AuditRecord]:
+        """Every held audit record, in the order they were saved."""
+        return list(self._outbox.values())
+
+    async def settle_audit(self, correlation_id: str) -> None:
+        """Delete the held record with ``correlation_id``."""
+        self._outbox.pop(correlation_id, None)

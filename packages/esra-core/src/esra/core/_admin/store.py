@@ -6,7 +6,9 @@ no longer the stored one raises ``ConfigConflictError`` and changes nothing, so 
 administrators editing one draft at once never silently overwrite each other. Every save
 records a ``ConfigChange`` (who, when, why and what) in an append-only history, and a save
 whose workspace is published at its own version also stores that snapshot under the version,
-in the same transaction; a stored publication is never replaced.
+in the same transaction; a stored publication is never replaced. A save may carry the
+change's audit record, which the store holds in its audit outbox in that same transaction
+(``esra.core._admin.audit_outbox``) until the audit sink has it.
 
 Adapters keep the documents this module encodes (``workspace_document``), which are the
 configuration converter's own output, so a stored draft reads back exactly as written and a
@@ -22,7 +24,9 @@ from typing import Any, Protocol
 
 import attrs
 
+from esra.core._admin.audit_outbox import AuditOutbox
 from esra.core._admin.workspace import AdminWorkspace, adopted_workspace
+from esra.core._audit.record import AuditRecord
 from esra.core._config.converter import dump_snapshot, load_snapshot
 from esra.core._config.snapshot import ConfigSnapshot
 from esra.core.codes import ErrorCode
@@ -83,7 +87,7 @@ class ConfigConflictError(EsraError):
         )
 
 
-class WorkspaceStore(Protocol):
+class WorkspaceStore(AuditOutbox, Protocol):
     """**Protocol:** tenant workspaces, versioned with optimistic concurrency.
 
     A tenant nobody has saved yet has no workspace (``load`` answers ``None``) and is at
@@ -96,14 +100,19 @@ class WorkspaceStore(Protocol):
         ...
 
     async def save(
-        self, workspace: AdminWorkspace, *, expected_version: int, change: ConfigChange
+        self,
+        workspace: AdminWorkspace,
+        *,
+        expected_version: int,
+        change: ConfigChange,
+        audit: AuditRecord | None = None,
     ) -> None:
         """Store ``workspace`` if the tenant is still at ``expected_version``.
 
         ``workspace.version`` must be ``expected_version + 1`` and ``change`` must describe
         it (``check_save``). When ``workspace.published_version == workspace.version`` its
-        snapshot is also stored as the publication of that version, in the same atomic
-        write.
+        snapshot is also stored as the publication of that version, and ``audit`` (the
+        change's audit record) is held in the audit outbox, in the same atomic write.
 
         Raises:
             ConfigConflictError: the tenant is no longer at ``expected_version``; nothing

@@ -34,6 +34,7 @@ from esra.core._admin.store import (
     adopt,
 )
 from esra.core._admin.workspace import AdminWorkspace
+from esra.core._audit.record import AuditRecord
 from esra.core._config.access_policy import AccessPolicy
 from esra.core._config.capability import (
     BindingMode,
@@ -56,7 +57,7 @@ from esra.core._config.mapping import (
 )
 from esra.core._config.snapshot import ConfigSnapshot
 from esra.core._config.source import Source, SourcePolicy
-from esra.core.codes import ErrorCode
+from esra.core.codes import AuditEvent, ErrorCode
 
 __all__ = ["WorkspaceStoreContract", "contract_snapshot"]
 
@@ -181,6 +182,17 @@ def _drafted(previous: AdminWorkspace, *, published: bool = False) -> AdminWorks
     """One version later with the full snapshot as its draft."""
     snapshot = contract_snapshot(previous.tenant_id)
     return previous.next(snapshot=snapshot, published=published)
+
+
+def _record(version: int) -> AuditRecord:
+    """The audit record of the change that saved ``version`` (a tuple dimension included)."""
+    return AuditRecord(
+        event=AuditEvent.ADMIN_EXPOSURE_PUBLISH,
+        tenant_id=TENANT,
+        correlation_id=f"admin:contract-{version}",
+        at=T0 + timedelta(minutes=version),
+        dimensions={"subject": "alice", "version": version, "audience": ("hr", "legal")},
+    )
 
 
 StoreOpener = Callable[[], Awaitable[WorkspaceStore]]
@@ -393,3 +405,28 @@ class WorkspaceStoreContract:
         snapshot = await store.published(TENANT)
         assert snapshot is not None
         assert snapshot.tenant_id == TENANT
+
+    # -- the audit outbox ----------------------------------------------------------------
+
+    async def test_a_saved_changes_audit_record_is_held_until_settled(
+        self, twin: WorkspaceStore, store: WorkspaceStore
+    ) -> None:
+        first = _first()
+        await store.save(first, expected_version=0, change=_change(first), audit=_record(1))
+        second = _drafted(first, published=True)
+        await store.save(second, expected_version=1, change=_change(second), audit=_record(2))
+        third = _drafted(second)
+        await store.save(third, expected_version=2, change=_change(third))  # none to hold
+        # Held durably, in the order saved, readable from another connection.
+        assert await twin.pending_audit() == [_record(1), _record(2)]
+        await twin.settle_audit(_record(1).correlation_id)
+        await twin.settle_audit("admin:never-held")
+        assert await store.pending_audit() == [_record(2)]
+
+    async def test_a_refused_save_holds_no_audit_record(self, store: WorkspaceStore) -> None:
+        first = _first()
+        await store.save(first, expected_version=0, change=_change(first))
+        stale = AdminWorkspace(tenant_id=TENANT).next()
+        with pytest.raises(ConfigConflictError):
+            await store.save(stale, expected_version=0, change=_change(stale), audit=_record(1))
+        assert await store.pending_audit() == []
