@@ -290,16 +290,16 @@ async def test_the_providers_connection_cannot_write(
     assert slot is not None
 
     def write() -> None:
-        with slot.connection().cursor() as cursor:
+        with slot.connection().connection.cursor() as cursor:
             try:
                 cursor.execute("DELETE FROM contract_articles")  # outside any transaction
             finally:
-                slot.connection().rollback()
+                slot.connection().connection.rollback()
             cursor.execute("START TRANSACTION READ ONLY")
             try:
                 cursor.execute("UPDATE contract_articles SET art_title = 'x'")
             finally:
-                slot.connection().rollback()
+                slot.connection().connection.rollback()
 
     with pytest.raises(mysql.connector.Error) as raised:
         await asyncio.get_running_loop().run_in_executor(slot.executor, write)
@@ -322,7 +322,7 @@ async def test_the_session_runs_one_statement_per_command_without_delay(
     assert slot is not None
 
     def check() -> int:
-        connection = slot.connection()
+        connection = slot.connection().connection
         with pytest.raises(mysql.connector.Error) as raised:
             connection.cmd_query("SELECT 1; SELECT 2")
         assert raised.value.errno == 1064
@@ -385,7 +385,7 @@ async def test_a_connection_left_mid_result_is_not_reused(
     assert slot is not None
     # The driver decodes each binary row as it reads it: the first row's decoding fails, with
     # the rest of the rows still unread on the socket.
-    protocol = slot.connection()._protocol
+    protocol = slot.connection().connection._protocol
     assert protocol is not None
     original = protocol._parse_binary_values
     failures = iter([True])

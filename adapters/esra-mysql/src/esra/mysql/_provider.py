@@ -10,9 +10,10 @@ The shared shell (``esra.sql.SqlSearchProvider``) refuses anything the validator
 issue and builds (or reuses) the shared SQLAlchemy statement; the MySQL part here runs it on
 a pooled connection on that connection's own worker thread, as one server-side prepared
 statement whose text holds a ``?`` for every value (``esra.mysql._placeholders``) and whose
-values travel apart from it, in the binary protocol (``esra.mysql._prepared``): no term,
-filter value or claim is ever part of the text the server parses. The session is
-``SET SESSION TRANSACTION READ ONLY`` at connect and runs in autocommit, so the bounded
+values travel apart from it, in the binary protocol: no term, filter value or claim is ever
+part of the text the server parses. Each pooled connection keeps the statements it prepared
+(``esra.mysql._statement_cache``), so a search whose text it has seen is one round trip. The
+session is ``SET SESSION TRANSACTION READ ONLY`` at connect and runs in autocommit, so the bounded
 SELECT is a read-only transaction of its own. An explicit ``START TRANSACTION READ ONLY``
 and ``ROLLBACK`` around it would be two more round trips adding nothing: the session's
 characteristic refuses every write, in a transaction or not, and one SELECT reads one
@@ -49,8 +50,9 @@ from esra.mysql._index import fulltext_index_columns
 from esra.mysql._placeholders import prepared_text
 from esra.mysql._prepared import fetch_all
 from esra.mysql._quote import DIALECT
-from esra.mysql._server import ServerInfo, detect_server, with_timeout
+from esra.mysql._server import ServerInfo, detect_server, reusable_limit_s, with_timeout
 from esra.mysql._session import open_session
+from esra.mysql._statement_cache import PreparedStatements
 from esra.sql import (
     HEALTH_TIMEOUT_S,
     BuiltStatement,
@@ -158,7 +160,7 @@ class _MySqlEngine:
         self._pool_size = pool_size
         self._connect_timeout_s = connect_timeout_s
         self._cache = cache if cache is not None else CompiledStatementCache()
-        self._pool: SlotPool[MySQLConnection] | None = None
+        self._pool: SlotPool[PreparedStatements] | None = None
         self._server: ServerInfo | None = None
         self._builder: StatementBuilder | None = None
         self._closed = False
@@ -186,7 +188,7 @@ class _MySqlEngine:
             self._lock, self._lock_loop = asyncio.Lock(), loop
         return self._lock
 
-    async def _ready(self) -> tuple[SlotPool[MySQLConnection], ServerInfo, StatementBuilder]:
+    async def _ready(self) -> tuple[SlotPool[PreparedStatements], ServerInfo, StatementBuilder]:
         """Resolve the template, make the pool and learn the server, once.
 
         Raises:
@@ -198,7 +200,7 @@ class _MySqlEngine:
                 raise ProviderError(ProviderErrorCode.UNKNOWN)
             if self._pool is None:
                 await self._resolve()
-                self._pool = SlotPool(self._connect, size=self._pool_size, thread_name="esra-mysql")
+                self._pool = SlotPool(self._session, size=self._pool_size, thread_name="esra-mysql")
             else:
                 await self._connection.target()  # the loop a slot's opener resolves on
             if self._server is None or self._builder is None:
@@ -228,14 +230,18 @@ class _MySqlEngine:
         target = self._connection.resolve_from_thread()  # the secret as it is now
         return open_session(target, connect_timeout_s=self._connect_timeout_s)
 
-    def _detect(self, slot: ConnectionSlot[MySQLConnection]) -> ServerInfo:
+    def _session(self) -> PreparedStatements:
+        """Open a pooled session, which keeps the searches it prepares (a slot's thread)."""
+        return PreparedStatements(self._connect())
+
+    def _detect(self, slot: ConnectionSlot[PreparedStatements]) -> ServerInfo:
         try:
-            return detect_server(slot.connection())
+            return detect_server(slot.connection().connection)
         except DriverError as exc:
             raise self._failure(exc, slot, "connect", ExecutionState(), True) from exc
 
     async def _on_slot(
-        self, pool: SlotPool[MySQLConnection], work: Any, timeout_s: float | None
+        self, pool: SlotPool[PreparedStatements], work: Any, timeout_s: float | None
     ) -> Any:
         """Run ``work(slot)`` on a slot's thread; the slot returns when the work ends."""
         try:
@@ -259,7 +265,7 @@ class _MySqlEngine:
         try:
             remaining = budget.remaining()
             text = prepared_text(built.sql)
-            sql = with_timeout(text.sql, server.flavor, remaining)
+            sql = with_timeout(text.sql, server.flavor, reusable_limit_s(remaining))
             values = tuple(utf8_bindable(value) for value in text.values(built.params))
         except Exception as exc:
             _log.warning("mysql statement could not be built for %s", query.query_id)
@@ -288,7 +294,7 @@ class _MySqlEngine:
 
     def _run(
         self,
-        slot: ConnectionSlot[MySQLConnection],
+        slot: ConnectionSlot[PreparedStatements],
         job: _Job,
         execution: _Execution,
     ) -> list[Any]:
@@ -297,10 +303,11 @@ class _MySqlEngine:
             if execution.stopped():
                 raise ProviderError(self._stop_code(execution))
             try:
-                connection = slot.connection()
+                session = slot.connection()
+                connection = session.connection
                 execution.attach(int(connection.connection_id or 0))
                 try:
-                    rows = fetch_all(connection, job.sql, job.values)
+                    rows = session.fetch_all(job.sql, job.values)
                 except Exception:
                     # A failure can leave the exchange unfinished (a result half read):
                     # a ROLLBACK that does not come back clean drops the connection
@@ -326,7 +333,7 @@ class _MySqlEngine:
 
     @staticmethod
     def _end_transaction(
-        slot: ConnectionSlot[MySQLConnection], connection: MySQLConnection
+        slot: ConnectionSlot[PreparedStatements], connection: MySQLConnection
     ) -> None:
         try:
             connection.rollback()
@@ -336,7 +343,7 @@ class _MySqlEngine:
     @staticmethod
     def _failure(
         exc: BaseException,
-        slot: ConnectionSlot[MySQLConnection],
+        slot: ConnectionSlot[PreparedStatements],
         query_id: str,
         state: ExecutionState,
         has_index: bool,
@@ -389,9 +396,9 @@ class _MySqlEngine:
         return ready
 
     def _readiness(
-        self, slot: ConnectionSlot[MySQLConnection], mappings: Sequence[Mapping]
+        self, slot: ConnectionSlot[PreparedStatements], mappings: Sequence[Mapping]
     ) -> list[bool]:
-        connection = slot.connection()
+        connection = slot.connection().connection
         try:
             connection.cmd_query("START TRANSACTION READ ONLY")
             try:

@@ -11,7 +11,11 @@ timeout:
 
 The number is computed here from the caller's float timeout (never from query content) and
 formatted as a plain decimal, so it cannot carry anything but digits and a point. It is part
-of the prepared text: neither form accepts a ``?`` there (MariaDB answers 1232).
+of the prepared text: neither form accepts a ``?`` there (MariaDB answers 1232). So that the
+text recurs and its prepared form can be reused (``esra.mysql._statement_cache``), a search's
+limit is its remaining budget rounded down to two significant digits of milliseconds
+(``reusable_limit_s``): at most a tenth less time on the server, never more, while the
+budgets of calls that start alike give the same text.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from esra.mysql._fulltext import DEFAULT_STOPWORDS, TokenRules, stopwords_from
 from esra.mysql._prepared import fetch_all
 from esra.mysql._quote import quote_identifier
 
-__all__ = ["ServerFlavor", "ServerInfo", "detect_server", "with_timeout"]
+__all__ = ["ServerFlavor", "ServerInfo", "detect_server", "reusable_limit_s", "with_timeout"]
 
 _log = logging.getLogger("esra.mysql")
 
@@ -54,6 +58,20 @@ class ServerInfo:
 def flavor_of(version: str) -> ServerFlavor:
     """Return the flavour a version string names (``10.11.6-MariaDB-...``)."""
     return ServerFlavor.MARIADB if "mariadb" in version.lower() else ServerFlavor.MYSQL
+
+
+def reusable_limit_s(timeout_s: float) -> float:
+    """Return ``timeout_s`` rounded down to two significant digits of whole milliseconds
+    (4.987 s gives 4.9 s, 0.0734 s gives 0.073 s), and at least a millisecond.
+
+    Raises:
+        ValueError: the timeout is not a finite number.
+    """
+    if not math.isfinite(timeout_s):
+        msg = "the timeout must be finite"
+        raise ValueError(msg)
+    digits = str(max(1, math.floor(timeout_s * 1000)))
+    return int(digits[:2].ljust(len(digits), "0")) / 1000
 
 
 def with_timeout(sql: str, flavor: ServerFlavor, timeout_s: float) -> str:
