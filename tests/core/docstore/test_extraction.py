@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from esra.core._docstore.extraction import (
+    LABEL_CHARS,
     ExtractionLimits,
     SandboxLimits,
     extract,
@@ -254,6 +255,15 @@ def test_a_docx_childs_answer_is_held_to_the_extraction_limits() -> None:
         extract(_docx_upload(), sandbox=sandbox, limits=ExtractionLimits(max_chars=4))
     assert raised.value.refusal is DocumentRefusal.TEXT_TOO_LONG
     assert extract(_docx_upload(), sandbox=sandbox).labels == ("", "b", "c")
+
+
+def test_a_docx_childs_labels_are_capped_as_the_readers_own_are() -> None:
+    """A label is a unit's title, at most ``LABEL_CHARS``; a child that sends longer ones
+    (its reader broken into) has them cut, as every reader's own labels are."""
+    long = "x" * (LABEL_CHARS * 50)
+    answer: dict[str, object] = {"text": "a\nb", "boundaries": [2], "labels": [long, long]}
+    labels = extract(_docx_upload(), sandbox=_AnsweringSandbox(answer)).labels
+    assert labels == ("x" * LABEL_CHARS, "x" * LABEL_CHARS)
 
 
 def test_the_former_pdf_limits_names_still_work_with_a_warning() -> None:

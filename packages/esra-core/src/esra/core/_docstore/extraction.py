@@ -293,7 +293,7 @@ def _docx(
     return Extraction(
         text=encodable(text),
         boundaries=tuple(starts),
-        labels=tuple(encodable(label) for label in labels),
+        labels=tuple(encodable(label[:LABEL_CHARS]) for label in labels),
         max_segments=extraction_limits.max_segments,
     )
 
