@@ -8,9 +8,6 @@ host delivers it when it starts.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,13 +16,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests._serve_process import kill_9, serve_process
+from tests._serve_process import serve_process
+from tests.postgres._killed_secret_write import kill_secret_write_at
 from tests.postgres.test_durable_state_postgres import (  # noqa: F401 - the fixture
     _settings,
     _token,
     schemas,
 )
-from tests.postgres.test_secret_write_killed import _history
 from tests.starlette.test_durable_state import audit_records
 
 pytestmark = pytest.mark.integration
@@ -40,39 +37,18 @@ async def test_a_secret_write_killed_before_its_audit_record_is_audited_after_th
     env = {"ESRA_TEST_STATE_PASSWORD": urlsplit(pg_dsn).password or "unused-by-trust-auth"}
     log = tmp_path / "serve.log"
     records_table = sql.Identifier(schemas["audit"], "records")
-    security = {"Authorization": f"Bearer {_token('SECURITY_MANAGE', subject='sec')}"}
     with serve_process(log, "--config", str(config), env=env) as host:
         # Hold the audit table's writes (reads, and the sink's readiness ping, go on): the
         # host is stopped after its change, waiting to write the change's record.
-        holder = psycopg.connect(pg_dsn)
-        try:
-            holder.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(records_table))
-            async with httpx2.AsyncClient(headers=security, timeout=60) as http:
-                write = asyncio.create_task(
-                    http.put(f"{host.url}/admin/v1/secrets/claims-pw", json={"value": "pw"})
-                )
-                deadline = time.monotonic() + 60
-                while "esra.admin.secret.write" not in await _history(pg_dsn, schemas["config"]):
-                    assert time.monotonic() < deadline, log.read_text(errors="replace")
-                    assert not write.done(), write.result().text
-                    await asyncio.sleep(0.1)
-                await asyncio.sleep(0.5)
-                assert not write.done()  # the host waits on the audit table
-                kill_9(host)
-                # End the killed host's blocked INSERT too, as if the kill had landed before
-                # the statement was sent (the server would run it once the lock goes).
-                with psycopg.connect(pg_dsn, autocommit=True) as killer:
-                    killer.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                        " WHERE wait_event_type = 'Lock' AND query ILIKE %s",
-                        (f"%{schemas['audit']}%",),
-                    )
-                write.cancel()
-                with contextlib.suppress(BaseException):
-                    await write
-        finally:
-            holder.rollback()
-            holder.close()
+        await kill_secret_write_at(
+            host,
+            pg_dsn=pg_dsn,
+            config_schema=schemas["config"],
+            locked=records_table,
+            locked_schema=schemas["audit"],
+            log=log,
+            value="pw",
+        )
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         counted = conn.execute(

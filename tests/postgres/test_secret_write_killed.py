@@ -8,9 +8,6 @@ Modelling and publication now ask the secret store, not only the workspace's rec
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,9 +16,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from esra.postgres._config_store import PostgresConfigStore
-from tests._serve_process import kill_9, serve_process
+from tests._serve_process import serve_process
 from tests.core.factories import make_mapping, make_source
+from tests.postgres._killed_secret_write import kill_secret_write_at
 from tests.postgres.test_durable_state_postgres import (  # noqa: F401 - the fixture
     TENANT,
     _body,
@@ -31,14 +28,6 @@ from tests.postgres.test_durable_state_postgres import (  # noqa: F401 - the fix
 )
 
 pytestmark = pytest.mark.integration
-
-
-async def _history(pg_dsn: str, schema: str) -> list[str]:
-    store = await PostgresConfigStore.open(pg_dsn, schema=schema, apply_schema=False)
-    try:
-        return [change.action for change in await store.history(TENANT)]
-    finally:
-        await store.close()
 
 
 async def test_a_secret_write_killed_after_its_save_leaves_no_secret_a_source_can_name(
@@ -57,41 +46,18 @@ async def test_a_secret_write_killed_after_its_save_leaves_no_secret_a_source_ca
     env = {"ESRA_TEST_STATE_PASSWORD": urlsplit(pg_dsn).password or "unused-by-trust-auth"}
     log = tmp_path / "serve.log"
     secrets_table = sql.Identifier(schemas["secrets"], "secrets")
-    security = {"Authorization": f"Bearer {_token('SECURITY_MANAGE', subject='sec')}"}
     with serve_process(log, "--config", str(config), env=env) as host:
-        url = f"{host.url}/admin/v1"
-        # Hold the secret table's writes (reads go on): the host is stopped between its
-        # workspace save and its secret write, where a kill -9 may land in production.
-        holder = psycopg.connect(pg_dsn)
-        try:
-            holder.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(secrets_table))
-            async with httpx2.AsyncClient(headers=security, timeout=60) as http:
-                write = asyncio.create_task(
-                    http.put(f"{url}/secrets/claims-pw", json={"value": "never-written"})
-                )
-                deadline = time.monotonic() + 60
-                while "esra.admin.secret.write" not in await _history(pg_dsn, schemas["config"]):
-                    assert time.monotonic() < deadline, log.read_text(errors="replace")
-                    assert not write.done(), write.result().text
-                    await asyncio.sleep(0.1)
-                await asyncio.sleep(0.5)
-                assert not write.done()  # the host waits on the secret table
-                kill_9(host)
-                # The server would still run the killed host's blocked INSERT once the lock
-                # goes (it notices a vanished client only when it answers); end it, as if the
-                # kill had landed a moment earlier, before the statement was sent.
-                with psycopg.connect(pg_dsn, autocommit=True) as killer:
-                    killer.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                        " WHERE wait_event_type = 'Lock' AND query ILIKE %s",
-                        (f"%{schemas['secrets']}%",),
-                    )
-                write.cancel()
-                with contextlib.suppress(BaseException):
-                    await write
-        finally:
-            holder.rollback()
-            holder.close()
+        # The host is stopped between its workspace save and its secret write, where a
+        # kill -9 may land in production.
+        await kill_secret_write_at(
+            host,
+            pg_dsn=pg_dsn,
+            config_schema=schemas["config"],
+            locked=secrets_table,
+            locked_schema=schemas["secrets"],
+            log=log,
+            value="never-written",
+        )
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         counted = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(secrets_table))

@@ -30,7 +30,7 @@ from esra.core._admin.publication import (
     publishable_snapshot,
     unwritten_secrets,
 )
-from esra.core._admin.recording import admin_action_record, record_admin_action
+from esra.core._admin.recording import admin_action_record
 from esra.core._admin.roles import Administrator, NotPermittedError, Role
 from esra.core._admin.store import ConfigChange, ConfigConflictError, WorkspaceStore
 from esra.core._admin.workspace import AdminWorkspace
@@ -415,15 +415,8 @@ class _AdminService:
         *,
         by: Administrator,
     ) -> None:
-        await record_admin_action(
-            self._audit,
-            self._clock,
-            event,
-            by=by,
-            tenant_id=tenant_id,
-            outcome=outcome,
-            reason=reason,
-            dimensions=dimensions,
+        await self._audit.record(
+            self._admin_record(event, tenant_id, outcome, reason, dimensions, by=by)
         )
 
 
