@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from esra.core.codes import AuditEvent
 from tests.starlette._world import TENANT_B
@@ -12,6 +14,8 @@ from tests.starlette.admin._host import ADMIN, files, open_admin_host, token
 
 MANAGER = token("ESRA_DATA_MANAGE", subject="manager")
 READER = token("ESRA_DATA_READ", subject="reader")
+# The validator the mcp client itself uses; it ships without type hints, hence the import.
+jsonschema: Any = importlib.import_module("jsonschema")
 CLEAN = ("leave.txt", b"Leave policy: every employee has 28 days of paid leave.\n")
 HOSTILE = (
     "memo.md",
@@ -84,8 +88,14 @@ async def test_upload_reports_each_file_and_the_review_list_follows_the_worker(
         assert quarantined["filter"] == ["quarantined"]
         assert document["title"] == "memo.md"
         assert document["releaseAvailable"] is True
-        assert document["findings"][0]["rule"] == "instruction_override"
-        assert "Ignore all previous instructions" in document["findings"][0]["excerpt"]
+        finding = document["findings"][0]
+        assert finding["rule"] == "instruction_override"
+        assert "Ignore all previous instructions" in finding["excerpt"]
+        # The span marks the matched words in the excerpt, as the portal marks them.
+        start, end = finding["excerpt_span"]
+        assert finding["excerpt"][start:end].startswith("Ignore all previous instructions")
+        schemas = (await manager.get(f"{ADMIN}/openapi.json")).json()["components"]["schemas"]
+        jsonschema.Draft202012Validator(schemas["Finding"]).validate(finding)
 
 
 async def test_release_reindex_delete_and_their_refusals(tmp_path: Path) -> None:

@@ -177,6 +177,13 @@ _SCHEMAS: dict[str, Any] = {
             "start": {"type": "integer"},
             "end": {"type": "integer"},
             "excerpt": {"type": "string"},
+            "excerpt_span": {
+                "description": "[start, end) of the matched words in excerpt; null if unknown",
+                "type": ["array", "null"],
+                "items": {"type": "integer", "minimum": 0},
+                "minItems": 2,
+                "maxItems": 2,
+            },
             "in_title": {"type": "boolean"},
         },
     },

@@ -27,12 +27,19 @@ __all__ = ["counts_view", "document_view", "finding_view", "outcome_view", "stat
 
 def finding_view(finding: Finding) -> dict[str, Any]:
     """One scanner finding: the rule, its span in the extracted text (or in the title, the
-    file name, when ``in_title``) and the excerpt."""
+    file name, when ``in_title``), the excerpt and where in the excerpt the matched words are
+    (``excerpt_span``, ``null`` for a finding stored before spans were recorded).
+
+    The span lets a reviewer's tool mark the very occurrence the rule matched: finding the
+    words in the excerpt again could mark an earlier one, or none where the match read
+    through folded or hyphenated text."""
+    span = finding.excerpt_span
     return {
         "rule": finding.rule,
         "start": finding.start,
         "end": finding.end,
         "excerpt": finding.excerpt,
+        "excerpt_span": list(span) if span is not None else None,
         "in_title": finding.in_title,
     }
 
