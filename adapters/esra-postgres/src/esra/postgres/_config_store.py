@@ -12,7 +12,13 @@ overwrite. A publication is inserted in the same transaction and announced with
 
 A save given the change's audit record inserts it into ``audit_outbox`` in the same
 transaction; ``pending_audit`` reads the held records in order and ``settle_audit`` deletes one
-once the audit sink has it.
+once the audit sink has it. ``claim_audit`` hands the oldest to one forwarder at a time across
+every host on the database: one transaction takes the transaction-scoped advisory lock
+``esra.config.audit_outbox:<schema>`` without waiting (held: another host is forwarding),
+reads the oldest record, stays open while the audit sink is handed it and deletes it before
+committing. The server releases the lock at commit, at rollback, and when the session ends —
+a host killed, or whose connection died, mid-forward keeps no one out. Transaction-scoped,
+not a session lock, so the claim holds behind a transaction-pooling PgBouncer too.
 
 Documents are ``jsonb`` of the core converter's output; secret values are never among them.
 
@@ -22,7 +28,8 @@ that an administrator may enable a store through one host and initialise it thro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Self
 
 import psycopg
@@ -49,6 +56,10 @@ from esra.postgres._config_schema import (
 from esra.postgres._pool import Pool, open_pool, ping_pool
 
 __all__ = ["PostgresConfigStore"]
+
+# The advisory lock of the outbox's claim, per configuration schema (the schema migrations'
+# transaction locks are ``esra.config:<schema>``).
+_CLAIM_LOCK = "esra.config.audit_outbox"
 
 
 def _change(row: Mapping[str, Any]) -> ConfigChange:
@@ -229,6 +240,39 @@ class PostgresConfigStore:
             await conn.execute(
                 self._q("DELETE FROM {o} WHERE correlation_id = %(id)s"), {"id": correlation_id}
             )
+
+    @contextlib.asynccontextmanager
+    async def claim_audit(self) -> AsyncIterator[AuditRecord | None]:
+        """The oldest held record while the block runs, deleted when it completes (``None``:
+        nothing held, or another host or handle is forwarding)."""
+        async with self._pool.connection() as conn:
+            # One query when nothing is held; a transaction only when something is.
+            cursor = await conn.execute(self._q("SELECT EXISTS (SELECT 1 FROM {o})"))
+            row = await cursor.fetchone()
+            if row is None or not row[0]:
+                yield None
+                return
+            async with conn.transaction():
+                cursor = await conn.execute(
+                    "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"{_CLAIM_LOCK}:{self._schema}",),
+                )
+                locked = await cursor.fetchone()
+                oldest = None
+                if locked is not None and locked[0]:
+                    # Read under the lock (each statement sees what committed before it): the
+                    # previous holder's record is deleted by now.
+                    cursor = await conn.execute(
+                        self._q("SELECT seq, record FROM {o} ORDER BY seq LIMIT 1")
+                    )
+                    oldest = await cursor.fetchone()
+                if oldest is None:
+                    yield None
+                    return
+                yield record_from_document(oldest[1])
+                await conn.execute(
+                    self._q("DELETE FROM {o} WHERE seq = %(seq)s"), {"seq": oldest[0]}
+                )
 
     async def history(self, tenant_id: str) -> list[ConfigChange]:
         """Every change saved for the tenant, oldest first."""

@@ -42,6 +42,12 @@ config_poll_s`` seconds (at once on a PostgreSQL notification, for a PostgreSQL 
 database) it applies what other hosts sharing the state database published. It is stopped
 before the state and the providers close. With in-memory state there is no follower: the
 admin API publishes into the in-memory repository and new sources get no provider.
+
+**Held audit records.** A serving host with a state database also forwards the audit records
+held in its configuration store's outbox every ``[state] audit_forward_s`` seconds
+(``esra.core.admin.AuditOutboxForwarder``), so the record of a change made while the audit
+sink was failing reaches it once the sink recovers, though nothing else changes. The
+forwarder is cancelled before the state closes; ``open_state`` forwards once at start.
 """
 
 from __future__ import annotations
@@ -57,7 +63,13 @@ from pathlib import Path
 import attrs
 
 from esra.core import Executor, StaticConfigRepository, SystemClock
-from esra.core.admin import ConfigPublisher, InMemorySecretVault, ModelProfile, WorkspaceStore
+from esra.core.admin import (
+    AuditOutboxForwarder,
+    ConfigPublisher,
+    InMemorySecretVault,
+    ModelProfile,
+    WorkspaceStore,
+)
 from esra.core.audit import AuditReader, LoggingAuditSink
 from esra.core.config import ConfigSnapshot, LifecycleState, Source
 from esra.core.docstore import ConfigurableSettings, StoreRequest, StoreStateTable
@@ -303,6 +315,31 @@ async def _follow(
     return attrs.evolve(runtime, follower=follower, publisher=follower)
 
 
+# The longest a stopping host waits for its audit forwarder to end once cancelled.
+_FORWARDER_STOP_S = 10.0
+
+
+def _forward_held_audit(stack: contextlib.AsyncExitStack, forwarder: AuditOutboxForwarder) -> None:
+    """Run ``forwarder`` until ``stack`` closes (before the state it forwards from closes).
+
+    Cancelled mid-forward, the record being delivered stays held for the next forward (this
+    host's next start, or another host's timer).
+    """
+    task = asyncio.create_task(forwarder.run(), name="esra-audit-forwarder")
+
+    async def stop_forwarding() -> None:
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=_FORWARDER_STOP_S)
+        if not done:
+            _log.warning("the audit outbox forwarder did not stop within %g s", _FORWARDER_STOP_S)
+        elif not task.cancelled() and task.exception() is not None:
+            _log.error(
+                "the audit outbox forwarder ended early (%s)", type(task.exception()).__name__
+            )
+
+    stack.push_async_callback(stop_forwarding)
+
+
 def _writable(secrets: SecretStore) -> WritableSecretStore | None:
     return secrets if callable(getattr(secrets, "put", None)) else None  # type: ignore[return-value]
 
@@ -481,6 +518,14 @@ async def bootstrap(
                 secrets=InMemorySecretVault() if secrets is not None else None,
                 audit=audit,
             )
+            if purpose is Purpose.SERVE and durable.workspaces is not None:
+                # Entered on ``stack`` after the state, so it is stopped before the state closes.
+                _forward_held_audit(
+                    stack,
+                    AuditOutboxForwarder(
+                        durable.workspaces, durable.audit, interval_s=state.audit_forward_s
+                    ),
+                )
             provider_secrets: SecretStore = secrets or durable.secrets
             admin_secrets = _writable(secrets) if secrets is not None else durable.secrets
             if settings is not None:

@@ -19,7 +19,7 @@ The layout (every key is documented in ``docs/host.md``)::
                 [tenants.secrets] env_names, env_prefixes, directories, private_files_only,
                 [tenants.sources.<source id>] the source's provider options
     [state]     database, config_schema, secrets_schema, audit_schema, apply_schemas,
-                config_poll_s
+                config_poll_s, audit_forward_s
     [secrets]   keyring_file | keyring_env
     [audit]     kind, path, flush_interval_ms, wait_for_write
     [redis]     url | url_env, cache, quota, breakers, key_prefix, max_connections
@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from esra.core.admin import DEFAULT_AUDIT_FORWARD_S
 from esra.core.config import (
     ConfigSnapshot,
     Source,
@@ -237,6 +238,9 @@ class StateSettings:
             ``kill -9`` loses none of a completed call's records.
         config_poll_s: how often the host looks for publications made by other hosts
             sharing ``database`` (one is served within this plus one sync).
+        audit_forward_s: how often a serving host forwards the audit records held in the
+            configuration store's outbox (one held while the audit sink was failing reaches
+            it within this once the sink takes records again).
     """
 
     database: str | None = None
@@ -252,6 +256,7 @@ class StateSettings:
     flush_interval_ms: int = 100
     wait_for_write: bool = True
     config_poll_s: float = DEFAULT_POLL_S
+    audit_forward_s: float = DEFAULT_AUDIT_FORWARD_S
 
     @property
     def on_postgres(self) -> bool:
@@ -756,6 +761,7 @@ def _state(root: _Table, base: Path) -> StateSettings:
     if apply_schemas is not None and not isinstance(apply_schemas, bool):
         raise state.fail("apply_schemas", "must be true or false")
     config_poll_s = state.number("config_poll_s", DEFAULT_POLL_S, low=0.1, high=3600)
+    audit_forward_s = state.number("audit_forward_s", DEFAULT_AUDIT_FORWARD_S, low=0.1, high=3600)
     state.done()
     secrets = root.table("secrets")
     keyring_file, keyring_env = _keyring_source(secrets, base)
@@ -775,6 +781,7 @@ def _state(root: _Table, base: Path) -> StateSettings:
         audit_schema=schemas["audit_schema"],
         apply_schemas=apply_schemas is not False,
         config_poll_s=config_poll_s,
+        audit_forward_s=audit_forward_s,
         keyring_file=keyring_file,
         keyring_env=keyring_env,
         **audit,

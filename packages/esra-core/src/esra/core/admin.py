@@ -1,6 +1,11 @@
 """Administration: roles and grants, and the triple-control chain over tenant configuration."""
 
-from esra.core._admin.audit_outbox import AuditOutbox, forward_audit_outbox
+from esra.core._admin.audit_outbox import (
+    DEFAULT_AUDIT_FORWARD_S,
+    AuditOutbox,
+    AuditOutboxForwarder,
+    forward_audit_outbox,
+)
 from esra.core._admin.chain import (
     AccessPolicyService,
     ConnectionSecretService,
@@ -28,12 +33,14 @@ from esra.core._config.access_policy import AccessPolicy
 from esra.core.ports import WritableSecretStore
 
 __all__ = [
+    "DEFAULT_AUDIT_FORWARD_S",
     "EXPLAIN_ROLE",
     "AccessPolicy",
     "AccessPolicyService",
     "AdminWorkspace",
     "Administrator",
     "AuditOutbox",
+    "AuditOutboxForwarder",
     "ConfigChange",
     "ConfigConflictError",
     "ConfigPublisher",

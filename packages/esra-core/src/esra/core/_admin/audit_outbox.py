@@ -9,10 +9,25 @@ to the audit sink and deletes it from the outbox only once the sink has taken it
 (``record()`` returned: with ``wait_for_write``, the host's default, once it is written).
 
 The chain forwards after each change; a host forwards at startup, so records held by a
-process that died are delivered by the next one. A process killed between the sink taking a
-record and its deletion delivers it once more: the duplicate carries the same
+process that died are delivered by the next one, and a serving host forwards on a timer
+(``AuditOutboxForwarder``), so a record held while the sink was failing is delivered once the
+sink takes records again, without waiting for another change. A process killed between the
+sink taking a record and its deletion delivers it once more: the duplicate carries the same
 ``correlation_id`` (``admin:<uuid>``, unique to the one administrative record), so an audit
 reader recognises it as the same record.
+
+**One forwarder at a time.** Every process on a state database forwards (after its changes,
+at its start, on its timer), often at once. A record is therefore forwarded only under the
+outbox's claim (``AuditOutbox.claim_audit``): the store hands the oldest held record to one
+claimant at a time, across processes, and deletes it when the claimant's block completes —
+the sink took it — or leaves it held when the block raises. A process that finds the outbox
+claimed skips the forward: the claimant is delivering, and one record at a time in order, it
+also delivers what was saved meanwhile. A claim ends with its holder: a process killed, or
+whose connection died, mid-forward never keeps the others from forwarding (the PostgreSQL
+store's claim is a transaction-scoped advisory lock, the SQLite store's a lock on a file
+beside the database, both released with their holder). The one record whose claimant died
+after the sink took it is delivered again, as above. Within a process, one forward at a time
+per outbox (an ``asyncio.Lock``): a change's forward waits for the timer's.
 
 The outbox is used even where the audit log lives in the same database: the host's audit
 sink may as well be a JSON Lines file or a logger, and the sink (batching, trace linking) is
@@ -24,14 +39,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from esra.core._audit.record import AuditRecord
 from esra.core.ports import AuditSink
 
-__all__ = ["AuditOutbox", "forward_audit_outbox"]
+__all__ = [
+    "DEFAULT_AUDIT_FORWARD_S",
+    "AuditOutbox",
+    "AuditOutboxForwarder",
+    "forward_audit_outbox",
+]
 
 _log = logging.getLogger(__name__)
+
+# How often a serving host forwards what the outbox holds, by default.
+DEFAULT_AUDIT_FORWARD_S = 30.0
 
 # One drain at a time per outbox in this process, so two changes finishing together do not
 # hand the same held record to the sink twice.
@@ -49,24 +73,112 @@ class AuditOutbox(Protocol):
         """Delete the held record with ``correlation_id`` (none held: nothing happens)."""
         ...
 
+    def claim_audit(self) -> AbstractAsyncContextManager[AuditRecord | None]:
+        """Claim the oldest held record for as long as the ``async with`` block runs.
+
+        The block's value is the record, or ``None`` when nothing is held or another claim
+        is held — by any process or handle on the same storage — so its holder is
+        forwarding. The record is deleted when the block completes (the sink took it) and
+        stays held when it raises. The claim ends with the block, and with its holder: a
+        process that dies holding it (or whose connection does) releases it.
+        """
+        ...
+
 
 async def forward_audit_outbox(outbox: AuditOutbox, sink: AuditSink) -> int:
     """Hand every held record to ``sink`` in order, deleting each once the sink took it.
 
-    Returns how many were delivered. Stops at the first record the sink refuses, which stays
-    held (with every later one) for the next forward.
+    Each record is claimed (``claim_audit``) while the sink is handed it, so no other
+    process forwards it at the same time; where another holds the claim, this forward ends
+    (the holder delivers what is held). Returns how many were delivered. Stops at the first
+    record the sink refuses, which stays held (with every later one) for the next forward.
 
     Raises:
         Exception: whatever ``sink.record`` or the outbox raised; what was delivered before
             it is deleted from the outbox already.
     """
     lock = _draining.setdefault(outbox, asyncio.Lock())
-    delivered = 0
+    delivered: set[str] = set()
     async with lock:
-        for record in await outbox.pending_audit():
-            await sink.record(record)
-            await outbox.settle_audit(record.correlation_id)
-            delivered += 1
+        while True:
+            async with outbox.claim_audit() as record:
+                # A record handed out again in the same forward was not deleted: stop rather
+                # than deliver it over and over (the next forward tries again).
+                if record is None or record.correlation_id in delivered:
+                    break
+                await sink.record(record)
+            delivered.add(record.correlation_id)
     if delivered:
-        _log.debug("forwarded %d held audit records", delivered)
-    return delivered
+        _log.debug("forwarded %d held audit records", len(delivered))
+    return len(delivered)
+
+
+class AuditOutboxForwarder:
+    """Forwards what ``outbox`` holds to ``sink`` every ``interval_s`` seconds, until cancelled.
+
+    A serving host runs one (``run``, as a task it cancels when it stops), so a record held
+    while the sink was failing reaches it once the sink takes records again, though no
+    further change is made. When nothing is held a forward costs one query. A forward that
+    fails is logged by error type and tried again on the next tick.
+
+    Args:
+        outbox: the state database's configuration store.
+        sink: the audit sink records are forwarded to.
+        interval_s: the pause between forwards (positive).
+
+    Raises:
+        ValueError: ``interval_s`` is not positive.
+    """
+
+    def __init__(
+        self,
+        outbox: AuditOutbox,
+        sink: AuditSink,
+        *,
+        interval_s: float = DEFAULT_AUDIT_FORWARD_S,
+    ) -> None:
+        if not interval_s > 0:
+            msg = "interval_s must be positive"
+            raise ValueError(msg)
+        self._outbox = outbox
+        self._sink = sink
+        self._interval_s = interval_s
+
+    @property
+    def interval_s(self) -> float:
+        """The pause between forwards: a held record waits at most this once the sink
+        takes records again (plus the forward itself)."""
+        return self._interval_s
+
+    async def forward(self) -> int:
+        """One forward now; returns how many records were delivered (0 when it failed,
+        which is logged: the records stay held)."""
+        try:
+            delivered = await forward_audit_outbox(self._outbox, self._sink)
+        except Exception as exc:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                # Cancelled, and the clean-up (a rollback on a broken connection) raised in
+                # its stead: stopping wins over retrying.
+                raise asyncio.CancelledError from exc
+            _log.warning(
+                "held audit records of administrative changes could not be forwarded (%s); "
+                "they stay in the state database, retrying in %g s",
+                type(exc).__name__,
+                self._interval_s,
+            )
+            _log.debug("the failed audit outbox forward", exc_info=True)
+            return 0
+        if delivered:
+            _log.info("delivered %d held audit records of administrative changes", delivered)
+        return delivered
+
+    async def run(self) -> None:
+        """Forward every ``interval_s`` seconds (the first after one pause) until cancelled.
+
+        Cancelled mid-forward, the record being delivered stays held (its claim is released)
+        and is delivered by the next forward, here or on another host.
+        """
+        while True:
+            await asyncio.sleep(self._interval_s)
+            await self.forward()

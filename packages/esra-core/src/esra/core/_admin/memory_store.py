@@ -3,11 +3,15 @@
 For tests and embedders that keep configuration in code. It follows every rule of the port
 (the same contract suite runs against it and the durable stores): a save naming a stale
 version is refused, history is append-only, a publication is never replaced, a change's audit
-record is held in the outbox with the change until it is settled. Each method
-runs without yielding to the event loop, so a check and its write are one atomic step.
+record is held in the outbox with the change until it is settled, and one claim of the outbox
+at a time. Each method runs without yielding to the event loop, so a check and its write are
+one atomic step.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
 
 from esra.core._admin.store import ConfigChange, ConfigConflictError, check_save
 from esra.core._admin.workspace import AdminWorkspace
@@ -26,6 +30,7 @@ class InMemoryWorkspaceStore:
         self._published: dict[str, dict[int, ConfigSnapshot]] = {}
         # Held audit records by correlation id, in the order they were saved.
         self._outbox: dict[str, AuditRecord] = {}
+        self._claimed = False
 
     async def load(self, tenant_id: str) -> AdminWorkspace | None:
         """The tenant's current workspace, or ``None`` before its first save."""
@@ -85,3 +90,18 @@ class InMemoryWorkspaceStore:
     async def settle_audit(self, correlation_id: str) -> None:
         """Delete the held record with ``correlation_id``."""
         self._outbox.pop(correlation_id, None)
+
+    @contextlib.asynccontextmanager
+    async def claim_audit(self) -> AsyncIterator[AuditRecord | None]:
+        """The oldest held record while the block runs, settled when it completes (``None``:
+        nothing held, or another claim is running)."""
+        if self._claimed or not self._outbox:
+            yield None
+            return
+        self._claimed = True
+        try:
+            record = next(iter(self._outbox.values()))
+            yield record
+            await self.settle_audit(record.correlation_id)
+        finally:
+            self._claimed = False

@@ -27,6 +27,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from esra.core._admin.audit_outbox import forward_audit_outbox
 from esra.core._admin.store import (
     ConfigChange,
     ConfigConflictError,
@@ -196,6 +197,33 @@ def _record(version: int) -> AuditRecord:
 
 
 StoreOpener = Callable[[], Awaitable[WorkspaceStore]]
+
+
+async def hold_audit_records(store: WorkspaceStore, count: int) -> list[AuditRecord]:
+    """Save ``count`` versions, each holding its change's audit record; return them in order."""
+    workspace = _first()
+    await store.save(workspace, expected_version=0, change=_change(workspace), audit=_record(1))
+    for version in range(2, count + 1):
+        workspace = _drafted(workspace)
+        await store.save(
+            workspace,
+            expected_version=version - 1,
+            change=_change(workspace),
+            audit=_record(version),
+        )
+    return [_record(version) for version in range(1, count + 1)]
+
+
+@attrs.define
+class _SlowSink:
+    """Takes each record after a pause, into a log shared by every sink of the test."""
+
+    taken: list[str]
+    pause_s: float = 0.01
+
+    async def record(self, record: AuditRecord) -> None:
+        await asyncio.sleep(self.pause_s)
+        self.taken.append(record.correlation_id)
 
 
 @pytest.mark.asyncio
@@ -430,3 +458,55 @@ class WorkspaceStoreContract:
         with pytest.raises(ConfigConflictError):
             await store.save(stale, expected_version=0, change=_change(stale), audit=_record(1))
         assert await store.pending_audit() == []
+
+    async def test_a_claim_hands_out_the_oldest_record_deleted_once_its_block_completes(
+        self, store: WorkspaceStore
+    ) -> None:
+        async with store.claim_audit() as nothing:
+            assert nothing is None  # nothing held
+        first, second = await hold_audit_records(store, 2)
+
+        async def refused() -> None:
+            async with store.claim_audit() as record:
+                assert record == first
+                raise ConnectionError  # the sink refused it: it stays held
+
+        with pytest.raises(ConnectionError):
+            await refused()
+        assert await store.pending_audit() == [first, second]
+        async with store.claim_audit() as record:
+            assert record == first
+        assert await store.pending_audit() == [second]
+
+    async def test_while_a_claim_is_held_no_other_handle_gets_one(
+        self, store: WorkspaceStore, twin: WorkspaceStore
+    ) -> None:
+        first, second = await hold_audit_records(store, 2)
+        async with store.claim_audit() as record:
+            assert record == first
+            async with twin.claim_audit() as other:
+                assert other is None  # its holder is forwarding
+            async with store.claim_audit() as again:
+                assert again is None
+        async with twin.claim_audit() as record:
+            assert record == second
+        assert await store.pending_audit() == []
+
+    async def test_two_handles_forwarding_at_once_deliver_each_record_once_in_order(
+        self, store: WorkspaceStore, twin: WorkspaceStore
+    ) -> None:
+        """Two hosts on one database both forward after their changes and on their timers:
+        a record one of them is delivering is never handed to the sink by the other."""
+        held = await hold_audit_records(store, 6)
+        taken: list[str] = []
+
+        async def drain(handle: WorkspaceStore) -> None:
+            sink = _SlowSink(taken)
+            async with asyncio.timeout(30):
+                while await handle.pending_audit():
+                    await forward_audit_outbox(handle, sink)
+                    await asyncio.sleep(0.005)
+
+        await asyncio.gather(drain(store), drain(twin))
+        assert taken == [record.correlation_id for record in held]
+        assert await twin.pending_audit() == []
