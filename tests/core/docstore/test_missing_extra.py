@@ -163,6 +163,39 @@ def test_a_pdf_without_the_extra_is_a_classified_error_and_leaves_no_process(
     assert answer["children"] == "none"
 
 
+def test_a_docx_upload_without_the_extra_is_a_classified_error(tmp_path: Path) -> None:
+    """A .docx package is checked at upload in the sandbox server, which needs the extra:
+    without it the upload gets MissingExtraError (not a refusal of the file), a text file
+    is inspected as before, and no server process is left."""
+    script = textwrap.dedent(
+        """
+        import io, json, os, zipfile
+        from esra.core._docstore.extras import MissingExtraError
+        from esra.core._docstore.upload import inspect_upload
+
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("[Content_Types].xml", "<Types/>")
+            archive.writestr("word/document.xml", "<d/>")
+        try:
+            inspect_upload("a.docx", buffer.getvalue())
+            docx = "inspected"
+        except MissingExtraError as exc:
+            docx = str(exc)
+        text = inspect_upload("a.txt", b"hello").format.value
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            children = "left"
+        except ChildProcessError:
+            children = "none"
+        print(json.dumps({"docx": docx, "text": text, "children": children}))
+        """
+    )
+    answer = _run(script, tmp_path, shadow=True)
+    assert INSTALL_HINT in str(answer["docx"])
+    assert (answer["text"], answer["children"]) == ("txt", "none")
+
+
 def _upload() -> AcceptedUpload:
     return AcceptedUpload(
         display_name="a.pdf", format=DocumentFormat.PDF, data=_pdf_bytes(), sha256=""

@@ -4,6 +4,9 @@
 "...", "breach": "..." | null}`` — see ``_sandbox_server`` for the process and its limits.
 The options carry the rest of the caller's ``ExtractionLimits``: ``{"segments": int, "zip":
 {ZipLimits' fields}}``.
+
+``check_package`` is upload inspection's part: the zip and XML checks alone, under the
+options' ``{"zip": {ZipLimits' fields}}``, answering ``{"checked": true}`` or the refusal.
 """
 
 from __future__ import annotations
@@ -17,8 +20,14 @@ from docx import Document
 
 from esra.core._docstore.docx_text import read_docx
 from esra.core._docstore.extraction import ExtractionLimits
+from esra.core._docstore.ooxml import check_docx_members
 from esra.core._docstore.refusals import DocumentRefusedError
-from esra.core._docstore.zipguard import ZipLimits
+from esra.core._docstore.zipguard import ZipLimits, inflate_members
+
+
+def _refusal(refused: DocumentRefusedError) -> dict[str, object]:
+    breach = refused.breach.value if refused.breach is not None else None
+    return {"refusal": refused.refusal.value, "detail": refused.detail, "breach": breach}
 
 
 def extract_docx(data: bytes, max_chars: int, options: Mapping[str, Any]) -> dict[str, object]:
@@ -31,13 +40,22 @@ def extract_docx(data: bytes, max_chars: int, options: Mapping[str, Any]) -> dic
     try:
         extraction = read_docx(data, limits)
     except DocumentRefusedError as refused:
-        breach = refused.breach.value if refused.breach is not None else None
-        return {"refusal": refused.refusal.value, "detail": refused.detail, "breach": breach}
+        return _refusal(refused)
     return {
         "text": extraction.text,
         "boundaries": list(extraction.boundaries),
         "labels": list(extraction.labels),
     }
+
+
+def check_package(data: bytes, _max_chars: int, options: Mapping[str, Any]) -> dict[str, object]:
+    """Upload inspection's checks of ``data``: counted inflation under the options'
+    ``ZipLimits``, then every XML part (``check_docx_members``); nothing is read further."""
+    try:
+        check_docx_members(inflate_members(data, ZipLimits(**options["zip"])))
+    except DocumentRefusedError as refused:
+        return _refusal(refused)
+    return {"checked": True}
 
 
 def warm_up() -> None:

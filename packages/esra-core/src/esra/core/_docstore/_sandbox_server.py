@@ -4,7 +4,8 @@ Started once per owner with pypdf and python-docx already imported, it first ann
 itself on stdout — ``{"ready": true}``, or ``{"missing": ["pypdf", ...]}`` and exit when the
 ``documents`` extra is not installed — then reads requests on stdin until it closes: a JSON
 header line ``{"reader", "options", "size", "memory", "cpu", "wall", "chars"}`` followed by
-``size`` bytes of a PDF or DOCX (``reader``) — and for each forks a child that sets
+``size`` bytes of a PDF or DOCX (``reader``; ``docx_package`` for upload inspection's zip
+and XML checks of a .docx) — and for each forks a child that sets
 ``RLIMIT_AS`` and ``RLIMIT_CPU``, extracts, writes its JSON result to a pipe and exits. The
 server kills a child that outlives its wall-clock deadline and answers one JSON line per
 request on stdout. A hostile document can only ever take down its own child; isolation
@@ -34,6 +35,7 @@ from typing import Any
 
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.extras import DOCUMENT_READERS
+from esra.core._docstore.sandbox import PACKAGE_CHECK
 
 _READ_CHUNK = 1 << 16
 
@@ -121,12 +123,17 @@ def _readers() -> tuple[dict[str, _Extractor], list[str]]:
         extract_pages(WARM_UP_PDF, 1 << 20)
         readers["pdf"] = lambda data, chars, _options: extract_pages(data, chars)
     try:
-        from esra.core._docstore._docx_worker import extract_docx, warm_up  # noqa: PLC0415
+        from esra.core._docstore._docx_worker import (  # noqa: PLC0415
+            check_package,
+            extract_docx,
+            warm_up,
+        )
     except ImportError as exc:
         missing.append(_missing(exc, "docx"))
     else:
-        warm_up()
+        warm_up()  # its extraction runs the package checks first: they are warmed up too
         readers["docx"] = extract_docx
+        readers[PACKAGE_CHECK] = check_package
     return readers, missing
 
 

@@ -22,8 +22,13 @@ import attrs
 
 from esra.core._docstore.encodable import encodable
 from esra.core._docstore.formats import DocumentFormat
-from esra.core._docstore.refusals import Breach, DocumentRefusedError
-from esra.core._docstore.sandbox import ExtractionSandbox, SandboxLimits, default_sandbox
+from esra.core._docstore.refusals import DocumentRefusedError
+from esra.core._docstore.sandbox import (
+    ExtractionSandbox,
+    SandboxLimits,
+    answer_refusal,
+    default_sandbox,
+)
 from esra.core._docstore.segments import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_SEGMENTS,
@@ -217,19 +222,6 @@ def sandbox_peak_rss_kb() -> int:
     return default_sandbox().peak_rss_kb
 
 
-def _refused(answer: dict[str, object]) -> DocumentRefusedError:
-    """The sandbox child's refusal (its reason and breach, when they are ours to name)."""
-    try:
-        refusal = DocumentRefusal(str(answer.get("refusal")))
-    except ValueError:
-        refusal = DocumentRefusal.MALFORMED_DOCUMENT
-    try:
-        breach = Breach(str(answer["breach"])) if answer.get("breach") is not None else None
-    except ValueError:
-        breach = None
-    return DocumentRefusedError(refusal, detail=str(answer.get("detail", "")), breach=breach)
-
-
 def _pdf(
     data: bytes,
     limits: SandboxLimits,
@@ -239,7 +231,7 @@ def _pdf(
     bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
     result = sandbox.extract(data, bounded, reader=DocumentFormat.PDF)
     if "pages" not in result or not isinstance(result["pages"], list):
-        raise _refused(result)
+        raise answer_refusal(result)
     pages = [encodable(str(p)) for p in result["pages"]]  # pypdf may decode to surrogates
     if len(pages) > extraction_limits.max_segments:
         raise too_many_segments(extraction_limits.max_segments)
@@ -278,7 +270,7 @@ def _docx(
         and isinstance(labels, list)
         and all(isinstance(label, str) for label in labels)
     ):
-        raise _refused(result)
+        raise answer_refusal(result)
     # The child is trusted with nothing: its answer must be an extraction within our limits.
     if len(text) > bounded.max_chars:
         raise text_too_long(extraction_limits)

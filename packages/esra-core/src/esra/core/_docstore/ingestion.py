@@ -103,8 +103,9 @@ async def upload_files(
     outcomes = []
     for filename, data in files:
         try:
-            # Off the event loop: a .docx is inflated and its XML parsed here, which takes
-            # seconds for a large package and would stall every request the host serves.
+            # Off the event loop: a .docx is inflated and its XML parsed in a sandbox child,
+            # and waiting for it (seconds for a large package) would stall every request the
+            # host serves.
             accepted = await asyncio.to_thread(inspect_upload, filename, data, limits)
             document = await repository.add(
                 tenant_id, accepted, scope=scope, now=clock.now(), uploaded_by=uploaded_by

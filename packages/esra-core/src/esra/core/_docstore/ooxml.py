@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from xml.etree.ElementTree import ParseError
+from xml.parsers.expat import errors as expat_errors
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import XMLParser
@@ -52,6 +53,10 @@ _INSTRUCTIONS = re.compile(
     rb"<w:instrText\b[^>]*>([^<]*)</w:instrText>|\bw:instr\s*=\s*[\"']([^\"']*)[\"']"
 )
 _DDE = re.compile(rb"^\s*DDE(?:AUTO)?\b", re.IGNORECASE)
+# expat reports running out of memory as a parse error ("out of memory"). That is the limit
+# of the process checking the package (a sandbox child's address space), not damaged XML:
+# it is raised as MemoryError, which fails the check like any exhausted sandbox limit.
+_OUT_OF_MEMORY = expat_errors.codes[expat_errors.XML_ERROR_NO_MEMORY]
 
 
 def _is_xml(name: str) -> bool:
@@ -101,6 +106,8 @@ def _parse_safely(name: str, data: bytes, counter: _ElementCounter) -> None:
             breach=Breach.XML_DTD_OR_ENTITY,
         ) from exc
     except (ParseError, ValueError) as exc:
+        if getattr(exc, "code", None) == _OUT_OF_MEMORY:
+            raise MemoryError(f"XML parser out of memory (at {name})") from exc
         raise DocumentRefusedError(
             DocumentRefusal.MALFORMED_DOCUMENT,
             detail=f"invalid XML in {name}",

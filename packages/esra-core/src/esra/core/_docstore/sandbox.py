@@ -3,6 +3,9 @@
 Every PDF and DOCX is parsed there, each in a limited child process of its own: pypdf and
 python-docx (with lxml) read untrusted bytes, and a document that exhausts their time or
 memory, or crashes them, must fail alone and classified, never take the worker with it.
+Upload inspection's zip and XML checks of a ``.docx`` run there too
+(``check_docx_package``), so that a hostile package never costs the upload process more than
+a request and an answer.
 
 One server per owner, one request at a time, restarted when it dies (or when this process
 was forked). The server process is always reaped: ``close()`` (or leaving the ``with``
@@ -31,19 +34,25 @@ import attrs
 
 from esra.core._docstore.extras import MissingExtraError
 from esra.core._docstore.formats import DocumentFormat
+from esra.core._docstore.refusals import Breach, DocumentRefusedError
+from esra.core._docstore.zipguard import ZipLimits
+from esra.core.codes import DocumentRefusal
 
-__all__ = ["ExtractionSandbox", "SandboxLimits", "default_sandbox"]
+__all__ = ["ExtractionSandbox", "SandboxLimits", "answer_refusal", "default_sandbox"]
 
 # How long a server may take to import its readers and announce itself, and to exit once its
 # input closes, before it is killed: safety nets, far above what either takes.
 _ANNOUNCE_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 5.0
+# The server's name for upload inspection's checks of a .docx package (not a reader).
+PACKAGE_CHECK = "docx_package"
 
 
 @attrs.frozen
 class SandboxLimits:
-    """Limits of the child process one document (PDF or DOCX) is extracted in; ``max_chars``
-    bounds its text. A breach fails the document as ``MALFORMED_DOCUMENT``."""
+    """Limits of the child process one document (PDF or DOCX) is extracted in, or a .docx
+    package checked in at upload; ``max_chars`` bounds an extraction's text. A breach fails
+    the document as ``MALFORMED_DOCUMENT``."""
 
     memory_bytes: int = 768 * 1024 * 1024
     cpu_seconds: int = 30
@@ -63,6 +72,20 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
         server.wait()
     if server.stdout is not None:
         server.stdout.close()
+
+
+def answer_refusal(answer: Mapping[str, object]) -> DocumentRefusedError:
+    """A sandbox child's refusal: its reason and breach when they are ours to name, else
+    ``MALFORMED_DOCUMENT`` (a child that died or answered out of shape)."""
+    try:
+        refusal = DocumentRefusal(str(answer.get("refusal")))
+    except ValueError:
+        refusal = DocumentRefusal.MALFORMED_DOCUMENT
+    try:
+        breach = Breach(str(answer["breach"])) if answer.get("breach") is not None else None
+    except ValueError:
+        breach = None
+    return DocumentRefusedError(refusal, detail=str(answer.get("detail", "")), breach=breach)
 
 
 def _announcement(server: subprocess.Popen[bytes]) -> dict[str, object] | None:
@@ -173,8 +196,31 @@ class ExtractionSandbox:
         Raises:
             MissingExtraError: the server cannot import pypdf or python-docx.
         """
+        return self._request(reader.value, data, limits, options)
+
+    def check_docx_package(
+        self, data: bytes, limits: SandboxLimits, zip_limits: ZipLimits
+    ) -> dict[str, object]:
+        """Run upload inspection's zip and XML checks of a ``.docx`` (``inflate_members``
+        under ``zip_limits``, then ``check_docx_members``) in a child under ``limits``.
+
+        Returns ``{"checked": true}``, or a refusal (``{"refusal", "detail", "breach"}``:
+        the checks' own, or ``MALFORMED_DOCUMENT`` when the child exhausted a limit or died).
+
+        Raises:
+            MissingExtraError: the server cannot import pypdf or python-docx.
+        """
+        return self._request(PACKAGE_CHECK, data, limits, {"zip": attrs.asdict(zip_limits)})
+
+    def _request(
+        self,
+        reader: str,
+        data: bytes,
+        limits: SandboxLimits,
+        options: Mapping[str, object] | None,
+    ) -> dict[str, object]:
         header = {
-            "reader": reader.value,
+            "reader": reader,
             "options": dict(options or {}),
             "size": len(data),
             "memory": limits.memory_bytes,
@@ -189,7 +235,9 @@ class ExtractionSandbox:
             assert server.stdin is not None
             assert server.stdout is not None
             try:
-                server.stdin.write(json.dumps(header).encode() + b"\n" + data)
+                # Header and bytes written apart: an upload's 25 MB are not copied to join them.
+                server.stdin.write(json.dumps(header).encode() + b"\n")
+                server.stdin.write(data)
                 server.stdin.flush()
                 line = server.stdout.readline()
                 answer = json.loads(line) if line else None
