@@ -55,6 +55,13 @@ class TestPostgresDocumentRepositoryContract(DocumentRepositoryContract):
         repository.dsn, repository.schema_name = self.dsn, schema
         return repository
 
+    async def make_twin(self, repository: DocumentRepository) -> DocumentRepository:
+        """Another pool on ``repository``'s schema (as another host opens it)."""
+        assert isinstance(repository, _SchemaRepository)
+        return await PostgresDocumentRepository.open(
+            self.dsn, schema=repository.schema_name, max_size=2
+        )
+
     async def make_migrated_repository(
         self, tmp_path: Path, legacy: VersionOneDocument
     ) -> DocumentRepository:

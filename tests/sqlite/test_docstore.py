@@ -39,6 +39,11 @@ class TestSqliteRepositoryContract(DocumentRepositoryContract):
         """A fresh store file under ``tmp_path``, schema applied."""
         return await _open(tmp_path / "store.db", retain_bytes=retain_bytes)
 
+    async def make_twin(self, repository: DocumentRepository) -> DocumentRepository:
+        """Another connection on ``repository``'s file (as another process opens it)."""
+        assert isinstance(repository, SqliteDocumentRepository)
+        return await _open(repository.path)
+
     async def make_migrated_repository(
         self, tmp_path: Path, legacy: VersionOneDocument
     ) -> DocumentRepository:

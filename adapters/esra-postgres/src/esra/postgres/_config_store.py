@@ -28,8 +28,8 @@ that an administrator may enable a store through one host and initialise it thro
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Self
 
 import psycopg
@@ -48,6 +48,7 @@ from esra.core.admin import (
 from esra.core.audit import AuditRecord, record_document, record_from_document
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
 from esra.core.docstore import StoreState, StoreStatus
+from esra.postgres._audit_outbox import claim_held_record
 from esra.postgres._config_schema import (
     CONFIG_NOTIFY_CHANNEL,
     DEFAULT_CONFIG_SCHEMA,
@@ -241,38 +242,10 @@ class PostgresConfigStore:
                 self._q("DELETE FROM {o} WHERE correlation_id = %(id)s"), {"id": correlation_id}
             )
 
-    @contextlib.asynccontextmanager
-    async def claim_audit(self) -> AsyncIterator[AuditRecord | None]:
+    def claim_audit(self) -> AbstractAsyncContextManager[AuditRecord | None]:
         """The oldest held record while the block runs, deleted when it completes (``None``:
         nothing held, or another host or handle is forwarding)."""
-        async with self._pool.connection() as conn:
-            # One query when nothing is held; a transaction only when something is.
-            cursor = await conn.execute(self._q("SELECT EXISTS (SELECT 1 FROM {o})"))
-            row = await cursor.fetchone()
-            if row is None or not row[0]:
-                yield None
-                return
-            async with conn.transaction():
-                cursor = await conn.execute(
-                    "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
-                    (f"{_CLAIM_LOCK}:{self._schema}",),
-                )
-                locked = await cursor.fetchone()
-                oldest = None
-                if locked is not None and locked[0]:
-                    # Read under the lock (each statement sees what committed before it): the
-                    # previous holder's record is deleted by now.
-                    cursor = await conn.execute(
-                        self._q("SELECT seq, record FROM {o} ORDER BY seq LIMIT 1")
-                    )
-                    oldest = await cursor.fetchone()
-                if oldest is None:
-                    yield None
-                    return
-                yield record_from_document(oldest[1])
-                await conn.execute(
-                    self._q("DELETE FROM {o} WHERE seq = %(seq)s"), {"seq": oldest[0]}
-                )
+        return claim_held_record(self._pool, self._tables["o"], f"{_CLAIM_LOCK}:{self._schema}")
 
     async def history(self, tenant_id: str) -> list[ConfigChange]:
         """Every change saved for the tenant, oldest first."""

@@ -21,6 +21,14 @@ The queue follows the anchors (procrastinate, River, graphile-worker)::
 - segments are replaced in the completing transaction, so a document is never Indexed
   with half its segments.
 
+An operator's release, reindex or delete given its audit record inserts it into the schema's
+``audit_outbox`` in the action's transaction. ``claim_audit`` hands the oldest held record
+to one forwarder at a time across every host on the store, as ``PostgresConfigStore``'s
+outbox does: one transaction takes the transaction-scoped advisory lock
+``esra.store.audit_outbox:<schema>`` without waiting (held: another host is forwarding),
+reads the oldest record, stays open while the audit sink is handed it and deletes it before
+committing; the server releases the lock with a host that dies mid-forward.
+
 Time is the caller's ``now`` (the ``Clock`` port, as every ``DocumentRepository`` takes it),
 not the server's ``now()``, so leases behave identically under a fake clock; production
 workers use the system clock. Every statement names the tenant (or the claim's document and
@@ -29,13 +37,17 @@ owner) explicitly: there is no global filter to forget.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import builtins
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any, Self
 
 from psycopg import sql
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
+from esra.core.audit import AuditRecord, record_document, record_from_document
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore import (
     REMEDIES,
@@ -59,11 +71,16 @@ from esra.core.docstore import (
     remedy_for,
     stored_document,
 )
+from esra.postgres._audit_outbox import claim_held_record
 from esra.postgres._connection import scrub
 from esra.postgres._pool import Pool, open_pool, ping_pool
 from esra.postgres._store_schema import DEFAULT_STORE_SCHEMA
 
 __all__ = ["PostgresDocumentRepository"]
+
+# The advisory lock of the audit outbox's claim, per store schema (the schema migrations'
+# transaction locks are ``esra.store:<schema>``).
+_CLAIM_LOCK = "esra.store.audit_outbox"
 
 # Named as StoredDocument's attributes, which esra.core._docstore.document_rows reads by name.
 _COLUMNS = (
@@ -105,6 +122,8 @@ class PostgresDocumentRepository:
         self._segments = sql.Identifier(schema, "segments")
         self._versions = sql.Identifier(schema, "schema_version")
         self._settings = sql.Identifier(schema, "store_settings")
+        self._outbox = sql.Identifier(schema, "audit_outbox")
+        self._schema = schema
 
     @classmethod
     async def open(
@@ -141,6 +160,7 @@ class PostgresDocumentRepository:
             d=self._documents,
             s=self._segments,
             t=self._settings,
+            o=self._outbox,
             cols=sql.SQL(_COLUMNS),
             owned=sql.SQL(_OWNED),
             claimable=sql.SQL(_CLAIMABLE),
@@ -152,6 +172,29 @@ class PostgresDocumentRepository:
         async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(statement, params)
             return await cur.fetchone()
+
+    async def _act(
+        self,
+        statement: sql.Composed,
+        params: Mapping[str, Any],
+        audit: Callable[[dict[str, Any]], AuditRecord] | None,
+    ) -> dict[str, Any] | None:
+        """Run an action's ``UPDATE … RETURNING`` and, when it changed a row, hold the
+        record ``audit`` makes of it in the outbox, in one transaction."""
+        async with (
+            self._pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor(row_factory=dict_row) as cur,
+        ):
+            await cur.execute(statement, params)
+            row = await cur.fetchone()
+            if row is not None and audit is not None:
+                record = audit(row)
+                await cur.execute(
+                    self._q("INSERT INTO {o} (correlation_id, record) VALUES (%(id)s, %(record)s)"),
+                    {"id": record.correlation_id, "record": Jsonb(record_document(record))},
+                )
+            return row
 
     async def add(
         self,
@@ -580,10 +623,18 @@ class PostgresDocumentRepository:
         return statement, params
 
     async def release(
-        self, tenant_id: str, document_id: str, *, operator: str, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        operator: str,
+        now: datetime,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument | None:
-        """Move a Quarantined document to Indexed, recording the operator; None otherwise."""
-        row = await self._one(
+        """Move a Quarantined document to Indexed, recording the operator; None otherwise.
+
+        ``audit``'s record of the released document is held in the same transaction."""
+        row = await self._act(
             self._q(
                 "UPDATE {d} SET state = 'indexed', released_by = %(operator)s,"
                 " updated_at = %(now)s WHERE id = %(id)s AND tenant_id = %(tenant)s"
@@ -591,14 +642,22 @@ class PostgresDocumentRepository:
                 " RETURNING {cols}"
             ),
             {"id": document_id, "tenant": tenant_id, "operator": operator, "now": now},
+            None if audit is None else (lambda released: audit(stored_document(released))),
         )
         return stored_document(row) if row else None
 
     async def reindex(
-        self, tenant_id: str, document_id: str, *, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
     ) -> StoredDocument | None:
-        """Return a document with retained bytes to Pending with attempts reset; None otherwise."""
-        row = await self._one(
+        """Return a document with retained bytes to Pending with attempts reset; None otherwise.
+
+        ``audit`` is held in the same transaction when the document is requeued."""
+        row = await self._act(
             self._q(
                 "UPDATE {d} SET state = 'pending', attempts = 0, locked_by = NULL,"
                 " lease_until = NULL, updated_at = %(now)s"
@@ -607,20 +666,55 @@ class PostgresDocumentRepository:
                 " RETURNING {cols}"
             ),
             {"id": document_id, "tenant": tenant_id, "now": now},
+            None if audit is None else (lambda _: audit),
         )
         return stored_document(row) if row else None
 
-    async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
-        """Mark the document deleted; it disappears from search, fetch and the list."""
-        row = await self._one(
+    async def soft_delete(
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
+    ) -> bool:
+        """Mark the document deleted; it disappears from search, fetch and the list.
+
+        ``audit`` is held in the same transaction when the document is deleted."""
+        row = await self._act(
             self._q(
                 "UPDATE {d} SET deleted_at = %(now)s, updated_at = %(now)s"
                 " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
                 " RETURNING id"
             ),
             {"id": document_id, "tenant": tenant_id, "now": now},
+            None if audit is None else (lambda _: audit),
         )
         return row is not None
+
+    # -- the audit outbox ------------------------------------------------------------------
+
+    async def pending_audit(self) -> builtins.list[AuditRecord]:
+        """Every held audit record, every tenant's, in the order the actions were applied."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(self._q("SELECT record FROM {o} ORDER BY seq"))
+            return [record_from_document(row[0]) for row in await cursor.fetchall()]
+
+    async def settle_audit(self, correlation_id: str) -> None:
+        """Delete the oldest held record with ``correlation_id`` (the audit sink has it)."""
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                self._q(
+                    "DELETE FROM {o} WHERE seq ="
+                    " (SELECT min(seq) FROM {o} WHERE correlation_id = %(id)s)"
+                ),
+                {"id": correlation_id},
+            )
+
+    def claim_audit(self) -> AbstractAsyncContextManager[AuditRecord | None]:
+        """The oldest held record while the block runs, deleted when it completes (``None``:
+        nothing held, or another host or handle is forwarding)."""
+        return claim_held_record(self._pool, self._outbox, f"{_CLAIM_LOCK}:{self._schema}")
 
     async def original(self, tenant_id: str, document_id: str) -> bytes | None:
         """The retained original bytes of a non-deleted document (authorization is the caller's)."""

@@ -27,6 +27,11 @@ Version 2 alters ``documents`` in place, so a version-1 store keeps its document
 - ``store_settings``: each tenant's scan policy, byte retention, attempt ceiling and batch
   size, with a revision and who set them, written only by the audited "configure" action.
 
+Version 3 adds ``audit_outbox``: the audit records of the operators' actions (release,
+reindex, delete), each inserted in the action's transaction and deleted once the audit sink
+has it (``seq`` keeps their order; ``correlation_id`` is not unique, two actions on one
+document share it). The store principal owns it, as every table of the schema.
+
 ``apply_store_schema`` runs in one transaction under a transaction-scoped advisory lock, so
 concurrent initialisations serialise and a failure leaves nothing half-applied.
 """
@@ -220,6 +225,18 @@ def _owner_and_reserved_edits(schema: str) -> tuple[sql.Composed, ...]:
     )
 
 
+def _audit_outbox(schema: str) -> tuple[sql.Composed, ...]:
+    """Version 3's DDL: the outbox of the operators' actions' audit records."""
+    return (
+        sql.SQL(
+            "CREATE TABLE {t} ("
+            " seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+            " correlation_id text NOT NULL,"
+            " record jsonb NOT NULL)"
+        ).format(t=sql.Identifier(schema, "audit_outbox")),
+    )
+
+
 def store_schema_migrations(
     schema: str = DEFAULT_STORE_SCHEMA, config: str = DEFAULT_TEXT_SEARCH_CONFIG
 ) -> dict[int, tuple[sql.Composed, ...]]:
@@ -231,6 +248,7 @@ def store_schema_migrations(
     return {
         1: store_schema_statements(schema, config),
         2: _owner_and_reserved_edits(schema),
+        3: _audit_outbox(schema),
     }
 
 

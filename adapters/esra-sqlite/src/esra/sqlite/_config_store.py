@@ -26,12 +26,10 @@ lifecycle state, kept across restarts.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sqlite3
-import sys
-from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +45,7 @@ from esra.core.admin import (
 from esra.core.audit import AuditRecord, record_document, record_from_document
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
 from esra.core.docstore import StoreState, StoreStatus
+from esra.sqlite._audit_outbox import OutboxClaim
 from esra.sqlite._config_schema import apply_config_schema
 from esra.sqlite._dedicated_connection import DedicatedConnection
 
@@ -62,30 +61,6 @@ def _ts(moment: datetime) -> str:
 def _json(document: dict[str, Any]) -> str:
     # Sorted keys: a stored row diffs like an exported file.
     return json.dumps(document, sort_keys=True, ensure_ascii=False)
-
-
-def _try_lock(path: Path) -> int | None:
-    """An exclusive lock on ``path`` (created ``0600`` if absent), not waited for: the open
-    descriptor holding it, or ``None`` where another holds it. Closing the descriptor, or the
-    process ending, releases it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if sys.platform == "win32":
-            import msvcrt  # noqa: PLC0415
-
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        else:
-            import fcntl  # noqa: PLC0415
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (BlockingIOError, PermissionError):
-        # Held elsewhere (POSIX answers EWOULDBLOCK, Windows EACCES).
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _change(row: sqlite3.Row) -> ConfigChange:
@@ -112,13 +87,8 @@ class SqliteConfigStore:
         self._db = DedicatedConnection(
             database, thread_name="esra-config", prepare=apply_config_schema
         )
-        # The outbox's claim across processes; no other process can open an in-memory
-        # database, whose claims are this handle's alone.
-        path = self._db.path
-        self._claim_file = (
-            None if str(path) == ":memory:" else path.with_name(f"{path.name}-outbox-lock")
-        )
-        self._claimed = False
+        # The outbox's claim across processes (a lock file beside the database).
+        self._claims = OutboxClaim(self._db, "config_audit_outbox", "outbox-lock")
 
     @property
     def path(self) -> Path:
@@ -246,52 +216,10 @@ class SqliteConfigStore:
 
         await self._db.write(write)
 
-    @contextlib.asynccontextmanager
-    async def claim_audit(self) -> AsyncIterator[AuditRecord | None]:
+    def claim_audit(self) -> AbstractAsyncContextManager[AuditRecord | None]:
         """The oldest held record while the block runs, deleted when it completes (``None``:
         nothing held, or another process or handle is forwarding)."""
-
-        def held(connection: sqlite3.Connection) -> bool:
-            return (
-                connection.execute("SELECT 1 FROM config_audit_outbox LIMIT 1").fetchone()
-                is not None
-            )
-
-        def oldest(connection: sqlite3.Connection) -> tuple[int, str] | None:
-            row = connection.execute(
-                "SELECT seq, record FROM config_audit_outbox ORDER BY seq LIMIT 1"
-            ).fetchone()
-            return (int(row["seq"]), str(row["record"])) if row is not None else None
-
-        # One query when nothing is held; the lock file is touched only when something is.
-        if self._claimed or not await self._db.run(held):
-            yield None
-            return
-        fd: int | None = None
-        claim_file = self._claim_file
-        if claim_file is not None:
-            fd = await self._db.run(lambda _: _try_lock(claim_file))
-            if fd is None:
-                yield None
-                return
-        self._claimed = True
-        try:
-            # Read under the claim: the holder before may have delivered what was seen.
-            found = await self._db.run(oldest)
-            if found is None:
-                yield None
-                return
-            seq, text = found
-            yield record_from_document(json.loads(text))
-
-            def settle(connection: sqlite3.Connection) -> None:
-                connection.execute("DELETE FROM config_audit_outbox WHERE seq = ?", (seq,))
-
-            await self._db.write(settle)
-        finally:
-            self._claimed = False
-            if fd is not None:
-                os.close(fd)
+        return self._claims.claim()
 
     async def history(self, tenant_id: str) -> list[ConfigChange]:
         """Every change saved for the tenant, oldest first."""

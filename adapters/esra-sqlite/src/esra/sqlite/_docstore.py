@@ -17,20 +17,31 @@ Queue rules, each enforced in SQL:
   follows through triggers), and drops the original bytes only when the store does not
   retain them — a failure never drops them.
 
+An operator's release, reindex or delete given its audit record inserts it into
+``store_audit_outbox`` in the action's transaction. ``claim_audit`` hands the oldest held
+record to one forwarder at a time across the processes on the file, under an exclusive
+``flock`` on ``<database>-store-outbox-lock`` beside it (taken without waiting, released by
+the kernel with a process that dies), as ``SqliteConfigStore``'s outbox does; the record is
+deleted in a short write once the audit sink has it.
+
 Every statement's values are bound parameters. Timestamps are stored as UTC ISO-8601 text
 with microseconds, which sorts and compares in time order.
 """
 
 from __future__ import annotations
 
+import builtins
+import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from esra.core.audit import AuditRecord, record_document, record_from_document
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore import (
     REMEDIES,
@@ -56,6 +67,7 @@ from esra.core.docstore import (
     timestamp,
 )
 from esra.sql import SearchTerms
+from esra.sqlite._audit_outbox import OutboxClaim
 from esra.sqlite._dedicated_connection import DedicatedConnection
 from esra.sqlite._docstore_schema import apply_store_schema
 from esra.sqlite._fulltext import fts5_match_expression
@@ -83,6 +95,18 @@ _CLAIMABLE = (
 )
 
 
+def _hold(connection: sqlite3.Connection, record: AuditRecord | None) -> None:
+    """Insert ``record`` into the audit outbox (in the caller's transaction)."""
+    if record is not None:
+        connection.execute(
+            "INSERT INTO store_audit_outbox (correlation_id, record) VALUES (?, ?)",
+            (
+                record.correlation_id,
+                json.dumps(record_document(record), sort_keys=True, ensure_ascii=False),
+            ),
+        )
+
+
 def _ts(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -107,6 +131,8 @@ class SqliteDocumentRepository:
         self._db = DedicatedConnection(
             database, thread_name="esra-docstore", pragmas=("PRAGMA foreign_keys = ON",)
         )
+        # The outbox's claim across processes (a lock file beside the database).
+        self._claims = OutboxClaim(self._db, "store_audit_outbox", "store-outbox-lock")
 
     @property
     def path(self) -> Path:
@@ -448,9 +474,17 @@ class SqliteDocumentRepository:
         return await self._db.run(run)
 
     async def release(
-        self, tenant_id: str, document_id: str, *, operator: str, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        operator: str,
+        now: datetime,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument | None:
-        """Move a Quarantined document to Indexed, recording the operator; None otherwise."""
+        """Move a Quarantined document to Indexed, recording the operator; None otherwise.
+
+        ``audit``'s record of the released document is held in the same transaction."""
 
         def move(connection: sqlite3.Connection) -> StoredDocument | None:
             cursor = connection.execute(
@@ -459,16 +493,27 @@ class SqliteDocumentRepository:
                 "WHERE id = ? AND tenant_id = ? AND deleted = 0 AND state = 'quarantined'",
                 (operator, _ts(now), _ts(now), document_id, tenant_id),
             )
-            return self._get(connection, tenant_id, document_id) if cursor.rowcount else None
+            if not cursor.rowcount:
+                return None
+            released = self._get(connection, tenant_id, document_id)
+            if released is not None and audit is not None:
+                _hold(connection, audit(released))
+            return released
 
         return await self._db.write(move)
 
     async def reindex(
-        self, tenant_id: str, document_id: str, *, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
     ) -> StoredDocument | None:
         """Return a document with retained bytes to Pending with attempts reset; None otherwise.
 
-        A document a worker holds (Processing) is not pulled from under it.
+        A document a worker holds (Processing) is not pulled from under it. ``audit`` is
+        held in the same transaction when the document is requeued.
         """
 
         def requeue(connection: sqlite3.Connection) -> StoredDocument | None:
@@ -478,12 +523,24 @@ class SqliteDocumentRepository:
                 "AND original IS NOT NULL AND state <> 'processing'",
                 (_ts(now), document_id, tenant_id),
             )
-            return self._get(connection, tenant_id, document_id) if cursor.rowcount else None
+            if not cursor.rowcount:
+                return None
+            _hold(connection, audit)
+            return self._get(connection, tenant_id, document_id)
 
         return await self._db.write(requeue)
 
-    async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
-        """Mark the document deleted; it disappears from search, fetch and the list."""
+    async def soft_delete(
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
+    ) -> bool:
+        """Mark the document deleted; it disappears from search, fetch and the list.
+
+        ``audit`` is held in the same transaction when the document is deleted."""
 
         def mark(connection: sqlite3.Connection) -> bool:
             cursor = connection.execute(
@@ -491,9 +548,42 @@ class SqliteDocumentRepository:
                 "WHERE id = ? AND tenant_id = ? AND deleted = 0",
                 (_ts(now), _ts(now), document_id, tenant_id),
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            _hold(connection, audit)
+            return True
 
         return await self._db.write(mark)
+
+    # -- the audit outbox ------------------------------------------------------------------
+
+    async def pending_audit(self) -> builtins.list[AuditRecord]:
+        """Every held audit record, every tenant's, in the order the actions were applied."""
+
+        def query(connection: sqlite3.Connection) -> builtins.list[AuditRecord]:
+            rows = connection.execute(
+                "SELECT record FROM store_audit_outbox ORDER BY seq"
+            ).fetchall()
+            return [record_from_document(json.loads(row["record"])) for row in rows]
+
+        return await self._db.run(query)
+
+    async def settle_audit(self, correlation_id: str) -> None:
+        """Delete the oldest held record with ``correlation_id`` (the audit sink has it)."""
+
+        def settle(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                "DELETE FROM store_audit_outbox WHERE seq = "
+                "(SELECT min(seq) FROM store_audit_outbox WHERE correlation_id = ?)",
+                (correlation_id,),
+            )
+
+        await self._db.write(settle)
+
+    def claim_audit(self) -> AbstractAsyncContextManager[AuditRecord | None]:
+        """The oldest held record while the block runs, deleted when it completes (``None``:
+        nothing held, or another process or handle is forwarding)."""
+        return self._claims.claim()
 
     async def original(self, tenant_id: str, document_id: str) -> bytes | None:
         """The retained original bytes (authorization is the caller's: ESRA_DATA_MANAGE)."""

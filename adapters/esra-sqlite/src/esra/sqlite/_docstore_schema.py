@@ -21,6 +21,10 @@ who uploaded each document (``uploaded_by``), which safety limit a document fail
 broke (``failure_breach``), and each tenant's store settings (``store_settings``: scan
 policy, byte retention, attempt ceiling and batch size, with a revision and who set them).
 
+Version 3 adds ``store_audit_outbox`` — the audit records of the operators' actions
+(release, reindex, delete), each written in the action's transaction and deleted once the
+audit sink has it (``seq`` keeps their order).
+
 The version applied is recorded in ``store_schema``; applying is safe to repeat and takes the
 write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it once.
 """
@@ -188,6 +192,17 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             revision INTEGER NOT NULL CHECK (revision >= 1),
             updated_at TEXT NOT NULL,
             updated_by TEXT NOT NULL
+        )
+        """,
+    ),
+    3: (
+        # An action's audit record, held from the action's transaction until the audit
+        # sink has it. Not unique by correlation id: two actions on one document share it.
+        """
+        CREATE TABLE store_audit_outbox (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            correlation_id TEXT NOT NULL,
+            record TEXT NOT NULL
         )
         """,
     ),

@@ -214,6 +214,9 @@ class Runtime:
     # (``None``: no cache, and a quota in this process's memory).
     cache: Cache | None = None
     quota: QuotaStore | None = None
+    # How often ``esra serve`` forwards its document stores' held audit records (``None``:
+    # not on a timer; a purpose other than serving).
+    audit_forward_s: float | None = None
 
     def language_model(self) -> LanguageModel:
         """The model searches run with.
@@ -251,6 +254,7 @@ class Runtime:
             model_profiles=self.model_profiles,
             cache=self.cache,
             quota=self.quota,
+            audit_forward_s=self.audit_forward_s,
         )
 
 
@@ -565,6 +569,7 @@ async def bootstrap(
                 store_states=durable.workspaces,
                 cache=shared.cache if shared is not None else None,
                 quota=shared.quota if shared is not None else None,
+                audit_forward_s=state.audit_forward_s if purpose is Purpose.SERVE else None,
             )
             # live-config follower: entered on ``stack`` after the state, so it stops before the
             # state closes, and before ``providers.aclose()`` below.

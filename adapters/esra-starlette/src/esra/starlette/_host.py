@@ -90,6 +90,9 @@ class HostParts:
     # processes (``None``: no cache, and the quota in this process's memory).
     cache: Cache | None = None
     quota: QuotaStore | None = None
+    # How often a serving host forwards the audit records held in its document stores'
+    # outboxes (``[state] audit_forward_s``; ``None``: at start and after each action only).
+    audit_forward_s: float | None = None
 
 
 def default_resource_url(host: str, port: int) -> str:

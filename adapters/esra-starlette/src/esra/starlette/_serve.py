@@ -86,6 +86,7 @@ class HostServer:
                 defaults=parts.store_defaults,
                 shared=parts.store_states,
                 cache=parts.cache,
+                audit_forward_s=parts.audit_forward_s,
             ) as stores,
         ):
             app: ASGIApp = build_app(parts, host=self.host, port=self.port, stores=stores)

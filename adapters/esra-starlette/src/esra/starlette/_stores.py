@@ -20,6 +20,13 @@ pipeline does not search it (:func:`ready_stores_config`). With a shared
 ``StoreStateTable`` (the host's state database) the other states are shared too: enabled
 through one process, initialised through another, and still Enabled or Failed after a
 restart.
+
+An operator's release, reindex or delete holds its audit record in the store's own audit
+outbox, written with the action. The host forwards what a store's outbox holds to its audit
+sink when it opens a Ready store (so the record of an action whose process was killed before
+delivering it reaches the audit log on the next start) and, given ``audit_forward_s`` (as
+``esra serve`` is), every that many seconds for each Ready store, so a record held while the
+sink was failing is delivered once it recovers, with no further action.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from pathlib import Path
 
 import attrs
 
-from esra.core.admin import InMemorySecretVault
+from esra.core.admin import DEFAULT_AUDIT_FORWARD_S, AuditOutboxForwarder, InMemorySecretVault
 from esra.core.docstore import (
     ConfigurableSettings,
     DocumentRepository,
@@ -127,6 +134,7 @@ async def open_tenant_stores(
     readiness_poll_s: float = READINESS_POLL_S,
     shared: StoreStateTable | None = None,
     cache: Cache | None = None,
+    audit_forward_s: float | None = None,
 ) -> AsyncIterator[dict[str, TenantStore]]:
     """Open each tenant's store through ``registry``; close them all on exit.
 
@@ -146,6 +154,9 @@ async def open_tenant_stores(
         cache: the host's result cache (``HostParts.cache``): deleting or re-indexing a
             document renews the tenant's content generation there, so no cached response
             shows it again.
+        audit_forward_s: how often the audit records held in each Ready store's outbox are
+            forwarded to ``audit`` (``None``: only when a store is opened Ready, and after
+            each action).
 
     Raises:
         MissingExtraError: a store is configured but the ``documents`` extra (pypdf,
@@ -159,6 +170,8 @@ async def open_tenant_stores(
     opened: list[OpenedStore] = []
     served: dict[str, TenantStore] = {}
     following: asyncio.Task[None] | None = None
+    forwarding: asyncio.Task[None] | None = None
+    forwarders: dict[str, AuditOutboxForwarder] = {}
     try:
         for tenant_id, spec in stores.items():
             request = attrs.evolve(store_request(tenant_id, spec), audit=audit, clock=clock)
@@ -175,6 +188,13 @@ async def open_tenant_stores(
             )
             # Enabled or Failed through another process, or before a restart.
             await lifecycle.refresh(schema_present=ready)
+            forwarder = AuditOutboxForwarder(
+                store.repository, audit, interval_s=audit_forward_s or DEFAULT_AUDIT_FORWARD_S
+            )
+            forwarders[tenant_id] = forwarder
+            if ready:
+                # The records of actions whose process died before delivering them.
+                await forwarder.forward()
             served[tenant_id] = TenantStore(
                 tenant_id=tenant_id,
                 source_id=request.source.id,
@@ -194,8 +214,16 @@ async def open_tenant_stores(
                 readiness_poll_s,
             )
         )
+        if audit_forward_s is not None and served:
+            forwarding = asyncio.create_task(
+                _forward_held_audit([(served[t], forwarders[t]) for t in served], audit_forward_s),
+                name="esra-store-audit-forwarder",
+            )
         yield served
     finally:
+        if forwarding is not None:
+            forwarding.cancel()
+            await asyncio.wait([forwarding])
         if following is not None:
             following.cancel()
             # Waited, not awaited: a cancellation of this task (Ctrl-C) must still reach
@@ -251,6 +279,18 @@ async def _follow_readiness(
             else:
                 still.append((tenant_store, store))
         waiting = still
+
+
+async def _forward_held_audit(
+    stores: Sequence[tuple[TenantStore, AuditOutboxForwarder]], interval_s: float
+) -> None:
+    """Every ``interval_s``, forward what each Ready store's audit outbox holds (a store not
+    Ready may have no outbox yet). A failed forward is logged and tried on the next tick."""
+    while True:
+        await asyncio.sleep(interval_s)
+        for tenant_store, forwarder in stores:
+            if tenant_store.lifecycle.current.status is StoreStatus.READY:
+                await forwarder.forward()
 
 
 async def _refreshed(

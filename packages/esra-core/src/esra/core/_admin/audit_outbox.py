@@ -29,6 +29,12 @@ beside the database, both released with their holder). The one record whose clai
 after the sink took it is delivered again, as above. Within a process, one forward at a time
 per outbox (an ``asyncio.Lock``): a change's forward waits for the timer's.
 
+A document store's repository is an outbox too (``DocumentRepository``): an operator's
+release, reindex or delete holds its record in the store's own database with the action. Its
+records' correlation ids (``<event>:<document id>``) are shared by two actions on one
+document, so a forward tells a record handed out again from the next one by the whole
+record, and leaves one handed out again held rather than deleting it.
+
 The outbox is used even where the audit log lives in the same database: the host's audit
 sink may as well be a JSON Lines file or a logger, and the sink (batching, trace linking) is
 the one path every record takes.
@@ -60,6 +66,10 @@ DEFAULT_AUDIT_FORWARD_S = 30.0
 # One drain at a time per outbox in this process, so two changes finishing together do not
 # hand the same held record to the sink twice.
 _draining: weakref.WeakKeyDictionary[AuditOutbox, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+class _HandedOutAgainError(Exception):
+    """Ends a claim on a record already delivered in this forward, leaving it held."""
 
 
 class AuditOutbox(Protocol):
@@ -98,16 +108,23 @@ async def forward_audit_outbox(outbox: AuditOutbox, sink: AuditSink) -> int:
             it is deleted from the outbox already.
     """
     lock = _draining.setdefault(outbox, asyncio.Lock())
-    delivered: set[str] = set()
+    delivered: list[AuditRecord] = []
     async with lock:
         while True:
-            async with outbox.claim_audit() as record:
-                # A record handed out again in the same forward was not deleted: stop rather
-                # than deliver it over and over (the next forward tries again).
-                if record is None or record.correlation_id in delivered:
-                    break
-                await sink.record(record)
-            delivered.add(record.correlation_id)
+            try:
+                async with outbox.claim_audit() as record:
+                    if record is None:
+                        break
+                    # A record handed out again in the same forward was not deleted: stop
+                    # rather than deliver it over and over, and leave it held (the next
+                    # forward tries again). Compared whole, not by correlation id: a document
+                    # store's records of two actions on one document share theirs.
+                    if record in delivered:
+                        raise _HandedOutAgainError
+                    await sink.record(record)
+            except _HandedOutAgainError:
+                break
+            delivered.append(record)
     if delivered:
         _log.debug("forwarded %d held audit records", len(delivered))
     return len(delivered)

@@ -4,14 +4,25 @@ The management view is the inverse of retrieval: it shows every state, including
 caller can never receive, with store-wide counts that double as filters. Overriding a
 security finding (release) and pulling original bytes out (download) are separate, audited
 actions; download needs ``ESRA_DATA_MANAGE``, not just ``ESRA_DATA_READ``.
+
+A release, reindex or delete and its ``ok`` audit record are never apart: the repository
+writes the record into the store's own audit outbox in the transaction that applies the
+action, and the service then forwards what the outbox holds to the audit sink
+(``forward_audit_outbox``), which deletes each record once the sink has it. A sink failing
+then, or a process killed before the forward, leaves the record held for the next forward
+(the next action's, the host's start, or its timer). Denials and refusals change nothing and
+are recorded directly, as is a download.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Mapping
+from datetime import datetime
 
 import attrs
 
+from esra.core._admin.audit_outbox import forward_audit_outbox
 from esra.core._admin.roles import Administrator, Grant, NotPermittedError, Role
 from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.record import AuditDimension, AuditRecord
@@ -40,6 +51,8 @@ __all__ = [
 
 DATA_READ = Role.ESRA_DATA_READ
 DATA_MANAGE = Role.ESRA_DATA_MANAGE
+
+_log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -272,18 +285,27 @@ class DocumentStoreService:
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_RELEASE, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_RELEASE, document_id)
         await require_accepting(self._audit)
+        now = self._clock.now()
         released = await self._repository.release(
-            operator.tenant_id, document_id, operator=operator.subject, now=self._clock.now()
-        )
-        await self._record(
-            operator,
-            AuditEvent.DOCUMENT_RELEASE,
+            operator.tenant_id,
             document_id,
-            ok=released is not None,
-            findings=len(released.findings) if released else 0,
+            operator=operator.subject,
+            now=now,
+            audit=lambda document: self._audit_record(
+                operator,
+                AuditEvent.DOCUMENT_RELEASE,
+                document_id,
+                ok=True,
+                at=now,
+                findings=len(document.findings),
+            ),
         )
         if released is None:
+            await self._record(
+                operator, AuditEvent.DOCUMENT_RELEASE, document_id, ok=False, findings=0
+            )
             raise NotPermittedError
+        await self._forward(operator, AuditEvent.DOCUMENT_RELEASE, document_id)
         return released
 
     async def reindex(self, operator: Operator, document_id: str) -> StoredDocument:
@@ -296,14 +318,19 @@ class DocumentStoreService:
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_REINDEX, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_REINDEX, document_id)
         await require_accepting(self._audit)
+        now = self._clock.now()
         queued = await self._repository.reindex(
-            operator.tenant_id, document_id, now=self._clock.now()
-        )
-        await self._record(
-            operator, AuditEvent.DOCUMENT_REINDEX, document_id, ok=queued is not None
+            operator.tenant_id,
+            document_id,
+            now=now,
+            audit=self._audit_record(
+                operator, AuditEvent.DOCUMENT_REINDEX, document_id, ok=True, at=now
+            ),
         )
         if queued is None:
+            await self._record(operator, AuditEvent.DOCUMENT_REINDEX, document_id, ok=False)
             raise NotPermittedError
+        await self._forward(operator, AuditEvent.DOCUMENT_REINDEX, document_id)
         await self._out_of_retrieval(operator.tenant_id)
         return queued
 
@@ -317,13 +344,41 @@ class DocumentStoreService:
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DELETE, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_DELETE, document_id)
         await require_accepting(self._audit)
+        now = self._clock.now()
         deleted = await self._repository.soft_delete(
-            operator.tenant_id, document_id, now=self._clock.now()
+            operator.tenant_id,
+            document_id,
+            now=now,
+            audit=self._audit_record(
+                operator, AuditEvent.DOCUMENT_DELETE, document_id, ok=True, at=now
+            ),
         )
-        await self._record(operator, AuditEvent.DOCUMENT_DELETE, document_id, ok=deleted)
         if not deleted:
+            await self._record(operator, AuditEvent.DOCUMENT_DELETE, document_id, ok=False)
             raise NotPermittedError
+        await self._forward(operator, AuditEvent.DOCUMENT_DELETE, document_id)
         await self._out_of_retrieval(operator.tenant_id)
+
+    async def _forward(self, operator: Operator, event: AuditEvent, document_id: str) -> None:
+        """Hand the held audit records (this action's among them) to the audit sink.
+
+        The action is applied and its record held with it, so a sink failing here does not
+        fail the action: the record is delivered by the next forward (the next action's, the
+        host's next start, or its timer).
+        """
+        try:
+            await forward_audit_outbox(self._repository, self._audit)
+        except Exception as exc:
+            _log.warning(
+                "a document store action was applied; its audit record is held in the "
+                "store's database until the audit sink takes it (%s)",
+                type(exc).__name__,
+                extra={
+                    "tenant_id": operator.tenant_id,
+                    "action": event.value,
+                    "document_id": document_id,
+                },
+            )
 
     async def _out_of_retrieval(self, tenant_id: str) -> None:
         """A document left retrieval: cached responses that may show it must not be served."""
@@ -382,6 +437,31 @@ class DocumentStoreService:
         refusal: str | None = None,
         breach: str | None = None,
     ) -> None:
+        await self._audit.record(
+            self._audit_record(
+                operator,
+                event,
+                document_id,
+                ok=ok,
+                at=self._clock.now(),
+                findings=findings,
+                refusal=refusal,
+                breach=breach,
+            )
+        )
+
+    @staticmethod
+    def _audit_record(
+        operator: Operator,
+        event: AuditEvent,
+        document_id: str | None,
+        *,
+        ok: bool,
+        at: datetime,
+        findings: int | None = None,
+        refusal: str | None = None,
+        breach: str | None = None,
+    ) -> AuditRecord:
         dimensions = operator.audit_dimensions()
         if document_id is not None:
             dimensions["document_id"] = document_id
@@ -391,15 +471,13 @@ class DocumentStoreService:
             dimensions["refusal"] = refusal
         if breach is not None:
             dimensions["breach"] = breach
-        await self._audit.record(
-            AuditRecord(
-                event=event,
-                tenant_id=operator.tenant_id,
-                correlation_id=f"{event.value}:{document_id or operator.subject}",
-                at=self._clock.now(),
-                outcome="ok" if ok else "denied",
-                dimensions=dimensions,
-            )
+        return AuditRecord(
+            event=event,
+            tenant_id=operator.tenant_id,
+            correlation_id=f"{event.value}:{document_id or operator.subject}",
+            at=at,
+            outcome="ok" if ok else "denied",
+            dimensions=dimensions,
         )
 
 

@@ -4,14 +4,22 @@ Implementations: PostgreSQL (production, ``FOR UPDATE SKIP LOCKED`` claims) and 
 embedded default), plus ``esra.core.testing.InMemoryDocumentRepository``; all pass
 ``esra.core.testing.docstore_contract``. Every method takes the tenant explicitly: there is
 no global filter to forget.
+
+It is also the store's audit outbox (``esra.core._admin.audit_outbox.AuditOutbox``): an
+operator's release, reindex or delete hands the repository its ``ok`` audit record, which is
+written into the store's own database in the transaction that applies the action, and
+forwarded to the audit sink from there (``forward_audit_outbox``), so an action is never
+applied without its record being kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Protocol
 
+from esra.core._admin.audit_outbox import AuditOutbox
+from esra.core._audit.record import AuditRecord
 from esra.core._docstore.model import Claim, DocumentState, IndexedContent, StoredDocument
 from esra.core._docstore.ownership import UPLOADED, DocumentOwner
 from esra.core._docstore.queue_stats import QueueStats
@@ -25,8 +33,13 @@ from esra.core.codes import DocumentRefusal
 __all__ = ["DocumentRepository"]
 
 
-class DocumentRepository(Protocol):
+class DocumentRepository(AuditOutbox, Protocol):
     """**Protocol:** stores documents, their bytes, text and segments, and queues their work.
+
+    It holds the audit records of the operators' actions (``release``, ``reindex``,
+    ``soft_delete`` given ``audit=``) in its audit outbox, written with the action, until the
+    audit sink has them (``claim_audit``; one claimant at a time across every process and
+    handle on the store's database).
 
     Claims follow the queue rules of the anchors: claiming increments ``attempts`` (so a
     file that kills its worker still uses up attempts), each claimed document holds its own
@@ -145,19 +158,47 @@ class DocumentRepository(Protocol):
         ...
 
     async def release(
-        self, tenant_id: str, document_id: str, *, operator: str, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        operator: str,
+        now: datetime,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument | None:
-        """Move a Quarantined document to Indexed, recording the operator; None otherwise."""
+        """Move a Quarantined document to Indexed, recording the operator; None otherwise.
+
+        ``audit`` builds the release's record from the released document; the record is held
+        in the audit outbox in the same transaction as the release (none when nothing moved).
+        """
         ...
 
     async def reindex(
-        self, tenant_id: str, document_id: str, *, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
     ) -> StoredDocument | None:
-        """Return a document with retained bytes to Pending with attempts reset; None otherwise."""
+        """Return a document with retained bytes to Pending with attempts reset; None otherwise.
+
+        ``audit`` is held in the audit outbox in the same transaction, when it is requeued.
+        """
         ...
 
-    async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
-        """Mark the document deleted; it disappears from search, fetch and the list."""
+    async def soft_delete(
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
+    ) -> bool:
+        """Mark the document deleted; it disappears from search, fetch and the list.
+
+        ``audit`` is held in the audit outbox in the same transaction, when it is deleted.
+        """
         ...
 
     async def original(self, tenant_id: str, document_id: str) -> bytes | None:

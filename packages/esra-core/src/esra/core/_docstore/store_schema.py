@@ -12,8 +12,9 @@ from __future__ import annotations
 __all__ = ["SEARCHABLE_VIEW", "STORE_SCHEMA_VERSION"]
 
 # Version 1: documents, segments, the searchable view. Version 2: ownership, the reserved
-# edit columns, uploaded_by, failure_breach and store_settings.
-STORE_SCHEMA_VERSION = 2
+# edit columns, uploaded_by, failure_breach and store_settings. Version 3: the audit outbox
+# (the operators' actions' records, held with the action until the audit sink has them).
+STORE_SCHEMA_VERSION = 3
 
 # The relation a store source's mapping names; each engine's DDL creates it under this name.
 SEARCHABLE_VIEW = "searchable_segments"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
+import contextlib
 import itertools
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
 
+from esra.core._audit.record import AuditRecord
 from esra.core._docstore.model import (
     Claim,
     DocumentState,
@@ -57,6 +60,9 @@ class InMemoryDocumentRepository:
         self._lock = asyncio.Lock()
         self._retain = retain_bytes
         self._configurations: dict[str, StoreConfiguration] = {}
+        # The audit outbox: held records in the order the actions were applied.
+        self._outbox: list[AuditRecord] = []
+        self._claimed = False
 
     def _update(self, row: _Row, now: datetime, **changes: Any) -> None:
         row.document = attrs.evolve(row.document, updated_at=now, **changes)
@@ -333,9 +339,15 @@ class InMemoryDocumentRepository:
         )
 
     async def release(
-        self, tenant_id: str, document_id: str, *, operator: str, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        operator: str,
+        now: datetime,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument | None:
-        """Quarantined → Indexed, recording the operator."""
+        """Quarantined → Indexed, recording the operator (and holding ``audit``'s record)."""
         async with self._lock:
             row = self._rows.get(document_id)
             if (
@@ -346,12 +358,19 @@ class InMemoryDocumentRepository:
             ):
                 return None
             self._update(row, now, state=DocumentState.INDEXED, released_by=operator)
+            if audit is not None:
+                self._outbox.append(audit(row.document))
             return row.document
 
     async def reindex(
-        self, tenant_id: str, document_id: str, *, now: datetime
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
     ) -> StoredDocument | None:
-        """Back to Pending with attempts reset, if the bytes were retained."""
+        """Back to Pending with attempts reset, if the bytes were retained (``audit`` held)."""
         async with self._lock:
             row = self._rows.get(document_id)
             if (
@@ -363,16 +382,53 @@ class InMemoryDocumentRepository:
             ):
                 return None
             self._update(row, now, state=DocumentState.PENDING, attempts=0)
+            if audit is not None:
+                self._outbox.append(audit)
             return row.document
 
-    async def soft_delete(self, tenant_id: str, document_id: str, *, now: datetime) -> bool:
-        """Flag deleted."""
+    async def soft_delete(
+        self,
+        tenant_id: str,
+        document_id: str,
+        *,
+        now: datetime,
+        audit: AuditRecord | None = None,
+    ) -> bool:
+        """Flag deleted (``audit`` held)."""
         async with self._lock:
             row = self._rows.get(document_id)
             if row is None or row.document.tenant_id != tenant_id or row.document.deleted:
                 return False
             self._update(row, now, deleted=True)
+            if audit is not None:
+                self._outbox.append(audit)
             return True
+
+    async def pending_audit(self) -> builtins.list[AuditRecord]:
+        """Every held audit record, in the order the actions were applied."""
+        return list(self._outbox)
+
+    async def settle_audit(self, correlation_id: str) -> None:
+        """Delete the oldest held record with ``correlation_id``."""
+        for index, record in enumerate(self._outbox):
+            if record.correlation_id == correlation_id:
+                del self._outbox[index]
+                return
+
+    @contextlib.asynccontextmanager
+    async def claim_audit(self) -> AsyncIterator[AuditRecord | None]:
+        """The oldest held record while the block runs, deleted when it completes (``None``:
+        nothing held, or another claim is running)."""
+        if self._claimed or not self._outbox:
+            yield None
+            return
+        self._claimed = True
+        try:
+            record = self._outbox[0]
+            yield record
+            self._outbox.remove(record)
+        finally:
+            self._claimed = False
 
     async def original(self, tenant_id: str, document_id: str) -> bytes | None:
         """Retained bytes of a non-deleted document."""

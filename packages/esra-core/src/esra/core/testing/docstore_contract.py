@@ -42,6 +42,7 @@ from esra.core._docstore.repository import DocumentRepository
 from esra.core._docstore.scanner import Finding
 from esra.core._docstore.upload import AcceptedUpload
 from esra.core.codes import DocumentRefusal
+from esra.core.testing.docstore_audit_contract import DocumentAuditOutboxContract
 from esra.core.testing.docstore_configuration_contract import StoreConfigurationContract
 from esra.core.testing.docstore_failure_contract import DocumentFailureContract
 from esra.core.testing.docstore_ownership_contract import DocumentOwnershipContract
@@ -107,6 +108,7 @@ class DocumentRepositoryContract(
     DocumentFailureContract,
     StoreConfigurationContract,
     QueueStatsContract,
+    DocumentAuditOutboxContract,
 ):
     """Tests every ``DocumentRepository`` must pass; subclass and implement ``make_repository``."""
 

@@ -1,0 +1,73 @@
+"""A document store action on PostgreSQL killed (SIGKILL) before its audit record.
+
+The action (release, reindex, delete) was applied in the store schema and only then handed
+to the audit sink; a process killed in between left it applied and unaudited. The record is
+now inserted into the store schema's ``audit_outbox`` in the action's transaction, and the
+next process to forward the store's outbox delivers it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from esra.core.admin import AuditOutboxForwarder
+from esra.core.audit import AuditRecord
+from esra.core.codes import AuditEvent
+from esra.postgres import PostgresDocumentRepository, apply_store_schema
+from tests._killed_store_action import (
+    ACTIONS,
+    kill_store_action_at_record,
+    quarantined_document,
+)
+
+pytestmark = pytest.mark.integration
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    async def record(self, record: AuditRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+async def store_schema(pg_dsn: str) -> AsyncIterator[str]:
+    schema = f"esra_test_store_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        await apply_store_schema(conn, schema, "simple")
+    yield schema
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+async def test_an_action_killed_before_its_audit_record_is_delivered_by_the_next_forward(
+    pg_dsn: str, store_schema: str, action: str
+) -> None:
+    repository = await PostgresDocumentRepository.open(pg_dsn, schema=store_schema, max_size=2)
+    try:
+        document_id = await quarantined_document(repository)
+        kill_store_action_at_record("postgres", pg_dsn, action, document_id, store_schema)
+        (held,) = await repository.pending_audit()  # applied, and its record kept with it
+        assert held.outcome == "ok"
+        assert held.dimensions["document_id"] == document_id
+        sink = _Sink()
+        assert await AuditOutboxForwarder(repository, sink).forward() == 1
+        assert sink.records == [held]
+        assert (
+            held.event
+            is {
+                "release": AuditEvent.DOCUMENT_RELEASE,
+                "reindex": AuditEvent.DOCUMENT_REINDEX,
+                "delete": AuditEvent.DOCUMENT_DELETE,
+            }[action]
+        )
+        assert await repository.pending_audit() == []
+    finally:
+        await repository.close()
