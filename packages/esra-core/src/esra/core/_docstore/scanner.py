@@ -23,9 +23,12 @@ text runs on the original, since folding is exactly what removes what it looks f
 
 Besides the folded text, the rules read: its ROT13 reading, only on the lines around the words
 an instruction needs; the text around invisible characters standing between letters, with
-those characters read as spaces; the text around words hyphenated at a line end ("dis-" /
-"regard"), joined; and the lines with character escapes (HTML references, percent-encoding,
-backslash escapes), decoded.
+those characters read as spaces; the text around split words, joined (a word with hyphens
+inside it, in mid-line or at a line end: "ig-nore", "dis-" / "regard"; letters spelled out
+one by one: "i g n o r e", "I.G.N.O.R.E."; see :func:`_joined`); the lines with
+bidirectional controls, in the order they display (a right-to-left override shows
+"\u202esnoitcurtsni" as "instructions"; see :func:`_displayed`); and the lines with character
+escapes (HTML references, percent-encoding, backslash escapes), decoded.
 
 Work is bounded: every rule is one pass over the text that stops after :data:`MAX_FINDINGS`
 matches, encoded runs, escaped lines and the other partial readings are decoded only up to a
@@ -44,10 +47,11 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterator
 from enum import StrEnum
-from itertools import islice
+from itertools import islice, pairwise
 
 import attrs
 
+from esra.core._docstore.display_order import BIDI_CONTROL, PARAGRAPH_BREAK, display_order
 from esra.core._text_normalisation import INVISIBLE, FoldedText, fold
 
 __all__ = ["MAX_FINDINGS", "Finding", "ScanPolicy", "scan_text"]
@@ -542,21 +546,69 @@ _INVISIBLE_BETWEEN_LETTERS = re.compile(
 )
 _ESCAPE_CONTEXT = 80
 _MAX_ESCAPES = 20_000
-# A word broken at a line end by a hyphen (typeset text, a PDF's visual lines: "dis-" /
-# "regard"): a hyphen, a soft hyphen or U+2010/U+2011 between letters, then one line break
-# (never a blank line), spaces and tabs around it.
-_HYPHEN_BREAK = re.compile(
-    "(?<=[^\\W\\d_])[-\u00ad\u2010\u2011][^\\S\\n]*\n[^\\S\\n]*(?=[^\\W\\d_])"
+# What the joined reading joins (see _joined). A letter, and what may not follow a letter
+# that stands alone (another letter or a digit).
+_LETTER = "[^\\W\\d_]"
+_ALONE = "(?![^\\W_])"
+_INVISIBLES = INVISIBLE.pattern + "*"
+# A word of letters with hyphens inside it, in mid-line ("ig-nore", "in-struc-tions") or at
+# a line end with one line break after the hyphen, never a blank line, spaces and tabs
+# around the break ("dis-" / "regard": typeset text, a PDF's visual lines). Not one that is
+# part of a URL, a path, a file or host name, an identifier or a number ("/some-page",
+# "some-page.md", "page-2"): nobody reads those as words, and they are most of the hyphens in
+# ordinary documents. A hyphen at a line end joins anywhere, as it always did.
+_SOFT_BREAK = "(?:[^\\S\\n]*\\n[^\\S\\n]*)"
+_HYPHENS = (
+    f"(?<![\\w/@.:#=%&?~-]){_LETTER}+(?:[-\u00ad\u2010\u2011]{_SOFT_BREAK}?{_LETTER}+)+"
+    f"(?![\\w/@~-]|[.:]\\w)|"
+    f"[-\u00ad\u2010\u2011](?<={_LETTER}.){_SOFT_BREAK}(?={_LETTER})"
 )
-# What a re-reading (invisible characters as spaces, hyphenated words joined) reads around
-# each place it changes: this far either side, so a rule's words on the lines before and
-# after are read too, as the gaps read them in the folded text.
+# Single letters, each separated from the next by the same one character (a space, hyphen or
+# underscore; invisible characters around it count for nothing): "i g n o r e", "i-g-n-o-r-e".
+# With dots ("I.G.N.O.R.E."), at least three letters and the closing dot: "A.I.", "e.g."
+# and "U.S." stay as written.
+
+
+def _spelled_out(least: int) -> str:
+    """Letters spelled out as above, at least ``least`` of them (two or more) when not dotted."""
+    first_step = _INVISIBLES + "([ _\\-\u2010\u2011])" + _INVISIBLES + _LETTER + _ALONE
+    same_step = _INVISIBLES + r"\1" + _INVISIBLES + _LETTER + _ALONE
+    dotted_step = _INVISIBLES + r"\." + _INVISIBLES + _LETTER + _ALONE
+    return (
+        f"(?<![^\\W_]){_LETTER}{first_step}(?:{same_step}){{{least - 2},}}|"
+        f"(?<![\\w.]){_LETTER}(?:{dotted_step}){{2,}}\\.?"
+    )
+
+
+_SPELLED_OUT = re.compile(_spelled_out(2))
+# Where the joined reading is read: a hyphen between letters, or three letters spelled out.
+_JOINED_PLACES = re.compile(f"{_HYPHENS}|{_spelled_out(3)}")
+_HYPHENATED = re.compile(_HYPHENS)
+# What every place of the joined reading has: a hyphen after a letter, a space, dot or
+# underscore after a single letter and before another, or an invisible character after a letter.
+# A place is looked for this far around each (a hyphenated word is rarely longer).
+_JOIN_CANDIDATES = re.compile(
+    f"[-\u00ad\u2010\u2011](?<={_LETTER}.)(?={_LETTER}|{_SOFT_BREAK})|"
+    f"[ ._](?<=(?<![^\\W_]){_LETTER}.){_LETTER}(?![^\\W_])|"
+    f"{INVISIBLE.pattern}(?<={_LETTER}.)"
+)
+_JOIN_REACH = 64
+_LETTERS = re.compile(_LETTER)
+_NOT_LETTER = re.compile("[\\W\\d_]")
+# A run of two spelled-out letters ("i s") is a word only this close to a longer one.
+_SPELLED_GAP = re.compile(r"\s{1,4}")
+# What a re-reading (invisible characters as spaces, words joined) reads around each place
+# it changes: this far either side, so a rule's words on the lines before and after are read
+# too, as the gaps read them in the folded text.
 _REREAD_CONTEXT = 200
 _SPACE = re.compile(r"\s")
 _LAST_SPACE = re.compile(r"\s\S*\Z")
-# Stands for each character of a hyphenated line break in the joined reading: folding drops
-# it, so the halves read as one word and positions stay the original's.
+# Stands for each character the joined reading drops: folding drops it, so the halves read as
+# one word and positions stay the original's.
 _DROPPED = "\u200b"
+# Characters laid out in display order per document (see _displayed): the layout is per
+# character in Python, a few microseconds each.
+_MAX_DISPLAYED = 64 * 1024
 
 # A ROT13-encoded instruction reads, once decoded, with the words every instruction to a model
 # uses. The rules run on the ROT13 reading only around them (their line, as for escapes);
@@ -654,14 +706,21 @@ def _in_url(text: str, position: int) -> bool:
 
 def _clusters(pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
     """Spans of clusters of ``pattern``'s matches in ``text`` (closer than the gap: one)."""
+    return _grouped(
+        (match.start(), match.end()) for match in islice(pattern.finditer(text), _MAX_ESCAPES)
+    )
+
+
+def _grouped(spans: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """``spans`` (in order of position) in clusters: those closer than the gap are one."""
     start = end = -1
-    for match in islice(pattern.finditer(text), _MAX_ESCAPES):
-        if start >= 0 and match.start() - end <= _ESCAPE_GAP and match.end() - start <= _MAX_RUN:
-            end = match.end()
+    for first, last in spans:
+        if start >= 0 and first - end <= _ESCAPE_GAP and last - start <= _MAX_RUN:
+            end = last
             continue
         if start >= 0:
             yield start, end
-        start, end = match.start(), match.end()
+        start, end = first, last
     if start >= 0:
         yield start, end
 
@@ -785,26 +844,46 @@ def _reread_window(text: str, start: int, end: int) -> tuple[int, int]:
     return lo, hi
 
 
+def _reread_windows(text: str, places: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """The spans a re-reading scans: one around each of the first clusters of ``places``,
+    those that overlap read as one, so no character is read twice."""
+    lo = hi = -1
+    for start, end in islice(places, _MAX_DECODED_RUNS):
+        window_lo, window_hi = _reread_window(text, start, end)
+        if lo >= 0 and window_lo <= hi:
+            hi = max(hi, window_hi)
+            continue
+        if lo >= 0:
+            yield lo, hi
+        lo, hi = window_lo, window_hi
+    if lo >= 0:
+        yield lo, hi
+
+
+def _add_new(spans: dict[tuple[int, str], int], found: Iterator[tuple[str, int, int]]) -> None:
+    """Add to ``spans`` each of ``found`` (original positions) not already found for its rule."""
+    for rule, first, last in found:
+        if not any(r == rule and s < last and first < e for (s, r), e in spans.items()):
+            spans[(first, rule)] = max(spans.get((first, rule), 0), last)
+
+
 def _reread(
     text: str,
     spans: dict[tuple[int, str], int],
-    places: re.Pattern[str],
+    places: Iterator[tuple[int, int]],
     reading_of: Callable[[str], str],
 ) -> None:
-    """Add to ``spans`` what the rules find in another reading of the text around ``places``.
+    """Add to ``spans`` what the rules find in another reading of the text around ``places``
+    (clusters of the places it changes).
 
     ``reading_of`` rewrites a span of ``text`` one character for one, so positions in the
     reading are the original's. What the first reading found already is not found twice.
     """
-    for start, end in islice(_clusters(places, text), _MAX_DECODED_RUNS):
-        lo, hi = _reread_window(text, start, end)
+    for lo, hi in _reread_windows(text, places):
         reading = FoldedText(reading_of(text[lo:hi]))
         found: dict[tuple[int, str], int] = {}
         _keep_first(reading, _plain_matches(_lowered(reading.folded)), found)
-        for (position, rule), length_end in found.items():
-            first, last = lo + position, lo + length_end
-            if not any(r == rule and s < last and first < e for (s, r), e in spans.items()):
-                spans[(first, rule)] = max(spans.get((first, rule), 0), last)
+        _add_new(spans, ((rule, lo + first, lo + last) for (first, rule), last in found.items()))
 
 
 def _spaced(text: str, spans: dict[tuple[int, str], int]) -> None:
@@ -817,22 +896,138 @@ def _spaced(text: str, spans: dict[tuple[int, str], int]) -> None:
     hyphen is left out: it marks a break inside a word by definition.
     """
     if not text.isascii():
-        _reread(text, spans, _INVISIBLE_BETWEEN_LETTERS, lambda span: INVISIBLE.sub(" ", span))
+        _reread(
+            text,
+            spans,
+            _clusters(_INVISIBLE_BETWEEN_LETTERS, text),
+            lambda span: INVISIBLE.sub(" ", span),
+        )
 
 
-def _dehyphenated(text: str, spans: dict[tuple[int, str], int]) -> None:
-    """Add to ``spans`` what the rules find with words hyphenated at a line end joined.
+def _joined_reading(span: str) -> str:
+    """``span`` with its split words joined (see :func:`_joined`), one character for one."""
+    chars = list(span)
+    for match in _HYPHENATED.finditer(span):
+        chars[match.start() : match.end()] = _NOT_LETTER.sub(_DROPPED, match.group())
+    runs = [
+        (match.start(), match.end(), len(_LETTERS.findall(match.group())))
+        for match in _SPELLED_OUT.finditer(span)
+    ]
+    for number, (start, end, letters) in enumerate(runs):
+        if letters == 2 and not any(
+            0 <= near < len(runs)
+            and runs[near][2] > 2
+            and _SPELLED_GAP.fullmatch(span, min(runs[near][1], end), max(runs[near][0], start))
+            for near in (number - 1, number + 1)
+        ):
+            continue
+        chars[start:end] = _NOT_LETTER.sub(_DROPPED, span[start:end])
+    return "".join(chars)
 
-    Typeset text and a PDF's visual lines break words where the line ends ("dis-" / "regard");
-    a reader, and a model, reads the word whole, so the text around each such break is read
-    with the break dropped too.
+
+def _joined_places(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of the hyphenated words and spelled-out runs that :func:`_joined` joins.
+
+    Looked for only around the characters they need (a hyphen after a letter, a separator
+    after a single letter), which are quick to find; the whole pattern is slow to try at
+    every position of a long text.
     """
-    _reread(
-        text,
-        spans,
-        _HYPHEN_BREAK,
-        lambda span: _HYPHEN_BREAK.sub(lambda m: _DROPPED * len(m.group()), span),
-    )
+    searched = 0
+    for lo, hi in _clusters(_JOIN_CANDIDATES, text):
+        start, end = max(searched, lo - _JOIN_REACH), min(len(text), hi + _JOIN_REACH)
+        for match in _JOINED_PLACES.finditer(text, start, end):
+            yield match.start(), match.end()
+        searched = max(searched, end)
+
+
+def _joined(text: str, spans: dict[tuple[int, str], int]) -> None:
+    """Add to ``spans`` what the rules find with split words joined.
+
+    A word split by a hyphen reads whole to a reader, and to a model: in mid-line ("ig-nore")
+    and at a line end ("dis-" / "regard", typeset text, a PDF's visual lines). So do letters
+    spelled out one by one: each separated from the next by the same one space, hyphen or
+    underscore ("i g n o r e", "i-g-n-o-r-e"), or by dots, three letters or more
+    ("I.G.N.O.R.E."; "A.I." and "e.g." are abbreviations). A wider gap or another separator
+    still separates words ("i g n o r e   a l l"); a run of two letters ("i s") is joined only
+    beside a longer run, so "A I" alone stays apart. The text around each hyphen between
+    letters and each run of three spelled-out letters is read with all of these joined.
+    """
+    _reread(text, spans, _grouped(_joined_places(text)), _joined_reading)
+
+
+def _line_start(text: str, position: int, bound: int) -> int:
+    """Where the line holding ``position`` starts, or ``bound`` if that is further back."""
+    lo = max(0, bound)
+    last_break = -1
+    for match in PARAGRAPH_BREAK.finditer(text, lo, position):
+        last_break = match.end()
+    return last_break if last_break >= 0 else lo
+
+
+def _line_end(text: str, position: int, bound: int) -> int:
+    """Where the line holding ``position`` ends, or ``bound`` if that is further on."""
+    found = PARAGRAPH_BREAK.search(text, position, min(len(text), bound))
+    return found.start() if found else min(len(text), bound)
+
+
+def _display_reading(text: str, lo: int, hi: int) -> list[int] | None:
+    """The positions of ``text[lo:hi]`` in display order, line by line; ``None`` if no line
+    with a bidirectional control displays in another order than it is stored."""
+    order: list[int] = []
+    moved = False
+    position = lo
+    while position <= hi:
+        line_end = _line_end(text, position, hi)
+        line = text[position:line_end]
+        if BIDI_CONTROL.search(line):
+            shown = display_order(line)
+            moved = moved or any(a > b for a, b in pairwise(shown))
+            order.extend(position + index for index in shown)
+        else:
+            order.extend(range(position, line_end))
+        if line_end < hi:
+            order.append(line_end)
+        position = line_end + 1
+    return order if moved else None
+
+
+def _displayed(text: str, spans: dict[tuple[int, str], int]) -> None:
+    """Add to ``spans`` what the rules find in the order bidirectional controls display.
+
+    A right-to-left override shows "\u202esnoitcurtsni suoiverp" as "previous instructions";
+    isolates and marks can show words in reverse order. Each line with a bidirectional control
+    is read, with the lines around it, as it displays (:mod:`.display_order`): the controls
+    read as nothing, and an override or embedding ends with its line. A finding covers the
+    stored characters it was read from. Bounded: at most :data:`_MAX_DISPLAYED` characters
+    laid out per document.
+    """
+    if text.isascii():
+        return
+    budget, covered = _MAX_DISPLAYED, 0
+    for start, end in islice(_clusters(BIDI_CONTROL, text), _MAX_DECODED_RUNS):
+        if end <= covered:
+            continue
+        # The lines around, as for the other readings; and to the end of the control's line,
+        # where an override that is not closed ends: far from the control, it displays first.
+        lo = _line_start(text, max(0, start - _REREAD_CONTEXT), start - 2 * _REREAD_CONTEXT)
+        hi = _line_end(text, min(len(text), end + _REREAD_CONTEXT), end + _MAX_RUN)
+        if hi - lo > budget:
+            return
+        budget -= hi - lo
+        covered = hi
+        order = _display_reading(text, lo, hi)
+        if order is None:
+            continue
+        reading = FoldedText("".join(text[index] for index in order))
+        found: dict[tuple[int, str], int] = {}
+        _keep_first(reading, _plain_matches(_lowered(reading.folded)), found)
+        _add_new(
+            spans,
+            (
+                (rule, min(order[first:last]), max(order[first:last]) + 1)
+                for (first, rule), last in found.items()
+            ),
+        )
 
 
 def scan_text(text: str) -> tuple[Finding, ...]:
@@ -845,7 +1040,8 @@ def scan_text(text: str) -> tuple[Finding, ...]:
     spans: dict[tuple[int, str], int] = {}
     _keep_first(folded, _matches(folded.folded, _lowered(folded.folded)), spans)
     _spaced(text, spans)
-    _dehyphenated(text, spans)
+    _joined(text, spans)
+    _displayed(text, spans)
     for match in islice(_HIDDEN.finditer(text), MAX_FINDINGS):
         spans[(match.start(), "hidden_text")] = match.end()
     first = heapq.nsmallest(MAX_FINDINGS, spans)
