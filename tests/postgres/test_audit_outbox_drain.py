@@ -21,6 +21,7 @@ from psycopg import sql
 
 from esra.core.admin import AuditOutboxForwarder, forward_audit_outbox
 from esra.core.audit import AuditRecord
+from esra.core.testing import InMemoryAuditSink
 from esra.core.testing.config_contract import hold_audit_records
 from esra.postgres._config_schema import apply_config_schema
 from esra.postgres._config_store import PostgresConfigStore
@@ -38,16 +39,6 @@ async def config_schema(pg_dsn: str) -> AsyncIterator[str]:
     yield schema
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-
-
-class _Sink:
-    """Takes every record at once."""
-
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    async def record(self, record: AuditRecord) -> None:
-        self.records.append(record)
 
 
 class _Stuck:
@@ -74,7 +65,9 @@ async def _host(pg_dsn: str, schema: str, name: str) -> PostgresConfigStore:
     )
 
 
-async def _forward_within(store: PostgresConfigStore, sink: _Sink, *, expected: int) -> None:
+async def _forward_within(
+    store: PostgresConfigStore, sink: InMemoryAuditSink, *, expected: int
+) -> None:
     """Forward until ``expected`` records were delivered (a host that just died may still
     hold its claim for the moment its session takes to end)."""
     delivered = 0
@@ -99,7 +92,7 @@ async def test_a_host_whose_session_dies_mid_forward_leaves_the_outbox_to_the_ot
             await stuck.handed.wait()
 
         # The first host's sink has the oldest record: the other host leaves the outbox to it.
-        sink = _Sink()
+        sink = InMemoryAuditSink()
         assert await forward_audit_outbox(other, sink) == 0
         assert sink.records == []
 
@@ -130,7 +123,7 @@ async def test_a_host_killed_mid_forward_leaves_the_outbox_to_the_others(
     store = await _host(pg_dsn, config_schema, "esra-test-survivor")
     try:
         held = await hold_audit_records(store, 3)
-        sink = _Sink()
+        sink = InMemoryAuditSink()
         with stuck_drainer("postgres", pg_dsn, config_schema) as drainer:
             assert drainer.correlation_id == held[0].correlation_id
             assert await forward_audit_outbox(store, sink) == 0  # the drainer holds it
@@ -160,7 +153,7 @@ async def test_a_forwarder_stopped_mid_forward_leaves_its_record_to_the_next_for
             await forwarding
 
         # Its claim was rolled back with the transaction: the record is held, and free.
-        sink = _Sink()
+        sink = InMemoryAuditSink()
         assert await forward_audit_outbox(other, sink) == 2
         assert sink.records == held
     finally:

@@ -13,20 +13,12 @@ from pathlib import Path
 import pytest
 
 from esra.core.admin import forward_audit_outbox
-from esra.core.audit import AuditRecord
+from esra.core.testing import InMemoryAuditSink
 from esra.core.testing.config_contract import hold_audit_records
 from esra.sqlite._config_store import SqliteConfigStore
 from tests._outbox_drainer import stuck_drainer
 
 pytestmark = pytest.mark.integration
-
-
-class _Sink:
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    async def record(self, record: AuditRecord) -> None:
-        self.records.append(record)
 
 
 async def test_a_process_killed_mid_forward_leaves_the_outbox_to_the_others(
@@ -35,7 +27,7 @@ async def test_a_process_killed_mid_forward_leaves_the_outbox_to_the_others(
     store = SqliteConfigStore(tmp_path / "state.db")
     try:
         held = await hold_audit_records(store, 3)
-        sink = _Sink()
+        sink = InMemoryAuditSink()
         with stuck_drainer("sqlite", str(store.path)) as drainer:
             assert drainer.correlation_id == held[0].correlation_id
             assert await forward_audit_outbox(store, sink) == 0  # the other process holds it
