@@ -59,8 +59,10 @@ Options: ``--quick`` (the first 20 judged queries per collection), ``--rankings`
 list; bm25 always runs, being the reference), ``--engines``, ``--collection DIR``
 (repeatable; replaces the defaults; NAME is the folder name), ``--sqlite-tokenize SPEC``
 (another FTS5 tokenizer than the adapter's default, e.g. ``unicode61 remove_diacritics 2``
-without stemming), ``--embeddings-cache FILE`` (keep the MiniLM vectors in an
-``EmbeddingCache`` file across runs) and ``--json FILE``.
+without stemming), ``--term-words N`` (the engine ranking's optional terms are N adjacent
+content words each, the last possibly fewer: how a provider ranks multi-word terms; the ESRA
+rankings plan their own terms and are unchanged), ``--embeddings-cache FILE`` (keep the
+MiniLM vectors in an ``EmbeddingCache`` file across runs) and ``--json FILE``.
 The embeddings ranking encodes every candidate text (and windows of long ones) with MiniLM
 on the CPU, seconds per query: ``--rankings bm25,engine,esra-local`` runs everything else in
 a few minutes. One embedding model serves every engine, so its vector cache makes the first
@@ -293,7 +295,14 @@ def bm25_scores(collection: Collection) -> Score:
 # --- engine and ESRA rankings ---------------------------------------------------------------
 
 
-def _engine_query(engine: Engine, question: str, n: int) -> ValidatedQuery:
+def engine_terms(question: str, term_words: int = 1) -> tuple[str, ...]:
+    """The engine ranking's optional terms: the question's content words, ``term_words`` at a
+    time (adjacent ones joined by a space; the last term may have fewer)."""
+    words = content_words(question)
+    return tuple(" ".join(words[i : i + term_words]) for i in range(0, len(words), term_words))
+
+
+def _engine_query(engine: Engine, question: str, n: int, term_words: int = 1) -> ValidatedQuery:
     # Issued directly, as the provider tests do: this is the engine's ranking, no planner, and
     # no cap on the number of terms.
     return _issue(
@@ -302,7 +311,7 @@ def _engine_query(engine: Engine, question: str, n: int) -> ValidatedQuery:
         mapping=engine.mapping,
         strategy=Strategy.KEYWORD,
         required_terms=(),
-        optional_terms=tuple(content_words(question)),
+        optional_terms=engine_terms(question, term_words),
         excluded_terms=(),
         phrases=(),
         filters=(),
@@ -361,12 +370,12 @@ def _snapshot(
     )
 
 
-def _engine_ranker(engine: Engine) -> Ranker:
+def _engine_ranker(engine: Engine, term_words: int = 1) -> Ranker:
     counter = iter(range(1_000_000))
 
     async def rank(query: Query) -> Outcome:
         rows = await engine.provider.execute(
-            _engine_query(engine, query.text, next(counter)), timeout_s=30.0
+            _engine_query(engine, query.text, next(counter), term_words), timeout_s=30.0
         )
         return Outcome([row.key for row in rows])
 
@@ -423,11 +432,12 @@ async def _engine_scores(
     setup: EngineSetup,
     rankings: Sequence[str],
     embedded: LocalModel | None,
+    term_words: int = 1,
 ) -> dict[str, Score]:
     scores: dict[str, Score] = {}
     async with setup(collection) as engine:
         rankers: dict[str, Callable[[], Ranker]] = {
-            ENGINE: lambda: _engine_ranker(engine),
+            ENGINE: lambda: _engine_ranker(engine, term_words),
             LOCAL: lambda: _esra_ranker(collection, engine, LocalModel(), RerankWeights()),
         }
         if embedded is not None:
@@ -550,6 +560,7 @@ def _write_json(
         "meta": {
             "quick": args.quick,
             "sqlite_tokenize": args.sqlite_tokenize,
+            "term_words": args.term_words,
             "depth": DEPTH,
             "permutations": PERMUTATIONS,
             "seed": SEED,
@@ -623,8 +634,24 @@ def _parser() -> argparse.ArgumentParser:
         help="keep MiniLM vectors in this EmbeddingCache file, so a second run (or another "
         "engine) encodes nothing it has encoded before; ms/query then excludes encoding",
     )
+    parser.add_argument(
+        "--term-words",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="the engine ranking's optional terms are N adjacent content words each (default "
+        "1: one word a term); the ESRA rankings plan their own terms",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"expected a positive count, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _collections(folders: Sequence[Path]) -> list[Collection]:
@@ -686,6 +713,7 @@ async def _measure(
     setups: dict[str, EngineSetup],
     rankings: Sequence[str],
     embedded: LocalModel | None,
+    term_words: int = 1,
 ) -> Results:
     results: Results = {}
     for collection in collections:
@@ -694,7 +722,7 @@ async def _measure(
         _progress(f"{collection.name}/bm25 in {time.perf_counter() - started:.1f} s")
         by_engine: dict[str, dict[str, Score]] = {}
         for engine, setup in setups.items():
-            scores = await _engine_scores(collection, setup, rankings, embedded)
+            scores = await _engine_scores(collection, setup, rankings, embedded, term_words)
             for s in scores.values():
                 s.p_vs_bm25 = paired_randomization_p(
                     s.ndcg, bm25.ndcg, permutations=PERMUTATIONS, seed=SEED
@@ -720,6 +748,7 @@ def main() -> None:
         f"{', '.join(setups) or 'none'}, rankings "
         f"{', '.join(r for r in RANKINGS if r == BM25 or r in args.rankings)}"
         + (f" (quick: first {QUICK_QUERIES} judged queries)" if args.quick else "")
+        + (f"; engine terms of {args.term_words} words" if args.term_words > 1 else "")
         + (
             f"; SQLite tokenizer {args.sqlite_tokenize!r}"
             if args.sqlite_tokenize != DEFAULT_TOKENIZE
@@ -731,7 +760,9 @@ def main() -> None:
         return
     embedded = _embedded_model(args.embeddings_cache) if EMBEDDED in args.rankings else None
     try:
-        results = asyncio.run(_measure(collections, setups, args.rankings, embedded))
+        results = asyncio.run(
+            _measure(collections, setups, args.rankings, embedded, args.term_words)
+        )
     finally:
         if embedded is not None:
             embedded.close()  # the --embeddings-cache file, if one was opened
