@@ -4,11 +4,21 @@ The source's ``connection_ref`` is its connection template
 (``oracle://reader:${secret:env:HR_PASSWORD}@hr.internal:1521/HRPDB``); nothing connects until
 the first search, which resolves secrets through the tenant's ``SecretStore`` and checks the
 host against its outbound allowlist first.
+
+The factory states which names Oracle cannot hold (``oracle_identifier_problem``: a ``"`` or
+NUL, an empty name, one over 128 bytes), so a mapping naming one is refused when it is
+published rather than by every search of the source.
 """
 
 from __future__ import annotations
 
-from esra.core.providers import OpenedProvider, ProviderRequest, option_value
+from esra.core.providers import (
+    CheckedProviderFactory,
+    OpenedProvider,
+    ProviderRequest,
+    option_value,
+)
+from esra.oracle._identifiers import oracle_identifier_problem
 from esra.oracle._provider import OracleTextProvider
 
 __all__ = ["OPTIONS", "open_oracle_provider"]
@@ -16,7 +26,7 @@ __all__ = ["OPTIONS", "open_oracle_provider"]
 OPTIONS = frozenset({"pool_size", "max_rows", "current_schema", "connect_timeout_s"})
 
 
-def open_oracle_provider(request: ProviderRequest) -> OpenedProvider:
+def _open_oracle_provider(request: ProviderRequest) -> OpenedProvider:
     """A pooled, read-only ``OracleTextProvider`` for the source (connections open on use).
 
     Raises:
@@ -36,3 +46,6 @@ def open_oracle_provider(request: ProviderRequest) -> OpenedProvider:
         connect_timeout_s=option_value(request, "connect_timeout_s", float, 10.0),
     )
     return OpenedProvider(provider, provider.close)
+
+
+open_oracle_provider = CheckedProviderFactory(_open_oracle_provider, oracle_identifier_problem)

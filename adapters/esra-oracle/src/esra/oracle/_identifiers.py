@@ -17,12 +17,36 @@ from sqlalchemy.engine import Dialect
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
 
-__all__ = ["is_oracle_identifier", "oracle_dialect"]
+__all__ = [
+    "MAX_IDENTIFIER_BYTES",
+    "is_oracle_identifier",
+    "oracle_dialect",
+    "oracle_identifier_problem",
+]
+
+# Oracle's longest name since 12.2 (COMPATIBLE 12.2 or later); 30 bytes before.
+MAX_IDENTIFIER_BYTES = 128
 
 
 def is_oracle_identifier(name: str) -> bool:
     """Whether an Oracle identifier can hold ``name``: it has no ``"`` and no NUL."""
     return '"' not in name and "\x00" not in name
+
+
+def oracle_identifier_problem(name: str) -> str | None:
+    """Why no Oracle identifier can hold ``name`` (without repeating it), or ``None``.
+
+    What esra-oracle's provider factory states, so publication refuses such a mapping
+    instead of every search of it failing: a ``"`` or a NUL (the dialect's quoter refuses
+    them too), an empty name, or one over 128 bytes in UTF-8.
+    """
+    if not is_oracle_identifier(name):
+        return "it holds a double quote or NUL, which no Oracle identifier can"
+    if not name:
+        return "it is empty"
+    if len(name.encode()) > MAX_IDENTIFIER_BYTES:
+        return f"it is longer than Oracle's {MAX_IDENTIFIER_BYTES} bytes"
+    return None
 
 
 class _OracleIdentifiers(OracleIdentifierPreparer):

@@ -4,15 +4,33 @@ The source's ``connection_ref`` is its connection template
 (``mssql://reader:${secret:env:ERP_PASSWORD}@erp.internal:1433/erp``); nothing connects until
 the first search, which resolves secrets through the tenant's ``SecretStore`` and checks the
 host against its outbound allowlist first.
+
+The factory states which names SQL Server cannot hold (``sqlserver_identifier_problem``: one
+over 128 characters, the length of ``sysname``), so a mapping naming one is refused when it is
+published rather than by every search of it.
 """
 
 from __future__ import annotations
 
-from esra.core.providers import OpenedProvider, ProviderOptionError, ProviderRequest, option_value
+from esra.core.providers import (
+    CheckedProviderFactory,
+    OpenedProvider,
+    ProviderOptionError,
+    ProviderRequest,
+    option_value,
+)
 from esra.sqlserver._provider import SqlServerProvider
 from esra.sqlserver._session import Isolation
 
-__all__ = ["OPTIONS", "open_sqlserver_provider"]
+__all__ = [
+    "MAX_IDENTIFIER_CHARS",
+    "OPTIONS",
+    "open_sqlserver_provider",
+    "sqlserver_identifier_problem",
+]
+
+# An identifier is a sysname, nvarchar(128), regular or delimited.
+MAX_IDENTIFIER_CHARS = 128
 
 OPTIONS = frozenset({"pool_size", "max_rows", "isolation", "lock_timeout_ms", "login_timeout_s"})
 
@@ -27,7 +45,18 @@ def _isolation(request: ProviderRequest) -> Isolation:
         raise ProviderOptionError(msg) from None
 
 
-def open_sqlserver_provider(request: ProviderRequest) -> OpenedProvider:
+def sqlserver_identifier_problem(name: str) -> str | None:
+    """Why SQL Server cannot hold ``name`` as one identifier (without repeating it), or ``None``.
+
+    Identifiers, delimited ones too, hold at most 128 characters (``sysname``); SQL Server
+    counts UTF-16 code units, so a character outside the BMP counts twice.
+    """
+    if len(name.encode("utf-16-le")) // 2 > MAX_IDENTIFIER_CHARS:
+        return f"it is longer than SQL Server's {MAX_IDENTIFIER_CHARS} characters"
+    return None
+
+
+def _open_sqlserver_provider(request: ProviderRequest) -> OpenedProvider:
     """A pooled, read-only ``SqlServerProvider`` for the source (connections open on use).
 
     Raises:
@@ -50,3 +79,8 @@ def open_sqlserver_provider(request: ProviderRequest) -> OpenedProvider:
         login_timeout_s=option_value(request, "login_timeout_s", int, 10),
     )
     return OpenedProvider(provider, provider.close)
+
+
+open_sqlserver_provider = CheckedProviderFactory(
+    _open_sqlserver_provider, sqlserver_identifier_problem
+)

@@ -13,10 +13,17 @@ Nothing connects when a provider is opened: server providers resolve their conne
 template (secrets through the ``SecretStore`` with the source's tenant, the host through the
 allowlist) on first use, so a source that is down degrades searches instead of stopping the
 host.
+
+A factory may also state which identifiers its engine cannot hold (``CheckedProviderFactory``,
+or any factory with an ``identifier_problem`` method): publication refuses a snapshot whose
+mappings name one (``identifier_checks``), and ``open`` refuses to open such a source, for a
+snapshot that reached the host without being published (the settings file of
+``esra serve --config``, or one published before the check existed).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 from collections.abc import Awaitable, Callable, Iterable
 from collections.abc import Mapping as AbstractMapping
@@ -28,11 +35,13 @@ import attrs
 from esra.core._config.mapping import Mapping
 from esra.core._config.source import Source
 from esra.core._entry_point_factories import describe_factory, installed_kinds, load_factories
+from esra.core._identifier_checks import IdentifierCheck, refuse_unholdable_identifiers
 from esra.core.exceptions import ConfigurationError
 from esra.core.ports import HostAllowlist, SearchProvider, SecretStore
 
 __all__ = [
     "PROVIDER_ENTRY_POINT_GROUP",
+    "CheckedProviderFactory",
     "DuplicateProviderKindError",
     "OpenedProvider",
     "ProviderFactory",
@@ -41,6 +50,8 @@ __all__ = [
     "ProviderRequest",
     "UnknownProviderKindError",
     "close_synchronously",
+    "identifier_check_of",
+    "installed_identifier_checks",
     "installed_provider_kinds",
     "option_value",
 ]
@@ -194,6 +205,34 @@ class ProviderFactory(Protocol):
         ...
 
 
+@attrs.frozen
+class CheckedProviderFactory:
+    """A provider factory that also states which identifiers its engine cannot hold.
+
+    Publication asks ``identifier_problem`` about every physical name of every mapping of a
+    source of the factory's kind (``esra.core._identifier_checks``) and refuses the snapshot
+    when it names a reason; ``ProviderRegistry.open`` asks too, before opening.
+
+    Attributes:
+        factory: opens the provider.
+        identifier_problem: why the engine cannot hold one identifier - without repeating
+            it, since the reason reaches error responses - or ``None`` when it can.
+    """
+
+    factory: ProviderFactory
+    identifier_problem: IdentifierCheck
+
+    def __call__(self, request: ProviderRequest) -> OpenedProvider:
+        """Open the provider with ``factory``."""
+        return self.factory(request)
+
+
+def identifier_check_of(factory: object) -> IdentifierCheck | None:
+    """The ``identifier_problem`` a factory states, or ``None`` when it states none."""
+    check = getattr(factory, "identifier_problem", None)
+    return cast("IdentifierCheck", check) if callable(check) else None
+
+
 class ProviderRegistry:
     """Maps each ``provider_kind`` to its factory; each kind has exactly one.
 
@@ -262,6 +301,15 @@ class ProviderRegistry:
             )
         self._factories[kind] = factory
 
+    def identifier_checks(self) -> dict[str, IdentifierCheck]:
+        """Per kind whose factory states one, which identifiers its engine cannot hold."""
+        checks: dict[str, IdentifierCheck] = {}
+        for kind, factory in self._factories.items():
+            check = identifier_check_of(factory)
+            if check is not None:
+                checks[kind] = check
+        return checks
+
     def require(self, kind: str) -> None:
         """Check that ``kind`` can be opened, before anything is opened.
 
@@ -276,10 +324,15 @@ class ProviderRegistry:
 
         Raises:
             UnknownProviderKindError: no factory is registered for the source's kind.
+            UnholdableIdentifierError: a mapping names an identifier the kind's factory says
+                its engine cannot hold.
             ProviderOptionError: the factory refused the source's options.
         """
         kind = request.source.provider_kind
         self.require(kind)
+        check = identifier_check_of(self._factories[kind])
+        if check is not None:
+            refuse_unholdable_identifiers(request.source, request.mappings, check)
         # A third-party factory is checked at run time too: it is only as typed as its author.
         opened: object = self._factories[kind](request)
         if not isinstance(opened, OpenedProvider):
@@ -289,6 +342,22 @@ class ProviderRegistry:
 
     def __repr__(self) -> str:
         return f"ProviderRegistry(kinds={sorted(self._factories)!r})"
+
+
+@functools.cache
+def installed_identifier_checks(
+    group: str = PROVIDER_ENTRY_POINT_GROUP,
+) -> AbstractMapping[str, IdentifierCheck]:
+    """Per installed kind whose factory states one, which identifiers its engine cannot hold.
+
+    What publication asks when it is given no checks: loading the group imports every
+    installed adapter's factory module, once per process.
+
+    Raises:
+        DuplicateProviderKindError: two different factories claim one kind.
+        ProviderOptionError: an entry point does not load to a callable.
+    """
+    return ProviderRegistry.from_entry_points(group).identifier_checks()
 
 
 def installed_provider_kinds(group: str = PROVIDER_ENTRY_POINT_GROUP) -> frozenset[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Mapping as AbstractMapping
 
 import attrs
 
@@ -43,6 +44,7 @@ from esra.core._config.connection_credentials import check_no_literal_password
 from esra.core._config.exposure import Exposure
 from esra.core._config.mapping import Mapping
 from esra.core._config.source import Source
+from esra.core._identifier_checks import IdentifierCheck
 from esra.core.codes import AuditEvent
 from esra.core.exceptions import ConfigurationError, EsraError
 from esra.core.ports import AuditSink, Clock, SecretStore, WritableSecretStore
@@ -703,10 +705,12 @@ class ExposureService(_AdminService):
         audit: AuditSink,
         clock: Clock,
         secrets: SecretStore | None = None,
+        identifier_checks: AbstractMapping[str, IdentifierCheck] | None = None,
     ) -> None:
         super().__init__(workspaces, audit=audit, clock=clock)
         self._publisher = publisher
         self._stored = secrets
+        self._identifier_checks = identifier_checks
 
     async def bind_exposure(
         self,
@@ -758,13 +762,15 @@ class ExposureService(_AdminService):
 
         The store keeps the published snapshot under its version, in the same write as the
         workspace, before the runtime is told. With ``secrets`` given, every stored secret
-        the draft's sources name must be stored (``unwritten_secrets``).
+        the draft's sources name must be stored (``unwritten_secrets``). Every mapping's
+        physical names are asked of its source kind's identifier check (``identifier_checks``,
+        default: what the installed provider factories state).
         """
         current = await self._current(tenant_id)
         unwritten = await _unwritten(self._stored, tenant_id, current.snapshot.sources)
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
-            snapshot = publishable_snapshot(ws, slug)
+            snapshot = publishable_snapshot(ws, slug, identifier_checks=self._identifier_checks)
             if unwritten:
                 msg = f"the draft names connection secrets that are not stored: {sorted(unwritten)}"
                 raise ConfigurationError(msg)

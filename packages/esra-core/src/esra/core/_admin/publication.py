@@ -4,13 +4,17 @@ Publication re-asserts what the domain already rejects (names unique within the 
 cross-tenant reference) and adds what only the chain knows: the exposure's access policy
 exists and agrees with it, every connection secret a source names exists, and no connection
 template holds a literal password. Every record-filter template is parsed against its
-mapping once more.
+mapping once more. Every physical name of every mapping is asked of its source kind's
+identifier check, when the kind's provider factory states one (Oracle's refuses a ``"`` or a
+NUL, which no Oracle identifier can hold): a name the engine cannot hold is refused here, not
+by every search of the source.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from collections.abc import Mapping as AbstractMapping
 from typing import Protocol
 
 import attrs
@@ -19,7 +23,9 @@ from esra.core._admin.workspace import AdminWorkspace
 from esra.core._config.connection_credentials import check_no_literal_password
 from esra.core._config.record_filter_template import parse_record_filter_template
 from esra.core._config.snapshot import ConfigSnapshot
-from esra.core._config.source import Source
+from esra.core._config.source import LifecycleState, Source
+from esra.core._identifier_checks import IdentifierCheck, refuse_unholdable_identifiers
+from esra.core._provider_registry import installed_identifier_checks
 from esra.core._secrets.references import reference_scheme
 from esra.core.exceptions import ConfigurationError
 from esra.core.ports import SecretStore
@@ -80,11 +86,25 @@ class ConfigPublisher(Protocol):
         ...
 
 
-def publishable_snapshot(workspace: AdminWorkspace, slug: str) -> ConfigSnapshot:
+def publishable_snapshot(
+    workspace: AdminWorkspace,
+    slug: str,
+    *,
+    identifier_checks: AbstractMapping[str, IdentifierCheck] | None = None,
+) -> ConfigSnapshot:
     """Return the draft with exposure ``slug`` marked published, after re-validating.
 
+    Args:
+        workspace: the tenant's draft.
+        slug: the exposure to publish.
+        identifier_checks: per provider kind, which identifiers its engine cannot hold
+            (default: what the installed provider factories state,
+            ``installed_identifier_checks``).
+
     Raises:
-        ConfigurationError: the draft may not be published.
+        ConfigurationError: the draft may not be published
+            (``UnholdableIdentifierError``: a mapping names an identifier its source's
+            engine cannot hold).
     """
     snapshot = workspace.snapshot
     tenant = workspace.tenant_id
@@ -105,6 +125,12 @@ def publishable_snapshot(workspace: AdminWorkspace, slug: str) -> ConfigSnapshot
         check_no_literal_password(source)
         if names_missing_secret(source.connection_ref, workspace.secret_rotations):
             raise ConfigurationError(f"source {source.id!r} names a missing connection secret")
+    checks = installed_identifier_checks() if identifier_checks is None else identifier_checks
+    for source in snapshot.sources:
+        check = checks.get(source.provider_kind)
+        # A retired source is never opened; one brought back is checked when published again.
+        if check is not None and source.lifecycle is not LifecycleState.RETIRED:
+            refuse_unholdable_identifiers(source, snapshot.mappings_of(source.id), check)
     for mapping in snapshot.mappings:
         # Parsed again, by design, like the policy checks: whatever path built the draft, a
         # template that is not valid against its mapping's fields is never published.
