@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from esra.core.admin import Role
+from esra.core.providers import installed_identifier_checks
+from esra.mysql._factory import mysql_identifier_problem
 from esra.postgres._factory import postgres_identifier_problem
 from esra.sqlserver._factory import sqlserver_identifier_problem
 from tests.core.admin.test_chain import STEPS, Admin, holder
@@ -38,3 +40,19 @@ def test_sqlserver_refuses_names_over_128_characters() -> None:
     assert sqlserver_identifier_problem("é" * 128) is None
     assert sqlserver_identifier_problem("x" * 129) is not None
     assert sqlserver_identifier_problem("\U0001f600" * 65) is not None  # 130 UTF-16 units
+
+
+def test_mysql_refuses_what_even_a_quoted_identifier_cannot_hold() -> None:
+    assert mysql_identifier_problem("hr` `x") is None  # MySQL doubles the backtick
+    assert mysql_identifier_problem("é" * 64) is None
+    assert mysql_identifier_problem("x" * 65) is not None
+    assert mysql_identifier_problem("a\x00b") is not None
+    assert mysql_identifier_problem("emoji \U0001f600") is not None
+    assert mysql_identifier_problem("trailing ") is not None
+    assert mysql_identifier_problem(" leading") is None
+
+
+def test_the_installed_mysql_and_mariadb_factories_state_the_check() -> None:
+    checks = installed_identifier_checks()
+    assert checks["mysql"] is mysql_identifier_problem
+    assert checks["mariadb"] is mysql_identifier_problem
