@@ -1,10 +1,11 @@
-"""A release, reindex or delete is never left without its audit record.
+"""A release, reindex, delete, upload or settings change is never left without its record.
 
-``DocumentStoreService`` applied an action through the repository and only then handed its
-record to the audit sink: a sink failing after its readiness check (``require_accepting``)
-passed left the action applied and its record nowhere but the sink's own error path. The
-record is now held in the repository's audit outbox with the action and forwarded from there
-— after each action, and by a host at its start and on its timer.
+``DocumentStoreService`` (and ``StoreConfigurationService``) applied an action through the
+repository and only then handed its record to the audit sink: a sink failing after its
+readiness check (``require_accepting``) passed left the action applied and its record nowhere
+but the sink's own error path. The record is now held in the repository's audit outbox with
+the action and forwarded from there — after each action, and by a host at its start and on
+its timer.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from esra.core._docstore.management import (
     Operator,
 )
 from esra.core._docstore.model import DocumentState
+from esra.core._docstore.store_configuration import (
+    StoreConfigurationService,
+    StoreSettingsConflictError,
+)
 from esra.core.admin import forward_audit_outbox
 from esra.core.codes import AuditEvent
 from esra.core.testing import FakeClock
@@ -134,4 +139,68 @@ async def test_a_record_held_while_the_sink_failed_waits_for_the_next_action() -
         (AuditEvent.DOCUMENT_REINDEX, "ok", ids["clean.txt"]),
         (AuditEvent.DOCUMENT_DELETE, "ok", ids["other.txt"]),
     ]
+    assert await repository.pending_audit() == []
+
+
+async def test_an_upload_and_a_settings_change_with_the_sink_failing_are_held_with_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Before the outbox the upload raised and the files stayed stored, unaudited (and the
+    settings change likewise); now both answer as applied and their records wait."""
+    sink = _FailingAfterPing()
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    documents = DocumentStoreService(repository, audit=sink, clock=clock)
+    settings = StoreConfigurationService(repository, audit=sink, clock=clock)
+    sink.up = False  # after require_accepting passed, before the records
+    files = [("a.txt", b"Leave policy: 28 days.\n"), ("b.txt", b"Travel: economy.\n")]
+    outcomes = await documents.upload(MANAGER, files, scope="all")
+    first, second = (o.document.id for o in outcomes if o.document is not None)
+    saved = await settings.configure(MANAGER, {"max_attempts": 5}, expected_revision=0)
+    assert saved.revision == 1
+    assert sink.records == []
+    expected = [
+        (AuditEvent.DOCUMENT_UPLOAD, "ok", first),
+        (AuditEvent.DOCUMENT_UPLOAD, "ok", second),
+        (AuditEvent.STORE_CONFIGURE, "ok", None),
+    ]
+    assert _seen(await repository.pending_audit()) == expected
+    assert "held in the store's database" in caplog.text
+
+    sink.up = True
+    assert await forward_audit_outbox(repository, sink) == 3
+    assert _seen(sink.records) == expected
+    assert await repository.pending_audit() == []
+    upload, configure = sink.records[0], sink.records[2]
+    assert upload.correlation_id == f"esra.document.upload:{first}"
+    assert upload.dimensions == {"operator": "manager", "document_id": first}
+    assert configure.correlation_id == "esra.store.configure:manager"
+    assert configure.dimensions == {
+        "operator": "manager",
+        "before": "scan_policy=quarantine retain_bytes=true max_attempts=3 batch_per_tenant=20",
+        "after": "scan_policy=quarantine retain_bytes=true max_attempts=5 batch_per_tenant=20",
+        "revision": 1,
+    }
+
+
+async def test_an_upload_delivers_its_records_in_file_order_and_holds_none_for_a_refusal() -> None:
+    sink = _FailingAfterPing()
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    documents = DocumentStoreService(repository, audit=sink, clock=clock)
+    settings = StoreConfigurationService(repository, audit=sink, clock=clock)
+    files = [
+        ("a.txt", b"Leave policy: 28 days.\n"),
+        ("again.txt", b"Leave policy: 28 days.\n"),  # a duplicate: refused, nothing stored
+        ("b.txt", b"Travel: economy.\n"),
+    ]
+    outcomes = await documents.upload(MANAGER, files, scope="all")
+    assert [o.refusal is None for o in outcomes] == [True, False, True]
+    assert [(r.outcome, r.dimensions.get("refusal")) for r in sink.records] == [
+        ("ok", None),
+        ("denied", "DUPLICATE_DOCUMENT"),
+        ("ok", None),
+    ]
+    # A change that lost to another (a stale revision) holds nothing either.
+    with pytest.raises(StoreSettingsConflictError):
+        await settings.configure(MANAGER, {"max_attempts": 5}, expected_revision=1)
+    assert sink.records[-1].outcome == "conflict"
     assert await repository.pending_audit() == []

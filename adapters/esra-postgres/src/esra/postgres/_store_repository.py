@@ -21,13 +21,14 @@ The queue follows the anchors (procrastinate, River, graphile-worker)::
 - segments are replaced in the completing transaction, so a document is never Indexed
   with half its segments.
 
-An operator's release, reindex or delete given its audit record inserts it into the schema's
-``audit_outbox`` in the action's transaction. ``claim_audit`` hands the oldest held record
-to one forwarder at a time across every host on the store, as ``PostgresConfigStore``'s
-outbox does: one transaction takes the transaction-scoped advisory lock
-``esra.store.audit_outbox:<schema>`` without waiting (held: another host is forwarding),
-reads the oldest record, stays open while the audit sink is handed it and deletes it before
-committing; the server releases the lock with a host that dies mid-forward.
+An operator's release, reindex or delete, an upload's ``add`` and a settings change's
+``save_configuration`` given its audit record inserts it into the schema's ``audit_outbox`` in
+the action's transaction. ``claim_audit`` hands the oldest held record to one forwarder at a
+time across every host on the store, as ``PostgresConfigStore``'s outbox does: one
+transaction takes the transaction-scoped advisory lock ``esra.store.audit_outbox:<schema>``
+without waiting (held: another host is forwarding), reads the oldest record, stays open while
+the audit sink is handed it and deletes it before committing; the server releases the lock
+with a host that dies mid-forward.
 
 Time is the caller's ``now`` (the ``Clock`` port, as every ``DocumentRepository`` takes it),
 not the server's ``now()``, so leases behave identically under a fake clock; production
@@ -179,8 +180,8 @@ class PostgresDocumentRepository:
         params: Mapping[str, Any],
         audit: Callable[[dict[str, Any]], AuditRecord] | None,
     ) -> dict[str, Any] | None:
-        """Run an action's ``UPDATE … RETURNING`` and, when it changed a row, hold the
-        record ``audit`` makes of it in the outbox, in one transaction."""
+        """Run an action's ``INSERT``/``UPDATE … RETURNING`` and, when it wrote a row, hold
+        the record ``audit`` makes of it in the outbox, in one transaction."""
         async with (
             self._pool.connection() as conn,
             conn.transaction(),
@@ -205,12 +206,14 @@ class PostgresDocumentRepository:
         now: datetime,
         owner: DocumentOwner = UPLOADED,
         uploaded_by: str | None = None,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument:
         """Persist a Pending document with its bytes, owned by ``owner``; refuse a duplicate
         hash in the tenant. An upload with a ``breach`` is inserted Failed, naming it.
 
         The partial unique index decides (``ON CONFLICT DO NOTHING``), so two concurrent
-        uploads of one file cannot both be stored.
+        uploads of one file cannot both be stored. ``audit``'s record of the stored document
+        is held in the same transaction.
         """
         failure = DocumentRefusal.MALFORMED_DOCUMENT if upload.breach is not None else None
         params = {
@@ -230,7 +233,7 @@ class PostgresDocumentRepository:
             "breach": upload.breach.value if upload.breach is not None else None,
             "remedy": remedy_for(failure, upload.breach) if failure is not None else None,
         }
-        row = await self._one(
+        row = await self._act(
             self._q(
                 "INSERT INTO {d} (tenant_id, title, format, sha256, size, scope, state,"
                 " created_at, updated_at, data, owner_kind, owner_connector, uploaded_by,"
@@ -242,6 +245,7 @@ class PostgresDocumentRepository:
                 " RETURNING {cols}"
             ),
             params,
+            None if audit is None else (lambda added: audit(stored_document(added))),
         )
         if row is not None:
             return stored_document(row)
@@ -526,11 +530,13 @@ class PostgresDocumentRepository:
         expected_revision: int,
         by: str,
         now: datetime,
+        audit: Callable[[StoreConfiguration], AuditRecord] | None = None,
     ) -> StoreConfiguration | None:
         """Store ``settings`` as the next revision if the stored one is ``expected_revision``.
 
         One statement decides: ``INSERT … ON CONFLICT DO NOTHING`` for the first revision,
-        ``UPDATE … WHERE revision = %(expected)s`` after it.
+        ``UPDATE … WHERE revision = %(expected)s`` after it. ``audit``'s record of the stored
+        revision is held in the same transaction.
         """
         params = {
             "tenant": tenant_id,
@@ -560,7 +566,11 @@ class PostgresDocumentRepository:
                 " RETURNING scan_policy, retain_bytes, max_attempts, batch_per_tenant,"
                 " revision, updated_at, updated_by"
             )
-        row = await self._one(statement, params)
+        row = await self._act(
+            statement,
+            params,
+            None if audit is None else (lambda saved: audit(StoreConfiguration.from_row(saved))),
+        )
         return StoreConfiguration.from_row(row) if row is not None else None
 
     def _search_statement(

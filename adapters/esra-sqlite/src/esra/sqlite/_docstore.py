@@ -17,12 +17,13 @@ Queue rules, each enforced in SQL:
   follows through triggers), and drops the original bytes only when the store does not
   retain them — a failure never drops them.
 
-An operator's release, reindex or delete given its audit record inserts it into
-``store_audit_outbox`` in the action's transaction. ``claim_audit`` hands the oldest held
-record to one forwarder at a time across the processes on the file, under an exclusive
-``flock`` on ``<database>-store-outbox-lock`` beside it (taken without waiting, released by
-the kernel with a process that dies), as ``SqliteConfigStore``'s outbox does; the record is
-deleted in a short write once the audit sink has it.
+An operator's release, reindex or delete, an upload's ``add`` and a settings change's
+``save_configuration`` given its audit record inserts it into ``store_audit_outbox`` in the
+action's transaction. ``claim_audit`` hands the oldest held record to one forwarder at a time
+across the processes on the file, under an exclusive ``flock`` on
+``<database>-store-outbox-lock`` beside it (taken without waiting, released by the kernel with
+a process that dies), as ``SqliteConfigStore``'s outbox does; the record is deleted in a
+short write once the audit sink has it.
 
 Every statement's values are bound parameters. Timestamps are stored as UTC ISO-8601 text
 with microseconds, which sorts and compares in time order.
@@ -174,9 +175,12 @@ class SqliteDocumentRepository:
         now: datetime,
         owner: DocumentOwner = UPLOADED,
         uploaded_by: str | None = None,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument:
         """Persist a Pending document with its bytes, owned by ``owner``; refuse a duplicate
         hash in the tenant. An upload with a ``breach`` is inserted Failed, naming it.
+
+        ``audit``'s record of the stored document is held in the same transaction.
 
         Raises:
             DocumentRefusedError: ``DUPLICATE_DOCUMENT``, ``detail`` naming the existing title.
@@ -222,6 +226,8 @@ class SqliteDocumentRepository:
             )
             stored = self._get(connection, tenant_id, document_id)
             assert stored is not None
+            if audit is not None:
+                _hold(connection, audit(stored))
             return stored
 
         return await self._db.write(insert)
@@ -649,11 +655,13 @@ class SqliteDocumentRepository:
         expected_revision: int,
         by: str,
         now: datetime,
+        audit: Callable[[StoreConfiguration], AuditRecord] | None = None,
     ) -> StoreConfiguration | None:
         """Store ``settings`` as the next revision if the stored one is ``expected_revision``.
 
         One statement decides: an ``INSERT … ON CONFLICT DO NOTHING`` for the first revision,
-        an ``UPDATE … WHERE revision = ?`` after it.
+        an ``UPDATE … WHERE revision = ?`` after it. ``audit``'s record of the stored revision
+        is held in the same transaction.
         """
         params = {
             "tenant": tenant_id,
@@ -685,9 +693,12 @@ class SqliteDocumentRepository:
                 )
             if cursor.rowcount != 1:
                 return None
-            return StoreConfiguration(
+            saved = StoreConfiguration(
                 settings, revision=expected_revision + 1, updated_at=now, updated_by=by
             )
+            if audit is not None:
+                _hold(connection, audit(saved))
+            return saved
 
         return await self._db.write(write)
 

@@ -20,6 +20,7 @@ from typing import TypeAlias
 
 import attrs
 
+from esra.core._audit.record import AuditRecord
 from esra.core._docstore.extraction import SandboxLimits, extract, segment_extraction
 from esra.core._docstore.extras import require_document_extra
 from esra.core._docstore.heartbeat import LeaseHeartbeat
@@ -94,11 +95,14 @@ async def upload_files(
     clock: Clock,
     limits: UploadLimits | None = None,
     uploaded_by: str | None = None,
+    audit: Callable[[StoredDocument], AuditRecord] | None = None,
 ) -> list[UploadOutcome]:
     """Inspect and persist each file; one bad file never affects the others.
 
     ``files`` is consumed one at a time, so a lazy iterable keeps one file in memory.
-    ``uploaded_by`` (the operator's subject) is recorded with each stored document.
+    ``uploaded_by`` (the operator's subject) is recorded with each stored document, and
+    ``audit``'s record of each stored document is held in the store's audit outbox with it
+    (``DocumentRepository.add``); a refused file stores, and holds, nothing.
     """
     outcomes = []
     for filename, data in files:
@@ -108,7 +112,12 @@ async def upload_files(
             # host serves.
             accepted = await asyncio.to_thread(inspect_upload, filename, data, limits)
             document = await repository.add(
-                tenant_id, accepted, scope=scope, now=clock.now(), uploaded_by=uploaded_by
+                tenant_id,
+                accepted,
+                scope=scope,
+                now=clock.now(),
+                uploaded_by=uploaded_by,
+                audit=audit,
             )
         except DocumentRefusedError as refused:
             remedy = refused.remedy

@@ -5,13 +5,14 @@ caller can never receive, with store-wide counts that double as filters. Overrid
 security finding (release) and pulling original bytes out (download) are separate, audited
 actions; download needs ``ESRA_DATA_MANAGE``, not just ``ESRA_DATA_READ``.
 
-A release, reindex or delete and its ``ok`` audit record are never apart: the repository
-writes the record into the store's own audit outbox in the transaction that applies the
-action, and the service then forwards what the outbox holds to the audit sink
-(``forward_audit_outbox``), which deletes each record once the sink has it. A sink failing
-then, or a process killed before the forward, leaves the record held for the next forward
-(the next action's, the host's start, or its timer). Denials and refusals change nothing and
-are recorded directly, as is a download.
+A release, reindex, delete or upload and its ``ok`` audit record are never apart: the
+repository writes the record into the store's own audit outbox in the transaction that
+applies the action (for an upload, each stored file's with its document), and the service
+then forwards what the outbox holds to the audit sink (``forward_audit_outbox``), which
+deletes each record once the sink has it. A sink failing then, or a process killed before the
+forward, leaves the record held for the next forward (the next action's, the host's start, or
+its timer). Denials and refusals (a refused file among them) change nothing and are recorded
+directly, as is a download.
 """
 
 from __future__ import annotations
@@ -203,30 +204,60 @@ class DocumentStoreService:
         Needs ``ESRA_DATA_MANAGE``. Each file is audited on its own (stored with its document
         id, refused with the classified reason, or stored as Failed with both and the
         ``breach``), never with its name or content. The operator is recorded as uploader.
+
+        A stored file's record is held in the store's audit outbox with the document and
+        forwarded once the files are stored; a refused file (nothing stored) is recorded
+        directly, after the stored files' records before it are forwarded, so the sink gets
+        the records in the files' order.
         """
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_UPLOAD, None)
-        # Nothing is stored that could not be recorded (the audit is written after).
+        # Nothing is stored while records cannot be taken (a refusal's is written directly).
         await require_accepting(self._audit)
-        outcomes = await upload_files(
-            self._repository,
-            operator.tenant_id,
-            files,
-            scope=scope,
-            clock=self._clock,
-            limits=limits,
-            uploaded_by=operator.subject,
-        )
-        for outcome in outcomes:
-            stored = outcome.document
-            breach = stored.failure_breach if stored is not None else None
+
+        def stored_record(document: StoredDocument) -> AuditRecord:
+            failed = document.state is DocumentState.FAILED
+            refusal = document.failure if failed else None
+            breach = document.failure_breach
+            return self._audit_record(
+                operator,
+                AuditEvent.DOCUMENT_UPLOAD,
+                document.id,
+                ok=True,
+                at=document.created_at,
+                refusal=refusal.value if refusal is not None else None,
+                breach=breach.value if breach is not None else None,
+            )
+
+        outcomes: list[UploadOutcome] = []
+        held = False  # a stored file's record is held, not yet forwarded
+        # One file at a time (``files`` may be lazy): a refusal is recorded as it happens.
+        for file in files:
+            (outcome,) = await upload_files(
+                self._repository,
+                operator.tenant_id,
+                [file],
+                scope=scope,
+                clock=self._clock,
+                limits=limits,
+                uploaded_by=operator.subject,
+                audit=stored_record,
+            )
+            outcomes.append(outcome)
+            if outcome.document is not None:
+                held = True
+                continue
+            if held:  # the records of the files before it first, in the files' order
+                await self._forward(operator, AuditEvent.DOCUMENT_UPLOAD, None)
+                held = False
             await self._record(
                 operator,
                 AuditEvent.DOCUMENT_UPLOAD,
-                stored.id if stored else None,
-                ok=stored is not None,
+                None,
+                ok=False,
                 refusal=outcome.refusal.value if outcome.refusal else None,
-                breach=breach.value if breach is not None else None,
             )
+        if held:
+            await self._forward(operator, AuditEvent.DOCUMENT_UPLOAD, None)
         return outcomes
 
     async def document(self, operator: Operator, document_id: str) -> DocumentRow | None:
@@ -359,7 +390,9 @@ class DocumentStoreService:
         await self._forward(operator, AuditEvent.DOCUMENT_DELETE, document_id)
         await self._out_of_retrieval(operator.tenant_id)
 
-    async def _forward(self, operator: Operator, event: AuditEvent, document_id: str) -> None:
+    async def _forward(
+        self, operator: Operator, event: AuditEvent, document_id: str | None
+    ) -> None:
         """Hand the held audit records (this action's among them) to the audit sink.
 
         The action is applied and its record held with it, so a sink failing here does not

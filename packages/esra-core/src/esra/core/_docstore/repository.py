@@ -6,10 +6,11 @@ embedded default), plus ``esra.core.testing.InMemoryDocumentRepository``; all pa
 no global filter to forget.
 
 It is also the store's audit outbox (``esra.core._admin.audit_outbox.AuditOutbox``): an
-operator's release, reindex or delete hands the repository its ``ok`` audit record, which is
-written into the store's own database in the transaction that applies the action, and
-forwarded to the audit sink from there (``forward_audit_outbox``), so an action is never
-applied without its record being kept.
+operator's release, reindex, delete, upload (``add``) or settings change
+(``save_configuration``) hands the repository its ``ok`` audit record, which is written into
+the store's own database in the transaction that applies the action, and forwarded to the
+audit sink from there (``forward_audit_outbox``), so an action is never applied without its
+record being kept.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ class DocumentRepository(AuditOutbox, Protocol):
     """**Protocol:** stores documents, their bytes, text and segments, and queues their work.
 
     It holds the audit records of the operators' actions (``release``, ``reindex``,
-    ``soft_delete`` given ``audit=``) in its audit outbox, written with the action, until the
-    audit sink has them (``claim_audit``; one claimant at a time across every process and
-    handle on the store's database).
+    ``soft_delete``, ``add``, ``save_configuration`` given ``audit=``) in its audit outbox,
+    written with the action, until the audit sink has them (``claim_audit``; one claimant at
+    a time across every process and handle on the store's database).
 
     Claims follow the queue rules of the anchors: claiming increments ``attempts`` (so a
     file that kills its worker still uses up attempts), each claimed document holds its own
@@ -59,6 +60,7 @@ class DocumentRepository(AuditOutbox, Protocol):
         now: datetime,
         owner: DocumentOwner = UPLOADED,
         uploaded_by: str | None = None,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument:
         """Persist a Pending document with its bytes, owned by ``owner``.
 
@@ -69,6 +71,10 @@ class DocumentRepository(AuditOutbox, Protocol):
         An upload with a ``breach`` is stored Failed instead, in the same statement:
         ``MALFORMED_DOCUMENT`` with ``failure_breach`` and that breach's remedy, attempts 0,
         bytes kept, no text or segments, so no worker ever claims it.
+
+        ``audit`` builds the upload's record from the stored document (its id, a Failed
+        state); the record is held in the audit outbox in the same transaction as the
+        document (none when it is refused). When ``audit`` raises, nothing is stored.
 
         Raises:
             DocumentRefusedError: ``DUPLICATE_DOCUMENT`` when the tenant already holds the
@@ -223,11 +229,14 @@ class DocumentRepository(AuditOutbox, Protocol):
         expected_revision: int,
         by: str,
         now: datetime,
+        audit: Callable[[StoreConfiguration], AuditRecord] | None = None,
     ) -> StoreConfiguration | None:
         """Store ``settings`` as the next revision if the stored one is ``expected_revision``
         (0: none stored yet); return what was stored, or None when another change won.
 
         The compare and the write are one statement, so of two concurrent changes made
-        against the same revision exactly one is stored.
+        against the same revision exactly one is stored. ``audit`` builds the change's record
+        from what was stored; it is held in the audit outbox in the same transaction (none
+        when another change won). When ``audit`` raises, nothing is stored.
         """
         ...

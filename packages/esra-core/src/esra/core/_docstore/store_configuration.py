@@ -11,7 +11,10 @@ A tenant that never configured its store runs on the host's defaults (revision 0
 change names the revision it was made against (optimistic concurrency: two operators
 editing at once cannot silently overwrite each other, ``ESRA_CONFIG_CONFLICT``), needs
 ``ESRA_DATA_MANAGE`` and is audited as ``esra.store.configure`` with the settings before and
-after; reading needs ``ESRA_DATA_READ``. A refused attempt is audited too.
+after; reading needs ``ESRA_DATA_READ``. A refused attempt is audited too. A change's ``ok``
+record is written into the store's audit outbox in the transaction that saves the change
+(``save_configuration(..., audit=)``) and forwarded to the audit sink from there, so a sink
+failing, or a process killed, after the save never leaves the change unaudited.
 
 The worker's lease and heartbeat are properties of the worker process, not of the tenant's
 store, so they are not configurable here.
@@ -19,12 +22,14 @@ store, so they are not configurable here.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 import attrs
 
+from esra.core._admin.audit_outbox import AuditOutbox, forward_audit_outbox
 from esra.core._admin.roles import NotPermittedError, Role
 from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.record import AuditDimension, AuditRecord
@@ -44,6 +49,8 @@ __all__ = [
     "StoreSettingsConflictError",
     "StoreSettingsError",
 ]
+
+_log = logging.getLogger(__name__)
 
 # Past a hundred attempts a document is not flaky, it is poison; past a thousand documents a
 # turn, one tenant's batch starves the others' (the worker is fair per turn, not per document).
@@ -94,7 +101,7 @@ class _Row(Protocol):
     def __getitem__(self, column: str) -> Any: ...
 
 
-class _ConfigurationStore(Protocol):
+class _ConfigurationStore(AuditOutbox, Protocol):
     async def load_configuration(self, tenant_id: str) -> StoreConfiguration | None: ...
 
     async def save_configuration(
@@ -105,6 +112,7 @@ class _ConfigurationStore(Protocol):
         expected_revision: int,
         by: str,
         now: datetime,
+        audit: Callable[[StoreConfiguration], AuditRecord] | None = None,
     ) -> StoreConfiguration | None: ...
 
 
@@ -287,42 +295,69 @@ class StoreConfigurationService:
             raise StoreSettingsConflictError(expected=expected_revision, current=before.revision)
         # Settings every worker applies are not changed while their record cannot be written.
         await require_accepting(self._audit)
+        now = self._clock.now()
         saved = await self._repository.save_configuration(
             operator.tenant_id,
             after,
             expected_revision=expected_revision,
             by=operator.subject,
-            now=self._clock.now(),
+            now=now,
+            # Held in the store's audit outbox with the change, forwarded below.
+            audit=lambda stored: self._audit_record(
+                operator,
+                "ok",
+                now,
+                before=before.settings.described(),
+                after=stored.settings.described(),
+                revision=stored.revision,
+            ),
         )
         if saved is None:
             # Another change landed between our read and our write: the store decided.
             current = await self._load(operator.tenant_id)
             await self._record(operator, "conflict", reason=ErrorCode.ESRA_CONFIG_CONFLICT.value)
             raise StoreSettingsConflictError(expected=expected_revision, current=current.revision)
-        await self._record(
-            operator,
-            "ok",
-            before=before.settings.described(),
-            after=saved.settings.described(),
-            revision=saved.revision,
-        )
+        await self._forward(operator)
         return saved
+
+    async def _forward(self, operator: _Operator) -> None:
+        """Hand the held audit records (this change's among them) to the audit sink.
+
+        The change is saved and its record held with it, so a sink failing here does not
+        fail the change: the record is delivered by the next forward (the next action's on
+        the store, the host's next start, or its timer).
+        """
+        try:
+            await forward_audit_outbox(self._repository, self._audit)
+        except Exception as exc:
+            _log.warning(
+                "the store settings were changed; the change's audit record is held in the "
+                "store's database until the audit sink takes it (%s)",
+                type(exc).__name__,
+                extra={"tenant_id": operator.tenant_id, "action": AuditEvent.STORE_CONFIGURE.value},
+            )
 
     async def _load(self, tenant_id: str) -> StoreConfiguration:
         stored = await self._repository.load_configuration(tenant_id)
         return stored if stored is not None else StoreConfiguration(self._defaults)
 
     async def _record(self, operator: _Operator, outcome: str, **details: AuditDimension) -> None:
+        await self._audit.record(
+            self._audit_record(operator, outcome, self._clock.now(), **details)
+        )
+
+    @staticmethod
+    def _audit_record(
+        operator: _Operator, outcome: str, at: datetime, **details: AuditDimension
+    ) -> AuditRecord:
         # Who acted, and for an operator of another tenant its home tenant too.
         dimensions = operator.audit_dimensions()
         dimensions.update(details)
-        await self._audit.record(
-            AuditRecord(
-                event=AuditEvent.STORE_CONFIGURE,
-                tenant_id=operator.tenant_id,
-                correlation_id=f"{AuditEvent.STORE_CONFIGURE.value}:{operator.subject}",
-                at=self._clock.now(),
-                outcome=outcome,
-                dimensions=dimensions,
-            )
+        return AuditRecord(
+            event=AuditEvent.STORE_CONFIGURE,
+            tenant_id=operator.tenant_id,
+            correlation_id=f"{AuditEvent.STORE_CONFIGURE.value}:{operator.subject}",
+            at=at,
+            outcome=outcome,
+            dimensions=dimensions,
         )

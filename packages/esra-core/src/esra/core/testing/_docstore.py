@@ -76,9 +76,10 @@ class InMemoryDocumentRepository:
         now: datetime,
         owner: DocumentOwner = UPLOADED,
         uploaded_by: str | None = None,
+        audit: Callable[[StoredDocument], AuditRecord] | None = None,
     ) -> StoredDocument:
         """Persist a Pending document owned by ``owner`` (Failed when the upload is a breach);
-        refuse a duplicate hash in the tenant."""
+        refuse a duplicate hash in the tenant. ``audit``'s record of it is held with it."""
         async with self._lock:
             for row in self._rows.values():
                 doc = row.document
@@ -108,7 +109,11 @@ class InMemoryDocumentRepository:
                     failure_breach=upload.breach,
                     remedy=remedy_for(refusal, upload.breach),
                 )
+            # Made before anything is stored: a record that cannot be made stores nothing.
+            record = audit(document) if audit is not None else None
             self._rows[document.id] = _Row(document=document, data=upload.data)
+            if record is not None:
+                self._outbox.append(record)
             return document
 
     def _claimable(self, row: _Row, now: datetime, max_attempts: int) -> bool:
@@ -468,8 +473,10 @@ class InMemoryDocumentRepository:
         expected_revision: int,
         by: str,
         now: datetime,
+        audit: Callable[[StoreConfiguration], AuditRecord] | None = None,
     ) -> StoreConfiguration | None:
-        """Store the next revision if the current one is ``expected_revision``."""
+        """Store the next revision if the current one is ``expected_revision`` (``audit``'s
+        record of it held with it)."""
         async with self._lock:
             current = self._configurations.get(tenant_id)
             if (current.revision if current is not None else 0) != expected_revision:
@@ -477,5 +484,8 @@ class InMemoryDocumentRepository:
             saved = StoreConfiguration(
                 settings, revision=expected_revision + 1, updated_at=now, updated_by=by
             )
+            record = audit(saved) if audit is not None else None
             self._configurations[tenant_id] = saved
+            if record is not None:
+                self._outbox.append(record)
             return saved

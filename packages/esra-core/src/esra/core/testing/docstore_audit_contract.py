@@ -1,8 +1,10 @@
 """The audit outbox's share of the ``DocumentRepository`` contract.
 
 ``DocumentRepositoryContract`` inherits these tests, so every repository proves them: an
-operator's release, reindex or delete given its audit record holds the record in the store's
-outbox with the action — and holds nothing when the action changed nothing — and
+operator's release, reindex or delete, an upload's ``add`` and a settings change's
+``save_configuration`` given its audit record holds the record in the store's outbox with the
+action — holds nothing when the action changed nothing, and stores nothing when the record
+cannot be made — and
 ``claim_audit`` hands the held records out oldest first, one claimant at a time, deleting each
 only when its block completes.
 
@@ -26,9 +28,12 @@ from esra.core._admin.audit_outbox import forward_audit_outbox
 from esra.core._audit.record import AuditRecord
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.model import DocumentState, IndexedContent, StoredDocument
+from esra.core._docstore.refusals import Breach, DocumentRefusedError
 from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.scanner import ScanPolicy
+from esra.core._docstore.store_configuration import ConfigurableSettings, StoreConfiguration
 from esra.core._docstore.upload import AcceptedUpload
-from esra.core.codes import AuditEvent
+from esra.core.codes import AuditEvent, DocumentRefusal
 
 __all__ = ["DocumentAuditOutboxContract"]
 
@@ -51,15 +56,55 @@ def _record(event: AuditEvent, document_id: str, at: float, **extra: int) -> Aud
     )
 
 
-async def _add(repository: DocumentRepository, name: str, at: float = 0) -> StoredDocument:
+def _upload(name: str, *, breach: Breach | None = None) -> AcceptedUpload:
     data = f"The body of {name}.".encode()
-    upload = AcceptedUpload(
+    return AcceptedUpload(
         display_name=name,
-        format=DocumentFormat.TXT,
+        format=DocumentFormat.DOCX if breach is not None else DocumentFormat.TXT,
         data=data,
         sha256=hashlib.sha256(data).hexdigest(),
+        breach=breach,
     )
-    return await repository.add(_TENANT, upload, scope="all", now=_at(at))
+
+
+async def _add(repository: DocumentRepository, name: str, at: float = 0) -> StoredDocument:
+    return await repository.add(_TENANT, _upload(name), scope="all", now=_at(at))
+
+
+def _uploaded(document: StoredDocument) -> AuditRecord:
+    """An upload's ``ok`` record of the stored document, as the management service makes it."""
+    dimensions: dict[str, str | int | bool] = {"operator": "admin@corp", "document_id": document.id}
+    if document.failure is not None:
+        dimensions["refusal"] = document.failure.value
+    if document.failure_breach is not None:
+        dimensions["breach"] = document.failure_breach.value
+    return AuditRecord(
+        event=AuditEvent.DOCUMENT_UPLOAD,
+        tenant_id=document.tenant_id,
+        correlation_id=f"{AuditEvent.DOCUMENT_UPLOAD.value}:{document.id}",
+        at=document.created_at,
+        dimensions=dimensions,
+    )
+
+
+def _configured(configuration: StoreConfiguration) -> AuditRecord:
+    """A settings change's ``ok`` record of the stored revision."""
+    return AuditRecord(
+        event=AuditEvent.STORE_CONFIGURE,
+        tenant_id=_TENANT,
+        correlation_id=f"{AuditEvent.STORE_CONFIGURE.value}:admin@corp",
+        at=_T0,
+        dimensions={
+            "operator": "admin@corp",
+            "after": configuration.settings.described(),
+            "revision": configuration.revision,
+        },
+    )
+
+
+def _unmakeable(_made: object) -> AuditRecord:
+    """An audit callback that cannot make its record: the action must not be stored."""
+    raise RuntimeError
 
 
 async def _quarantined(repository: DocumentRepository, name: str) -> StoredDocument:
@@ -240,3 +285,102 @@ class DocumentAuditOutboxContract:
 
         await asyncio.gather(drain(repository), drain(twin))
         assert taken == held
+
+    async def test_an_added_documents_record_is_held_with_it(
+        self, repository: DocumentRepository
+    ) -> None:
+        """``audit`` is handed the stored document (its id, a breach's Failed state)."""
+        plain = await repository.add(_TENANT, _upload("u.txt"), scope="all", now=_at(1))
+        stored = await repository.add(
+            _TENANT, _upload("a.txt"), scope="all", now=_at(2), audit=_uploaded
+        )
+        failed = await repository.add(
+            _TENANT,
+            _upload("bomb.docx", breach=Breach.ZIP_COMPRESSION_RATIO),
+            scope="all",
+            now=_at(3),
+            uploaded_by="admin@corp",
+            audit=_uploaded,
+        )
+        assert failed.state is DocumentState.FAILED
+        twin = await self._twin(repository)
+        held = await twin.pending_audit()
+        assert held == [_uploaded(stored), _uploaded(failed)]  # none for the add without
+        assert held[0].dimensions["document_id"] == stored.id != plain.id
+        assert held[1].dimensions == {
+            "operator": "admin@corp",
+            "document_id": failed.id,
+            "refusal": DocumentRefusal.MALFORMED_DOCUMENT.value,
+            "breach": Breach.ZIP_COMPRESSION_RATIO.value,
+        }
+        assert held[0].at.astimezone(UTC) == _at(2)
+
+    async def test_an_add_refused_or_whose_record_cannot_be_made_stores_and_holds_nothing(
+        self, repository: DocumentRepository
+    ) -> None:
+        await _add(repository, "a.txt")
+        with pytest.raises(DocumentRefusedError) as refused:
+            await repository.add(
+                _TENANT, _upload("a.txt"), scope="all", now=_at(1), audit=_uploaded
+            )
+        assert refused.value.refusal is DocumentRefusal.DUPLICATE_DOCUMENT
+        with pytest.raises(RuntimeError):
+            await repository.add(
+                _TENANT, _upload("b.txt"), scope="all", now=_at(2), audit=_unmakeable
+            )
+        assert [d.title for d in await repository.list(_TENANT)] == ["a.txt"]
+        assert await repository.pending_audit() == []
+
+    async def test_a_saved_configurations_record_is_held_with_it(
+        self, repository: DocumentRepository
+    ) -> None:
+        """``audit`` is handed the stored revision; a stale save holds nothing."""
+        settings = ConfigurableSettings(scan_policy=ScanPolicy.REJECT, max_attempts=4)
+        first = await repository.save_configuration(
+            _TENANT, settings, expected_revision=0, by="admin@corp", now=_at(1), audit=_configured
+        )
+        assert first is not None
+        stale = await repository.save_configuration(
+            _TENANT, settings, expected_revision=0, by="admin@corp", now=_at(2), audit=_configured
+        )
+        assert stale is None
+        changed = ConfigurableSettings(max_attempts=9)
+        second = await repository.save_configuration(
+            _TENANT, changed, expected_revision=1, by="admin@corp", now=_at(3), audit=_configured
+        )
+        assert second is not None
+        unheld = await repository.save_configuration(
+            _TENANT, settings, expected_revision=2, by="admin@corp", now=_at(4)
+        )
+        assert unheld is not None
+        twin = await self._twin(repository)
+        held = await twin.pending_audit()
+        assert held == [_configured(first), _configured(second)]
+        assert [r.dimensions["revision"] for r in held] == [1, 2]
+        assert held[1].dimensions["after"] == changed.described()
+
+    async def test_a_configuration_whose_record_cannot_be_made_is_not_saved(
+        self, repository: DocumentRepository
+    ) -> None:
+        settings = ConfigurableSettings(max_attempts=4)
+        for revision in (0, 1):
+            if revision:
+                assert await repository.save_configuration(
+                    _TENANT, settings, expected_revision=0, by="admin@corp", now=_at(1)
+                )
+            with pytest.raises(RuntimeError):
+                await repository.save_configuration(
+                    _TENANT,
+                    ConfigurableSettings(max_attempts=9),
+                    expected_revision=revision,
+                    by="admin@corp",
+                    now=_at(2),
+                    audit=_unmakeable,
+                )
+            stored = await repository.load_configuration(_TENANT)
+            if revision == 0:
+                assert stored is None  # the first revision was not stored
+            else:
+                assert stored is not None
+                assert (stored.revision, stored.settings) == (1, settings)  # not changed
+        assert await repository.pending_audit() == []
