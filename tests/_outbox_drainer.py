@@ -9,6 +9,7 @@ sink holds a record, and kills it when the block ends unless the test did first.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import select
 import signal
@@ -20,7 +21,10 @@ from typing import Literal
 
 import attrs
 
-__all__ = ["StuckDrainer", "stuck_drainer"]
+from esra.core.admin import AuditOutbox, forward_audit_outbox
+from esra.core.ports import AuditSink
+
+__all__ = ["StuckDrainer", "forward_within", "stuck_drainer"]
 
 _CHILD = """
 import asyncio, sys
@@ -98,3 +102,16 @@ def stuck_drainer(
         process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+async def forward_within(outbox: AuditOutbox, sink: AuditSink, *, expected: int) -> None:
+    """Forward ``outbox`` to ``sink`` until ``expected`` records were delivered (fails the
+    test after 30 s). A process just killed mid-forward may still hold the claim for the
+    moment its database session takes to end, so one forward right after the kill can
+    rightly deliver nothing."""
+    delivered = 0
+    async with asyncio.timeout(30):
+        while delivered < expected:
+            delivered += await forward_audit_outbox(outbox, sink)
+            if delivered < expected:
+                await asyncio.sleep(0.05)

@@ -25,7 +25,7 @@ from esra.core.testing import InMemoryAuditSink
 from esra.core.testing.config_contract import hold_audit_records
 from esra.postgres._config_schema import apply_config_schema
 from esra.postgres._config_store import PostgresConfigStore
-from tests._outbox_drainer import stuck_drainer
+from tests._outbox_drainer import forward_within, stuck_drainer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -65,19 +65,6 @@ async def _host(pg_dsn: str, schema: str, name: str) -> PostgresConfigStore:
     )
 
 
-async def _forward_within(
-    store: PostgresConfigStore, sink: InMemoryAuditSink, *, expected: int
-) -> None:
-    """Forward until ``expected`` records were delivered (a host that just died may still
-    hold its claim for the moment its session takes to end)."""
-    delivered = 0
-    async with asyncio.timeout(30):
-        while delivered < expected:
-            delivered += await forward_audit_outbox(store, sink)
-            if delivered < expected:
-                await asyncio.sleep(0.05)
-
-
 async def test_a_host_whose_session_dies_mid_forward_leaves_the_outbox_to_the_others(
     pg_dsn: str, config_schema: str
 ) -> None:
@@ -105,7 +92,7 @@ async def test_a_host_whose_session_dies_mid_forward_leaves_the_outbox_to_the_ot
                 (name,),
             )
             assert await ended.fetchall() == [(True,)]
-        await _forward_within(other, sink, expected=2)
+        await forward_within(other, sink, expected=2)
         assert sink.records == held
         assert await other.pending_audit() == []
 
@@ -129,7 +116,7 @@ async def test_a_host_killed_mid_forward_leaves_the_outbox_to_the_others(
             assert await forward_audit_outbox(store, sink) == 0  # the drainer holds it
             drainer.kill()
             # The killed host's record goes to this one's sink (its own never took it).
-            await _forward_within(store, sink, expected=3)
+            await forward_within(store, sink, expected=3)
         assert sink.records == held
     finally:
         await store.close()
