@@ -8,8 +8,6 @@ line break; a blank line ends the paragraph, and with it the sentence a rule rea
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from esra.core._docstore.ingestion import IngestionWorker, upload_files
@@ -136,15 +134,13 @@ def test_a_full_stop_still_ends_the_gap_across_lines() -> None:
     assert scan_text("Ignore the noise on the\nline. Earlier instructions stand.") == ()
 
 
-def test_a_hostile_document_of_line_breaks_is_scanned_quickly() -> None:
-    """Verbs and determiners on every short line, never the object: the gaps stay linear."""
+def test_a_hostile_document_of_line_breaks_finds_nothing() -> None:
+    """Verbs and determiners on every short line, never the object. The gaps stay linear in
+    it (a catastrophic pattern would hang here); its time per megabyte is measured by
+    ``bench/scanner_quality.py``, not asserted."""
     line = "ignore the previous and all your earlier system ones\n"
     text = line * 10_000 + ("disregard\n" * 25_000) + ("reveal \n" * 25_000)
-    started = time.perf_counter()
-    findings = scan_text(text)
-    elapsed = time.perf_counter() - started
-    assert findings == ()
-    assert elapsed < 10.0, elapsed
+    assert scan_text(text) == ()
 
 
 async def test_a_hard_wrapped_override_is_quarantined() -> None:
