@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from esra.core import SystemClock
-from esra.core.audit import AuditRecord
+from esra.core.testing import InMemoryAuditSink
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette._stores import open_tenant_stores
 from tests._killed_store_action import (
@@ -29,14 +29,6 @@ from tests._killed_store_action import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-class _Sink:
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    async def record(self, record: AuditRecord) -> None:
-        self.records.append(record)
 
 
 @pytest.mark.parametrize("action", ACTIONS)
@@ -53,7 +45,7 @@ async def test_an_action_killed_before_its_audit_record_is_audited_on_the_next_s
 
     kill_store_action_at_record("sqlite", str(database), action, document_id)
 
-    sink = _Sink()
+    sink = InMemoryAuditSink()
     for _start in range(2):  # the second start finds nothing left to deliver
         async with open_tenant_stores(
             {TENANT: database}, audit=sink, clock=SystemClock()
