@@ -20,13 +20,9 @@ from esra.core.admin import AuditOutboxForwarder, InMemoryWorkspaceStore, forwar
 from esra.core.codes import AuditEvent
 from esra.core.testing.config_contract import hold_audit_records
 from tests.core.admin.test_audit_before_effect import (
-    PUBLISHER,
-    SaveHookStore,
     SwitchableSink,
-    _bound,
 )
-from tests.core.admin.test_chain import Admin
-from tests.core.factories import SLUG, TENANT
+from tests.core.admin.test_audit_outbox import publish_while_the_sink_fails_after_the_save
 
 pytestmark = pytest.mark.asyncio
 
@@ -55,17 +51,7 @@ async def _running(forwarder: AuditOutboxForwarder) -> AsyncIterator[asyncio.Tas
 async def test_a_record_held_while_the_sink_failed_is_delivered_once_it_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = SwitchableSink()
-    store = SaveHookStore()
-    h = Admin(store=store, audit=sink)  # type: ignore[arg-type]
-    await _bound(h)
-
-    def audit_dies() -> None:
-        sink.up = False
-
-    store.after_save = audit_dies
-    updated = await h.exposures.publish(PUBLISHER, TENANT, SLUG)  # answered as made
-    store.after_save = None
+    _h, store, sink, updated = await publish_while_the_sink_fails_after_the_save()
     (held,) = await store.pending_audit()
 
     forwarder = AuditOutboxForwarder(store, sink, interval_s=0.01)

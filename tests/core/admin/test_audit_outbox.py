@@ -8,13 +8,12 @@ and forwarded from there — after each change, and by a host at its start.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from esra.core._audit.batching import AuditUnavailableError
 from esra.core._audit.record import AuditRecord
 from esra.core.admin import (
+    AdminWorkspace,
     ConfigConflictError,
     InMemoryWorkspaceStore,
     NotPermittedError,
@@ -40,7 +39,11 @@ def _published(sink: SwitchableSink) -> list[AuditRecord]:
     return [r for r in sink.records if r.event is AuditEvent.ADMIN_EXPOSURE_PUBLISH]
 
 
-async def test_a_publish_whose_record_the_sink_refused_after_the_save_is_still_recorded() -> None:
+async def publish_while_the_sink_fails_after_the_save() -> tuple[
+    Admin, SaveHookStore, SwitchableSink, AdminWorkspace
+]:
+    """Publish a bound exposure while the audit sink starts refusing right after the save:
+    the change is made and answered as made, its record held. The sink stays down."""
     sink = SwitchableSink()
     store = SaveHookStore()
     h = Admin(store=store, audit=sink)  # type: ignore[arg-type]
@@ -50,10 +53,14 @@ async def test_a_publish_whose_record_the_sink_refused_after_the_save_is_still_r
         sink.up = False
 
     store.after_save = audit_dies
-    # Before the outbox the publish raised here and its record went to a log line only.
-    with contextlib.suppress(AuditUnavailableError):
-        await h.exposures.publish(PUBLISHER, TENANT, SLUG)
+    updated = await h.exposures.publish(PUBLISHER, TENANT, SLUG)
     store.after_save = None
+    return h, store, sink, updated
+
+
+async def test_a_publish_whose_record_the_sink_refused_after_the_save_is_still_recorded() -> None:
+    # Before the outbox the publish raised here and its record went to a log line only.
+    h, _store, sink, _updated = await publish_while_the_sink_fails_after_the_save()
     assert await _served_elsewhere(h)  # the change is applied ...
     assert _published(sink) == []
 
@@ -70,16 +77,7 @@ async def test_a_publish_whose_record_the_sink_refused_after_the_save_is_still_r
 async def test_the_change_is_answered_as_made_and_its_record_held_while_the_sink_refuses(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = SwitchableSink()
-    store = SaveHookStore()
-    h = Admin(store=store, audit=sink)  # type: ignore[arg-type]
-    await _bound(h)
-
-    def audit_dies() -> None:
-        sink.up = False
-
-    store.after_save = audit_dies
-    updated = await h.exposures.publish(PUBLISHER, TENANT, SLUG)
+    _h, store, sink, updated = await publish_while_the_sink_fails_after_the_save()
 
     (held,) = await store.pending_audit()
     assert (held.event, held.outcome) == (AuditEvent.ADMIN_EXPOSURE_PUBLISH, "ok")
