@@ -60,9 +60,10 @@ list; bm25 always runs, being the reference), ``--engines``, ``--collection DIR`
 (repeatable; replaces the defaults; NAME is the folder name), ``--sqlite-tokenize SPEC``
 (another FTS5 tokenizer than the adapter's default, e.g. ``unicode61 remove_diacritics 2``
 without stemming), ``--term-words N`` (the engine ranking's optional terms are N adjacent
-content words each, the last possibly fewer: how a provider ranks multi-word terms; the ESRA
-rankings plan their own terms and are unchanged), ``--embeddings-cache FILE`` (keep the
-MiniLM vectors in an ``EmbeddingCache`` file across runs) and ``--json FILE``.
+content words each, the last possibly fewer, issued as the validator issues a plan's: as
+their words; the ESRA rankings plan their own terms and are unchanged), ``--embeddings-cache
+FILE`` (keep the MiniLM vectors in an ``EmbeddingCache`` file across runs) and ``--json
+FILE``.
 The embeddings ranking encodes every candidate text (and windows of long ones) with MiniLM
 on the CPU, seconds per query: ``--rankings bm25,engine,esra-local`` runs everything else in
 a few minutes. One embedding model serves every engine, so its vector cache makes the first
@@ -117,6 +118,7 @@ from bench._ir_engines import (
     sqlite_engine,
 )
 from esra.core._context import CallerIdentity, InvocationContext
+from esra.core._pipeline.optional_words import optional_words
 from esra.core._pipeline.values import ValidatedQuery, _issue
 from esra.core._query import ProjectedField, Strategy
 from esra.core._retriever import Retriever
@@ -311,7 +313,8 @@ def _engine_query(engine: Engine, question: str, n: int, term_words: int = 1) ->
         mapping=engine.mapping,
         strategy=Strategy.KEYWORD,
         required_terms=(),
-        optional_terms=engine_terms(question, term_words),
+        # As the validator issues a plan's optional terms: its words, each once.
+        optional_terms=optional_words(engine_terms(question, term_words)),
         excluded_terms=(),
         phrases=(),
         filters=(),
@@ -640,7 +643,8 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="the engine ranking's optional terms are N adjacent content words each (default "
-        "1: one word a term); the ESRA rankings plan their own terms",
+        "1: one word a term), issued as the validator issues them (as their words); the ESRA "
+        "rankings plan their own terms",
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     return parser

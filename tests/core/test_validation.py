@@ -397,6 +397,46 @@ def test_term_count_limit() -> None:
     assert len(ok.optional_terms) + len(ok.phrases) == bound
 
 
+def test_optional_terms_are_issued_as_their_words() -> None:
+    """An optional term of several words reaches the provider as those words, each once
+    (case folded), in the plan's order; required terms, excluded terms and phrases keep
+    their word sequences."""
+    (query,) = issue(
+        [
+            keyword(
+                optional_terms=("heat  transfer", "Heat", "e-bike battery", "TRANSFER rate"),
+                required_terms=("solar panel",),
+                excluded_terms=("spare part",),
+                phrases=("wind farm",),
+            )
+        ]
+    )
+    assert query.optional_terms == ("heat", "transfer", "e-bike", "battery", "rate")
+    assert query.required_terms == ("solar panel",)
+    assert query.excluded_terms == ("spare part",)
+    assert query.phrases == ("wind farm",)
+
+
+def test_term_limit_counts_optional_words() -> None:
+    """The term limit counts the words an optional term searches for: a plan within the
+    limit as written but over it in words is TERM_LIMIT_EXCEEDED, and repeated words count
+    once."""
+    bound = CapabilityLimits().max_terms_per_query
+    pairs = tuple(f"w{i} v{i}" for i in range(bound // 2 + 1))
+    assert _reasons([keyword(optional_terms=pairs)]) == [RejectionReason.TERM_LIMIT_EXCEEDED]
+    (ok,) = issue([keyword(optional_terms=pairs[:-1])])
+    assert len(ok.optional_terms) == bound
+    (repeated,) = issue([keyword(optional_terms=("alpha beta",) * (bound + 1))])
+    assert repeated.optional_terms == ("alpha", "beta")
+
+
+def test_unsafe_content_is_checked_before_terms_are_split() -> None:
+    """Splitting on whitespace must not hide a control character that separates words."""
+    for separator in ("\n", "\r", "\x1f", "\x85", "\u2028"):
+        planned = keyword(optional_terms=(f"alpha{separator}beta",))
+        assert _reasons([planned]) == [RejectionReason.UNSAFE_CONTENT], repr(separator)
+
+
 def test_blank_terms_are_dropped_and_terms_stripped() -> None:
     """Whitespace-only terms vanish; the rest are stripped."""
     (query,) = issue([keyword(optional_terms=("  ", " alpha ", ""), phrases=("\t",))])

@@ -34,6 +34,7 @@ __all__ = [
     "Violation",
     "check_content",
     "check_rendered_lengths",
+    "check_term_count",
     "clean_terms",
     "contains_unsafe",
     "drop_unrenderable",
@@ -104,7 +105,7 @@ def clean_terms(terms: object) -> tuple[str, ...]:
 
 
 def check_content(groups: tuple[tuple[str, ...], ...], limits: CapabilityLimits) -> None:
-    """Check every term and phrase for unsafe content, then against the term limits.
+    """Check every term and phrase, as the plan wrote it, for unsafe content and length.
 
     Raises:
         Violation: UNSAFE_CONTENT or TERM_LIMIT_EXCEEDED.
@@ -112,9 +113,17 @@ def check_content(groups: tuple[tuple[str, ...], ...], limits: CapabilityLimits)
     items = [item for group in groups for item in group]
     if any(contains_unsafe(item) for item in items):
         raise Violation(RejectionReason.UNSAFE_CONTENT)
-    if len(items) > limits.max_terms_per_query:
-        raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
     if any(len(item) > limits.max_term_chars for item in items):
+        raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
+
+
+def check_term_count(groups: tuple[tuple[str, ...], ...], limits: CapabilityLimits) -> None:
+    """Check the number of terms and phrases the query will search for against the limit.
+
+    Raises:
+        Violation: TERM_LIMIT_EXCEEDED.
+    """
+    if sum(len(group) for group in groups) > limits.max_terms_per_query:
         raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
 
 

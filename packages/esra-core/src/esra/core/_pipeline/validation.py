@@ -22,6 +22,7 @@ import attrs
 from esra.core._config.mapping import Mapping
 from esra.core._context import ClaimValue, InvocationContext
 from esra.core._pipeline import _validation_rules as rules
+from esra.core._pipeline.optional_words import optional_words
 from esra.core._pipeline.scope import EffectiveScope, ScopedSource
 from esra.core._pipeline.selection import Selection
 from esra.core._pipeline.values import ProviderCapabilities, ValidatedQuery, _issue
@@ -261,7 +262,11 @@ def _check(
     optional = rules.clean_terms(query.optional_terms)
     excluded = rules.clean_terms(query.excluded_terms)
     phrases = rules.clean_terms(query.phrases)
+    # Checked as written (splitting on whitespace would hide a line break or other control
+    # character), then counted as the words the providers will search for.
     rules.check_content((required, optional, excluded, phrases), limits)
+    optional = optional_words(optional)
+    rules.check_term_count((required, optional, excluded, phrases), limits)
     required, optional, excluded, phrases = rules.drop_unrenderable(
         required, optional, excluded, phrases, caps
     )

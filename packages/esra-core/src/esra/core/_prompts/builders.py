@@ -55,7 +55,9 @@ _PLANNING_SYSTEM = (
     "request's informative words (spread over more searches if they exceed "
     "max_terms_per_query), so no relevant record is missed. Use required terms and phrases "
     "only where the request marks them (quotes, 'must'): every one must match. Optional "
-    "terms are alternatives; excluded terms are what must not match. "
+    "terms are alternatives, matched word by word: each word of one counts as a term of its "
+    "own (words that must occur together are a phrase). Excluded terms are what must not "
+    "match. "
     "Use structured filters only on filterable fields with their allowed operators. "
     + _UNTRUSTED_NOTICE
 )
