@@ -95,7 +95,7 @@ def test_the_score_is_bm25_of_the_rows(
     expected = _expected_scores(optional, required)
     assert {row.key for row in rows} == set(expected)
     for row in rows:
-        assert row.score == pytest.approx(expected[row.key], rel=1e-6), row.key
+        assert row.score == pytest.approx(expected[row.key], rel=1e-12), row.key
     assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
     if optional == ("zorb",):
         assert rows[0].key == "d1"
@@ -121,4 +121,4 @@ def test_rows_the_caller_may_not_see_never_count_in_a_words_statistics(server: S
     expected = _expected_scores(("zorb", "quil"), (), documents=len(BODIES) + len(HIDDEN))
     assert {row.key for row in found} == set(expected)
     for row in found:
-        assert row.score == pytest.approx(expected[row.key], rel=1e-6), row.key
+        assert row.score == pytest.approx(expected[row.key], rel=1e-12), row.key

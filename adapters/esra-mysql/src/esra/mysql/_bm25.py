@@ -14,12 +14,17 @@ other engines (``esra.sql.BM25_K1``, ``esra.sql.BM25_B``)::
 Each part comes from what InnoDB computes anyway:
 
 - ``tf`` is the term's relevance in the row divided by ``r1``, the smallest relevance it has
-  in any row: one occurrence, ``idf²``. A term of one word, the usual case, is counted
-  exactly; a term of several words sums their relevances, so its count weighs each word by
-  its ``idf²`` relative to the commonest of them.
+  in any row: one occurrence, ``idf²``. A term of one word — every optional term, which
+  the validator issues as words (``esra.core._pipeline.optional_words``) — is counted
+  exactly; a term of several words (a required one, a phrase) sums their relevances, so its
+  count weighs each word by its ``idf²`` relative to the commonest of them. The quotient is
+  rounded to three decimals: InnoDB keeps relevance in single precision, so a one-word
+  term's unrounded count is a whole number give or take a rounding that depends on the
+  index-wide ``idf``, and two rows that tie for the caller were ordered by the words of rows
+  it may not see.
 - ``N`` is InnoDB's own document count, read back from ``r1 = log10(N / df)²`` as ``df ×
-  10^√r1`` (``df`` here every row the term matches): no count of the table, and the ``N``
-  InnoDB's own idf uses.
+  10^√r1`` (``df`` here every row the term matches), rounded to a whole number for the same
+  reason: no count of the table, and the ``N`` InnoDB's own idf uses.
 - ``dl`` is the row's length in bytes over the searchable columns, ``avgdl`` the average over
   the rows each term matches, summed in the pass that counts ``df``. BM25's pivot is the
   ratio of the two, so any measure proportional to the text's length serves; bytes cost
@@ -36,8 +41,8 @@ The ``df`` of the idf and ``avgdl`` are counted in the same pass over the rows t
 see, those its record filters and record-filter template admit (``TextTarget.visible``):
 counted over the whole relation, the words of rows hidden from the caller would reorder the
 rows it sees (``docs/security.md``). ``N`` and ``r1`` stay the index's: ``r1`` is only the
-unit occurrences are read in (it cancels out of every score) and ``N`` a volume, no row's
-words. The statistics only order the rows a caller may see and are never returned.
+unit occurrences are read in (rounded, the count keeps no trace of it) and ``N`` a volume, no
+row's words. The statistics only order the rows a caller may see and are never returned.
 
 What it costs (``bench/retrieval_quality.py`` and a 100,000-row table in
 ``docs/benchmarks.md``): one more indexed pass per term, two to three and a half times the
@@ -64,6 +69,9 @@ _ZERO = sql_number(0.0)
 _HALF = sql_number(0.5)
 _ONE = sql_number(1.0)
 _TEN = sql_number(10.0)
+# Occurrences are read back to this many decimals: a one-word term's are a whole number up to
+# the rounding of InnoDB's single-precision relevance, which carries its index-wide idf.
+_TF_DECIMALS: ColumnElement[Any] = sa.literal_column("3")
 
 
 @attrs.frozen
@@ -83,24 +91,33 @@ def bm25_score(target: TextTarget, match: Match, names: Sequence[str]) -> Bm25Sc
 
     ``match(columns, name)`` is the natural-language ``MATCH`` of the term bound as
     ``name`` over ``columns``. Per term, ``idf × tf × (k1 + 1) / (tf + K)`` with ``tf =
-    relevance / r1`` and ``K = k1 × (1 − b) + k1 × b × dl / avgdl`` is written ``w × relevance
-    / (relevance + a + c × dl)``: ``w = idf × (k1 + 1)``, ``a = r1 × k1 × (1 − b)`` and ``c =
-    r1 × k1 × b / avgdl`` are the statement's, computed once; the row's length is read only
-    for the terms it contains.
+    relevance / r1`` (rounded) and ``K = k1 × (1 − b) + k1 × b × dl / avgdl`` is written ``w ×
+    tf / (tf + a + c × dl)``: ``w = idf × (k1 + 1)``, ``r1``, ``a = k1 × (1 − b)`` and ``c =
+    k1 × b / avgdl`` are the statement's, computed once; the row's length is read only for
+    the terms it contains.
     """
     statistics = _statistics(target, match, names)
     length = _length(target.searchable)
     score: ColumnElement[Any] | None = None
     for name in names:
         relevance = match(target.searchable, name)
-        weight, offset, slope = (statistics.c[f"{part}_{name}"] for part in ("w", "a", "c"))
+        weight, unit, offset, slope = (
+            statistics.c[f"{part}_{name}"] for part in ("w", "r1", "a", "c")
+        )
+        occurrences = sa.func.round(relevance / unit, _TF_DECIMALS)
         term = sa.case(
-            (relevance > _ZERO, weight * relevance / (relevance + offset + slope * length)),
+            (relevance > _ZERO, weight * occurrences / (occurrences + offset + slope * length)),
             else_=_ZERO,
         )
         score = term if score is None else score + term
     assert score is not None  # called with at least one term
     return Bm25Score(statistics, score)
+
+
+def _double(value: float) -> ColumnElement[Any]:
+    """``value`` as a DOUBLE literal (scientific notation): ``0.9`` would be an exact DECIMAL,
+    and MySQL divides DECIMALs to only ``div_precision_increment`` (4) more decimals."""
+    return sa.literal_column(f"{value:.17e}", sa.Float)
 
 
 def _length(columns: Sequence[ColumnElement[Any]]) -> ColumnElement[Any]:
@@ -110,8 +127,8 @@ def _length(columns: Sequence[ColumnElement[Any]]) -> ColumnElement[Any]:
 
 
 def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
-    """One row, for the whole statement: per term ``w = idf × (k1 + 1)``, ``a = r1 × k1 × (1 −
-    b)`` and ``c = r1 × k1 × b / avgdl``.
+    """One row, for the whole statement: per term ``w = idf × (k1 + 1)``, ``r1``, ``a = k1 × (1
+    − b)`` and ``c = k1 × b / avgdl``.
 
     A term no row contains has ``df`` 0 and no ``r1``: its columns are NULL, and it scores no
     row, as none contains it.
@@ -128,9 +145,9 @@ def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
         length = _length(columns)
         visible = list(target.visible(rows.c))
         # InnoDB's N and r1 are the index's, hidden rows included: r1 is the unit ``tf`` is
-        # read in and cancels out of every score, and ``N`` is a volume. ``df`` and the
-        # lengths are counted over the rows the caller may see, so hidden rows' words never
-        # move its order (docs/security.md).
+        # read in (rounded, the count keeps no trace of it), and ``N`` is a volume. ``df``
+        # and the lengths are counted over the rows the caller may see, so hidden rows'
+        # words never move its order (docs/security.md).
         seen: ColumnElement[Any] = sa.func.count()
         if visible:
             admitted = sa.and_(*visible)
@@ -163,16 +180,18 @@ def _statistics(target: TextTarget, match: Match, names: Sequence[str]) -> Any:
         per_term[0].c[f"lengths_{names[0]}"],
     )
     average = lengths / sa.func.nullif(matched, _ZERO)
-    length_slope = sql_number(BM25_K1 * BM25_B) / sa.func.nullif(average, _ZERO)
+    length_slope = _double(BM25_K1 * BM25_B) / sa.func.nullif(average, _ZERO)
     columns: list[ColumnElement[Any]] = []
     for term, name in zip(per_term, names, strict=True):
         df, every = term.c[f"df_{name}"], term.c[f"all_{name}"]
         r1 = term.c[f"r1_{name}"]
-        documents = sa.func.greatest(every * sa.func.pow(_TEN, sa.func.sqrt(r1)), every)
+        read_back = sa.func.round(every * sa.func.pow(_TEN, sa.func.sqrt(r1)))
+        documents = sa.func.greatest(read_back, every)
         idf = sa.func.ln(_ONE + (documents - df + _HALF) / (df + _HALF))
         columns.append((idf * sql_number(BM25_K1 + 1)).label(f"w_{name}"))
-        columns.append((r1 * sql_number(BM25_K1 * (1 - BM25_B))).label(f"a_{name}"))
-        columns.append((r1 * length_slope).label(f"c_{name}"))
+        columns.append(r1.label(f"r1_{name}"))
+        columns.append(_double(BM25_K1 * (1 - BM25_B)).label(f"a_{name}"))
+        columns.append(length_slope.label(f"c_{name}"))
     # LIMIT 1 (of one row) keeps MariaDB and MySQL from merging the derived table into the
     # outer query: merged, every row computed every term's idf and the average length again
     # (CACM, eight terms: 40 ms a statement instead of 12). Kept whole, it is one row read
