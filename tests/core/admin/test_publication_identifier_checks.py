@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from esra.core.admin import Role
-from esra.core.providers import installed_identifier_checks
+from esra.core.providers import IdentifierCheck, installed_identifier_checks
 from esra.mysql._factory import mysql_identifier_problem
+from esra.oracle._identifiers import oracle_identifier_problem
 from esra.postgres._factory import postgres_identifier_problem
+from esra.sqlite._factory import sqlite_identifier_problem
 from esra.sqlserver._factory import sqlserver_identifier_problem
 from tests.core.admin.test_chain import STEPS, Admin, holder
 from tests.core.factories import TENANT
@@ -56,3 +60,30 @@ def test_the_installed_mysql_and_mariadb_factories_state_the_check() -> None:
     checks = installed_identifier_checks()
     assert checks["mysql"] is mysql_identifier_problem
     assert checks["mariadb"] is mysql_identifier_problem
+
+
+ENGINE_CHECKS = (
+    sqlite_identifier_problem,
+    postgres_identifier_problem,
+    mysql_identifier_problem,
+    sqlserver_identifier_problem,
+    oracle_identifier_problem,
+)
+
+
+@pytest.mark.parametrize("check", ENGINE_CHECKS, ids=lambda check: check.__name__)
+def test_every_engine_refuses_a_name_no_statement_can_encode(check: IdentifierCheck) -> None:
+    """A lone surrogate (a JSON ``"\\udc80"`` decodes to one) has no UTF-8 or UTF-16 form,
+    so no driver can send it; the SQL Server and Oracle checks raised UnicodeEncodeError
+    measuring such a name instead of answering."""
+    for name in ("body\udc80", "\ud800", "a\udfffb"):
+        problem = check(name)
+        assert problem is not None
+        assert "surrogate" in problem
+    assert check("body é 中文") is None
+
+
+def test_sqlite_refuses_nul_only_among_encodable_names() -> None:
+    assert sqlite_identifier_problem('a "b"; DROP TABLE x --') is None
+    assert sqlite_identifier_problem("x" * 1000) is None
+    assert sqlite_identifier_problem("a\x00b") is not None

@@ -20,6 +20,7 @@ from esra.core.providers import (
     OpenedProvider,
     ProviderRequest,
     option_value,
+    unencodable_identifier_problem,
 )
 from esra.mysql._provider import MySqlProvider
 
@@ -36,8 +37,12 @@ def mysql_identifier_problem(name: str) -> str | None:
     ``None`` when it can.
 
     A quoted identifier holds any character of the Basic Multilingual Plane but NUL, at most
-    64 of them, and a database, table or column name may not end in a space.
+    64 of them, and a database, table or column name may not end in a space (and the
+    statement's text must encode).
     """
+    unencodable = unencodable_identifier_problem(name)
+    if unencodable is not None:
+        return unencodable
     if "\x00" in name:
         return "it holds a NUL, which no MySQL identifier can"
     if any(ord(character) > 0xFFFF for character in name):

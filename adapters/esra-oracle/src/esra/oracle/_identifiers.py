@@ -16,6 +16,7 @@ from sqlalchemy.engine import Dialect
 
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
+from esra.core.providers import unencodable_identifier_problem
 
 __all__ = [
     "MAX_IDENTIFIER_BYTES",
@@ -38,8 +39,12 @@ def oracle_identifier_problem(name: str) -> str | None:
 
     What esra-oracle's provider factory states, so publication refuses such a mapping
     instead of every search of it failing: a ``"`` or a NUL (the dialect's quoter refuses
-    them too), an empty name, or one over 128 bytes in UTF-8.
+    them too), an empty name, or one over 128 bytes in UTF-8 — after a name the statement's
+    text cannot encode (whose UTF-8 length has no meaning).
     """
+    unencodable = unencodable_identifier_problem(name)
+    if unencodable is not None:
+        return unencodable
     if not is_oracle_identifier(name):
         return "it holds a double quote or NUL, which no Oracle identifier can"
     if not name:

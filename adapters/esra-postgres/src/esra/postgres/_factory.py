@@ -19,6 +19,7 @@ from esra.core.providers import (
     OpenedProvider,
     ProviderRequest,
     option_value,
+    unencodable_identifier_problem,
 )
 from esra.postgres._fulltext import DEFAULT_TEXT_SEARCH_CONFIG
 from esra.postgres._provider import PostgresProvider
@@ -37,8 +38,11 @@ OPTIONS = frozenset(
 def postgres_identifier_problem(name: str) -> str | None:
     """Why PostgreSQL cannot hold ``name`` as one identifier (without repeating it), or ``None``.
 
-    A quoted identifier holds any character but NUL.
+    A quoted identifier holds any character but NUL (and the statement's text must encode).
     """
+    unencodable = unencodable_identifier_problem(name)
+    if unencodable is not None:
+        return unencodable
     if "\x00" in name:
         return "it holds a NUL, which no PostgreSQL identifier can"
     return None

@@ -3,19 +3,45 @@
 A SQLite source's ``connection_ref`` names its database file inside the tenant's databases
 directory (never outside it); a document store's file is searched like any other SQLite
 source, through the FTS5 index its schema keeps.
+
+The ``sqlite`` factory states which names SQLite cannot hold (``sqlite_identifier_problem``),
+so a mapping naming one is refused when it is published rather than by every search of it:
+a NUL, which Python's ``sqlite3`` refuses in a statement, and a lone surrogate, which no
+statement's text can encode.
 """
 
 from __future__ import annotations
 
-from esra.core.providers import OpenedProvider, ProviderRequest, close_synchronously, option_value
+from esra.core.providers import (
+    CheckedProviderFactory,
+    OpenedProvider,
+    ProviderRequest,
+    close_synchronously,
+    option_value,
+    unencodable_identifier_problem,
+)
 from esra.sqlite._provider import SqliteFts5Provider
 
-__all__ = ["OPTIONS", "open_sqlite_provider"]
+__all__ = ["OPTIONS", "open_sqlite_provider", "sqlite_identifier_problem"]
 
 OPTIONS = frozenset({"pool_size", "max_rows"})
 
 
-def open_sqlite_provider(request: ProviderRequest) -> OpenedProvider:
+def sqlite_identifier_problem(name: str) -> str | None:
+    """Why SQLite cannot hold ``name`` as one identifier (without repeating it), or ``None``.
+
+    A quoted identifier holds any character, but Python's ``sqlite3`` refuses a statement
+    holding a NUL, and the statement's text must encode.
+    """
+    unencodable = unencodable_identifier_problem(name)
+    if unencodable is not None:
+        return unencodable
+    if "\x00" in name:
+        return "it holds a NUL, which no SQLite statement can"
+    return None
+
+
+def _open_sqlite_provider(request: ProviderRequest) -> OpenedProvider:
     """A ``SqliteFts5Provider`` over the source's file (opened lazily, read-only).
 
     Raises:
@@ -29,3 +55,6 @@ def open_sqlite_provider(request: ProviderRequest) -> OpenedProvider:
         max_rows=option_value(request, "max_rows", int, 200),
     )
     return OpenedProvider(provider, close_synchronously(provider.close))
+
+
+open_sqlite_provider = CheckedProviderFactory(_open_sqlite_provider, sqlite_identifier_problem)

@@ -18,6 +18,7 @@ from esra.core.providers import (
     ProviderOptionError,
     ProviderRequest,
     option_value,
+    unencodable_identifier_problem,
 )
 from esra.sqlserver._provider import SqlServerProvider
 from esra.sqlserver._session import Isolation
@@ -49,8 +50,12 @@ def sqlserver_identifier_problem(name: str) -> str | None:
     """Why SQL Server cannot hold ``name`` as one identifier (without repeating it), or ``None``.
 
     Identifiers, delimited ones too, hold at most 128 characters (``sysname``); SQL Server
-    counts UTF-16 code units, so a character outside the BMP counts twice.
+    counts UTF-16 code units, so a character outside the BMP counts twice. A name the
+    statement's text cannot encode is refused first (its UTF-16 length has no meaning).
     """
+    unencodable = unencodable_identifier_problem(name)
+    if unencodable is not None:
+        return unencodable
     if len(name.encode("utf-16-le")) // 2 > MAX_IDENTIFIER_CHARS:
         return f"it is longer than SQL Server's {MAX_IDENTIFIER_CHARS} characters"
     return None

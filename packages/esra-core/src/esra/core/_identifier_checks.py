@@ -14,6 +14,7 @@ defence in depth.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 
 from esra.core._config.mapping import Mapping
@@ -25,11 +26,28 @@ __all__ = [
     "UnholdableIdentifierError",
     "mapping_identifiers",
     "refuse_unholdable_identifiers",
+    "unencodable_identifier_problem",
 ]
 
 # Given one configured identifier, why the engine cannot hold it (without repeating it), or
 # ``None`` when it can.
 IdentifierCheck = Callable[[str], str | None]
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unencodable_identifier_problem(name: str) -> str | None:
+    """Why no statement can carry ``name`` (without repeating it), or ``None``.
+
+    A Python string may hold a lone surrogate (U+D800-U+DFFF; a JSON ``"\\udc80"`` escape
+    decodes to one), which has no UTF-8 or UTF-16 form: every driver encodes a statement's
+    text in one of them before it leaves the process, so no engine can be sent such a name.
+    Each engine's own check starts with this one.
+    """
+    if _LONE_SURROGATE.search(name):
+        return "it holds a lone surrogate (U+D800-U+DFFF), which no statement's text can encode"
+    return None
 
 
 class UnholdableIdentifierError(ConfigurationError):

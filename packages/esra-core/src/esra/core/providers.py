@@ -11,6 +11,7 @@ from esra.core._identifier_checks import (
     IdentifierCheck,
     UnholdableIdentifierError,
     mapping_identifiers,
+    unencodable_identifier_problem,
 )
 from esra.core._pipeline.values import ValidatedQuery, ensure_validated
 from esra.core._provider_registry import (
@@ -76,4 +77,5 @@ __all__ = [
     "option_value",
     "predicate_columns",
     "predicate_values",
+    "unencodable_identifier_problem",
 ]
