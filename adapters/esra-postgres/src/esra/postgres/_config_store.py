@@ -224,10 +224,14 @@ class PostgresConfigStore:
                     ),
                 )
             if audit is not None:
-                await conn.execute(
-                    self._q("INSERT INTO {o} (correlation_id, record) VALUES (%(id)s, %(record)s)"),
-                    {"id": audit.correlation_id, "record": Jsonb(record_document(audit))},
-                )
+                await self._hold(conn, audit)
+
+    async def _hold(self, conn: psycopg.AsyncConnection[Any], audit: AuditRecord) -> None:
+        """Insert ``audit`` into the outbox, in the transaction ``conn`` is in."""
+        await conn.execute(
+            self._q("INSERT INTO {o} (correlation_id, record) VALUES (%(id)s, %(record)s)"),
+            {"id": audit.correlation_id, "record": Jsonb(record_document(audit))},
+        )
 
     async def pending_audit(self) -> list[AuditRecord]:
         """Every held audit record, every tenant's, in the order they were saved."""
@@ -309,8 +313,11 @@ class PostgresConfigStore:
             remedy=row["remedy"],
         )
 
-    async def write_store_state(self, tenant_id: str, state: StoreState) -> None:
-        """Record ``state`` as the tenant's store state."""
+    async def write_store_state(
+        self, tenant_id: str, state: StoreState, *, audit: AuditRecord | None = None
+    ) -> None:
+        """Record ``state`` as the tenant's store state, holding ``audit`` in the outbox in
+        the same transaction."""
         params = {
             "tenant": tenant_id,
             "status": state.status.value,
@@ -318,7 +325,7 @@ class PostgresConfigStore:
             "failure": state.failure,
             "remedy": state.remedy,
         }
-        async with self._pool.connection() as conn:
+        async with self._pool.connection() as conn, conn.transaction():
             await conn.execute(
                 self._q(
                     "INSERT INTO {s} (tenant_id, status, changed_at, failure, remedy)"
@@ -329,6 +336,8 @@ class PostgresConfigStore:
                 ),
                 params,
             )
+            if audit is not None:
+                await self._hold(conn, audit)
 
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version (one aggregate over the primary key)."""

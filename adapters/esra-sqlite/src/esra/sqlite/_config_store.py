@@ -293,9 +293,13 @@ class SqliteConfigStore:
             remedy=row["remedy"],
         )
 
-    async def write_store_state(self, tenant_id: str, state: StoreState) -> None:
-        """Record ``state`` as the tenant's store state."""
+    async def write_store_state(
+        self, tenant_id: str, state: StoreState, *, audit: AuditRecord | None = None
+    ) -> None:
+        """Record ``state`` as the tenant's store state, holding ``audit`` in the outbox in
+        the same transaction."""
         values = (tenant_id, state.status.value, _ts(state.changed_at), state.failure, state.remedy)
+        held = _json(record_document(audit)) if audit is not None else None
 
         def write(connection: sqlite3.Connection) -> None:
             connection.execute(
@@ -305,8 +309,13 @@ class SqliteConfigStore:
                 " failure = excluded.failure, remedy = excluded.remedy",
                 values,
             )
+            if audit is not None:
+                connection.execute(
+                    "INSERT INTO config_audit_outbox (correlation_id, record) VALUES (?, ?)",
+                    (audit.correlation_id, held),
+                )
 
-        await self._db.run(write)
+        await self._db.write(write)
 
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version (one indexed aggregate)."""

@@ -35,6 +35,10 @@ records' correlation ids (``<event>:<document id>``) are shared by two actions o
 document, so a forward tells a record handed out again from the next one by the whole
 record, and leaves one handed out again held rather than deleting it.
 
+A document store's lifecycle holds its records in the state database's outbox, with the
+store state it writes (``StoreStateTable.write_store_state(..., audit=)``): the same outbox as
+configuration changes, with the same ``admin:<uuid>`` correlation ids.
+
 The outbox is used even where the audit log lives in the same database: the host's audit
 sink may as well be a JSON Lines file or a logger, and the sink (batching, trace linking) is
 the one path every record takes.

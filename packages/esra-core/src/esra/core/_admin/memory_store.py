@@ -10,9 +10,7 @@ one atomic step.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
+from esra.core._admin.memory_outbox import InMemoryAuditOutbox
 from esra.core._admin.store import ConfigChange, ConfigConflictError, check_save
 from esra.core._admin.workspace import AdminWorkspace
 from esra.core._audit.record import AuditRecord
@@ -21,16 +19,14 @@ from esra.core._config.snapshot import ConfigSnapshot
 __all__ = ["InMemoryWorkspaceStore"]
 
 
-class InMemoryWorkspaceStore:
+class InMemoryWorkspaceStore(InMemoryAuditOutbox):
     """Each tenant's workspaces, changes and publications, in dicts; lost with the process."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._versions: dict[str, list[AdminWorkspace]] = {}
         self._changes: dict[str, list[ConfigChange]] = {}
         self._published: dict[str, dict[int, ConfigSnapshot]] = {}
-        # Held audit records by correlation id, in the order they were saved.
-        self._outbox: dict[str, AuditRecord] = {}
-        self._claimed = False
 
     async def load(self, tenant_id: str) -> AdminWorkspace | None:
         """The tenant's current workspace, or ``None`` before its first save."""
@@ -53,14 +49,14 @@ class InMemoryWorkspaceStore:
             raise ConfigConflictError(
                 workspace.tenant_id, expected=expected_version, current=current
             )
+        if audit is not None:
+            self.hold(audit)
         versions.append(workspace)
         self._changes.setdefault(workspace.tenant_id, []).append(change)
         if workspace.published_version == workspace.version:
             self._published.setdefault(workspace.tenant_id, {})[workspace.version] = (
                 workspace.snapshot
             )
-        if audit is not None:
-            self._outbox[audit.correlation_id] = audit
 
     async def history(self, tenant_id: str) -> list[ConfigChange]:
         """Every change saved for the tenant, oldest first."""
@@ -82,26 +78,3 @@ class InMemoryWorkspaceStore:
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version."""
         return {tenant: max(published) for tenant, published in self._published.items()}
-
-    async def pending_audit(self) -> list[AuditRecord]:
-        """Every held audit record, in the order they were saved."""
-        return list(self._outbox.values())
-
-    async def settle_audit(self, correlation_id: str) -> None:
-        """Delete the held record with ``correlation_id``."""
-        self._outbox.pop(correlation_id, None)
-
-    @contextlib.asynccontextmanager
-    async def claim_audit(self) -> AsyncIterator[AuditRecord | None]:
-        """The oldest held record while the block runs, settled when it completes (``None``:
-        nothing held, or another claim is running)."""
-        if self._claimed or not self._outbox:
-            yield None
-            return
-        self._claimed = True
-        try:
-            record = next(iter(self._outbox.values()))
-            yield record
-            await self.settle_audit(record.correlation_id)
-        finally:
-            self._claimed = False

@@ -17,12 +17,22 @@ recorded state before it decides an action, and whenever its host looks
 (:meth:`StoreLifecycle.refresh`): an operator may enable through one process and initialise
 through another, and an Enabled or Failed store stays so across a restart. Ready itself is
 the store's schema being present, which the host checks; a record never makes a store Ready.
+
+With a shared table, a state an action sets is written with the action's audit record, in
+one transaction, into the table's audit outbox (``StoreStateTable`` is an ``AuditOutbox``),
+and forwarded to the audit sink from there (``esra.core._admin.audit_outbox``): a process
+killed between setting the state and recording it, or a sink failing after the readiness
+check, no longer leaves an enabled or initialising store unaudited. Without one, the state
+lives and dies with this process, and the record goes to the sink directly. Denials and
+refusals change nothing and are recorded directly. Each record carries a fresh
+``admin:<uuid>`` correlation id, as every administrative action's does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -30,6 +40,7 @@ from typing import Protocol
 
 import attrs
 
+from esra.core._admin.audit_outbox import AuditOutbox, forward_audit_outbox
 from esra.core._admin.roles import NotPermittedError, Role
 from esra.core._audit.acceptance import require_accepting
 from esra.core._audit.record import AuditDimension, AuditRecord
@@ -105,15 +116,19 @@ class StoreState:
     remedy: str | None = None
 
 
-class StoreStateTable(Protocol):
-    """**Port:** each tenant's last store state, shared by the processes serving its store."""
+class StoreStateTable(AuditOutbox, Protocol):
+    """**Port:** each tenant's last store state, shared by the processes serving its store,
+    and the audit outbox its changes' records are held in."""
 
     async def read_store_state(self, tenant_id: str) -> StoreState | None:
         """The state last written for the tenant's store, if any."""
         ...
 
-    async def write_store_state(self, tenant_id: str, state: StoreState) -> None:
-        """Record ``state`` as the tenant's store state (replacing the last)."""
+    async def write_store_state(
+        self, tenant_id: str, state: StoreState, *, audit: AuditRecord | None = None
+    ) -> None:
+        """Record ``state`` as the tenant's store state (replacing the last), and hold
+        ``audit`` in the outbox in the same transaction: both are stored or neither."""
         ...
 
 
@@ -195,7 +210,11 @@ class StoreLifecycle:
         if self._state.status is StoreStatus.DISABLED:
             # The state is shared with every process: not changed while unrecordable.
             await require_accepting(self._audit)
-            await self._set(StoreStatus.ENABLED)
+            enabled = self._audit_record(
+                AuditEvent.STORE_ENABLE, operator, "ok", status=StoreStatus.ENABLED.value
+            )
+            await self._set(StoreStatus.ENABLED, audit=enabled)
+            return self._state
         await self._record(AuditEvent.STORE_ENABLE, operator, "ok", status=self._state.status.value)
         return self._state
 
@@ -219,8 +238,8 @@ class StoreLifecycle:
             )
             raise StoreNotReadyError(status)
         await require_accepting(self._audit)
-        await self._set(StoreStatus.INITIALIZING)
-        await self._record(AuditEvent.STORE_INITIALISE, operator, "started")
+        started = self._audit_record(AuditEvent.STORE_INITIALISE, operator, "started")
+        await self._set(StoreStatus.INITIALIZING, audit=started)
         self._task = asyncio.create_task(self._initialise(operator))
         return self._state
 
@@ -231,21 +250,23 @@ class StoreLifecycle:
         return self._state
 
     async def _initialise(self, operator: Operator) -> None:
+        event = AuditEvent.STORE_INITIALISE
         try:
             await self._initialiser()
         except StoreInitialisationError as failed:
-            await self._settle(StoreStatus.FAILED, failure=failed.reason, remedy=failed.remedy)
-            await self._record(AuditEvent.STORE_INITIALISE, operator, "failed", failed.reason)
+            outcome = self._audit_record(event, operator, "failed", failed.reason)
+            await self._settle(
+                StoreStatus.FAILED, outcome, failure=failed.reason, remedy=failed.remedy
+            )
             return
         except Exception:
             _log.exception("initialising the document store of tenant %s failed", self._tenant_id)
+            outcome = self._audit_record(event, operator, "failed", "unexpected_error")
             await self._settle(
-                StoreStatus.FAILED, failure="unexpected_error", remedy=_UNEXPECTED_REMEDY
+                StoreStatus.FAILED, outcome, failure="unexpected_error", remedy=_UNEXPECTED_REMEDY
             )
-            await self._record(AuditEvent.STORE_INITIALISE, operator, "failed", "unexpected_error")
             return
-        await self._settle(StoreStatus.READY)
-        await self._record(AuditEvent.STORE_INITIALISE, operator, "ok")
+        await self._settle(StoreStatus.READY, self._audit_record(event, operator, "ok"))
 
     def _initialising_here(self) -> bool:
         return self._task is not None and not self._task.done()
@@ -274,24 +295,55 @@ class StoreLifecycle:
         self._state = recorded
 
     async def _set(
-        self, status: StoreStatus, *, failure: str | None = None, remedy: str | None = None
+        self,
+        status: StoreStatus,
+        *,
+        audit: AuditRecord,
+        failure: str | None = None,
+        remedy: str | None = None,
     ) -> None:
-        """Move to ``status`` and record it for the other processes."""
+        """Move to ``status``, write it for the other processes with ``audit`` held beside it,
+        then forward what the table holds (without a table: record ``audit`` directly)."""
         self._move(status, failure=failure, remedy=remedy)
-        if self._shared is not None:
-            await self._shared.write_store_state(self._tenant_id, self._state)
+        if self._shared is None:
+            await self._audit.record(audit)
+            return
+        await self._shared.write_store_state(self._tenant_id, self._state, audit=audit)
+        try:
+            await forward_audit_outbox(self._shared, self._audit)
+        except Exception as exc:
+            # Applied and held: the host's forwarder delivers it once the sink takes it.
+            _log.warning(
+                "the audit record of a document store action is held (%s); it is forwarded "
+                "once the audit sink takes records",
+                type(exc).__name__,
+            )
 
     async def _settle(
-        self, status: StoreStatus, *, failure: str | None = None, remedy: str | None = None
+        self,
+        status: StoreStatus,
+        audit: AuditRecord,
+        *,
+        failure: str | None = None,
+        remedy: str | None = None,
     ) -> None:
         """``_set`` for the background job's outcome, which no caller awaits: a table that
-        cannot be written leaves the outcome this process's own, logged."""
+        cannot be written leaves the outcome this process's own, logged, and its record is
+        handed to the sink directly."""
         try:
-            await self._set(status, failure=failure, remedy=remedy)
+            await self._set(status, audit=audit, failure=failure, remedy=remedy)
         except Exception:
             _log.exception(
                 "recording the document store state of tenant %s failed", self._tenant_id
             )
+            if self._shared is None:
+                return  # the sink itself refused the record: handing it over again won't do
+            try:
+                await self._audit.record(audit)
+            except Exception:
+                _log.exception(
+                    "recording the document store outcome of tenant %s failed", self._tenant_id
+                )
 
     def _move(
         self, status: StoreStatus, *, failure: str | None = None, remedy: str | None = None
@@ -320,14 +372,23 @@ class StoreLifecycle:
         reason: str | None = None,
         **extra: AuditDimension,
     ) -> None:
-        await self._audit.record(
-            AuditRecord(
-                event=event,
-                tenant_id=self._tenant_id,
-                correlation_id=f"{event.value}:{self._tenant_id}",
-                at=self._clock.now(),
-                outcome=outcome,
-                reason=reason,
-                dimensions={**operator.audit_dimensions(self._tenant_id), **extra},
-            )
+        """Record what changed nothing (a denial, a refusal, an enable already done)."""
+        await self._audit.record(self._audit_record(event, operator, outcome, reason, **extra))
+
+    def _audit_record(
+        self,
+        event: AuditEvent,
+        operator: Operator,
+        outcome: str,
+        reason: str | None = None,
+        **extra: AuditDimension,
+    ) -> AuditRecord:
+        return AuditRecord(
+            event=event,
+            tenant_id=self._tenant_id,
+            correlation_id=f"admin:{uuid.uuid4().hex}",
+            at=self._clock.now(),
+            outcome=outcome,
+            reason=reason,
+            dimensions={**operator.audit_dimensions(self._tenant_id), **extra},
         )

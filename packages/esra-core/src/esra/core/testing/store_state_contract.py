@@ -19,7 +19,13 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from esra.core._admin.audit_outbox import forward_audit_outbox
+from esra.core._audit.record import AuditRecord
 from esra.core._docstore.lifecycle import StoreState, StoreStateTable, StoreStatus
+from esra.core.codes import AuditEvent
+from esra.core.testing._fakes import InMemoryAuditSink
 
 __all__ = ["StoreStateTableContract"]
 
@@ -62,3 +68,41 @@ class StoreStateTableContract:
             await one.write_store_state(TENANT, StoreState(StoreStatus.ENABLED, AT))
             recorded = await other.read_store_state(TENANT)
             assert recorded == StoreState(StoreStatus.ENABLED, AT)
+
+    async def test_a_record_written_with_a_state_is_held_until_forwarded(
+        self, tmp_path: Path
+    ) -> None:
+        async with self.open_tables(tmp_path) as (one, other):
+            enabled = StoreState(StoreStatus.ENABLED, AT)
+            record = _record("admin:enable-1")
+            await one.write_store_state(TENANT, enabled, audit=record)
+            await one.write_store_state(OTHER, StoreState(StoreStatus.ENABLED, AT))
+            assert await other.read_store_state(TENANT) == enabled
+            assert await other.pending_audit() == [record]
+            sink = InMemoryAuditSink()
+            assert await forward_audit_outbox(other, sink) == 1
+            assert sink.records == [record]
+            assert await one.pending_audit() == []
+
+    async def test_a_state_whose_record_cannot_be_held_is_not_written(self, tmp_path: Path) -> None:
+        # Both or neither: a record the outbox refuses (its correlation id is held already)
+        # leaves the state as it was.
+        async with self.open_tables(tmp_path) as (one, other):
+            enabled = StoreState(StoreStatus.ENABLED, AT)
+            await one.write_store_state(TENANT, enabled, audit=_record("admin:held"))
+            initializing = StoreState(StoreStatus.INITIALIZING, AT)
+            with pytest.raises(Exception):  # noqa: B017, PT011 - each engine's own error
+                await other.write_store_state(TENANT, initializing, audit=_record("admin:held"))
+            assert await one.read_store_state(TENANT) == enabled
+            assert await one.pending_audit() == [_record("admin:held")]
+
+
+def _record(correlation_id: str) -> AuditRecord:
+    return AuditRecord(
+        event=AuditEvent.STORE_ENABLE,
+        tenant_id=TENANT,
+        correlation_id=correlation_id,
+        at=AT,
+        outcome="ok",
+        dimensions={"operator": "alice", "status": "enabled"},
+    )
