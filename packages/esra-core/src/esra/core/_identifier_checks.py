@@ -14,11 +14,11 @@ defence in depth.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
 from esra.core._config.mapping import Mapping
 from esra.core._config.source import Source
+from esra.core._docstore.encodable import has_lone_surrogate
 from esra.core.exceptions import ConfigurationError
 
 __all__ = [
@@ -34,9 +34,6 @@ __all__ = [
 IdentifierCheck = Callable[[str], str | None]
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def unencodable_identifier_problem(name: str) -> str | None:
     """Why no statement can carry ``name`` (without repeating it), or ``None``.
 
@@ -45,7 +42,7 @@ def unencodable_identifier_problem(name: str) -> str | None:
     text in one of them before it leaves the process, so no engine can be sent such a name.
     Each engine's own check starts with this one.
     """
-    if _LONE_SURROGATE.search(name):
+    if has_lone_surrogate(name):
         return "it holds a lone surrogate (U+D800-U+DFFF), which no statement's text can encode"
     return None
 
