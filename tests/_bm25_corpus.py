@@ -100,3 +100,13 @@ def ranked_query(
         freshness=None,
         row_limit=50,
     )
+
+
+def scored_query(scored: int, record_predicate: RecordPredicate | None = None) -> ValidatedQuery:
+    """A ``ranked_query`` of ``scored`` (at least 3) terms of every scored kind: one required
+    term and one phrase that rows hold, one optional word they hold and optional words that
+    none does."""
+    optional = ("quil", *(f"absent{i}" for i in range(scored - 3)))
+    return ranked_query(
+        required=("zorb",), optional=optional, phrases=("zorb",), record_predicate=record_predicate
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import attrs
 import pytest
 
 from esra.core._pipeline.planning import (
@@ -389,6 +390,37 @@ async def test_fallback_respects_capability_term_limit() -> None:
         request=words,
     )
     assert len(outcome.queries[0].optional_terms) == 5
+
+
+_FOUR_SCORED = attrs.evolve(ALL_CAPS, max_scored_terms=4)
+
+
+async def test_the_planning_prompt_states_the_providers_lower_term_bound() -> None:
+    """A provider that scores fewer terms per statement than the policy allows is planned for
+    with its own bound, so the planner spreads words instead of being refused for them."""
+    stated: list[int] = []
+
+    def responder(prompt: Prompt) -> str:
+        stated.append(json.loads(prompt.reference[0].content)["max_terms_per_query"])
+        return _plan_answer(prompt)
+
+    model = FakeLanguageModel({PromptTask.PLAN_SEARCHES: responder})
+    scope = _world(_scoped("s-1"), _scoped("s-2"), limits=CapabilityLimits(max_terms_per_query=9))
+    await _plan(scope, model, capabilities={"s-1": _FOUR_SCORED, "s-2": ALL_CAPS})
+    assert sorted(stated) == [4, 9]
+
+
+async def test_fallback_respects_the_providers_scored_term_limit() -> None:
+    """The fallback's keyword queries hold no more terms than the provider scores."""
+    words = [f"word{i}" for i in range(10)]
+    outcome = await _plan(
+        _world(_scoped("s-1", max_queries=4)),
+        _fail_for("Source s-1", RuntimeError()),
+        request=" ".join(words),
+        capabilities={"s-1": _FOUR_SCORED},
+    )
+    keyword = [q for q in outcome.queries if q.strategy == "keyword"]
+    assert [len(q.optional_terms) for q in keyword] == [4, 4, 2]
 
 
 async def test_fallback_spreads_words_past_the_term_limit_over_more_queries() -> None:

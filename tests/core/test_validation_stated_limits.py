@@ -126,3 +126,36 @@ def test_a_limit_needs_a_rendering_to_measure_it_and_is_positive(field: str) -> 
     zero: dict[str, Any] = {"rendering": _QuotedTerms(), field: 0}
     with pytest.raises(ValueError, match="at least 1"):
         attrs.evolve(ALL_CAPS, **zero)
+
+
+def test_more_scored_terms_than_the_provider_states_is_rejected() -> None:
+    """Required terms, optional words and phrases count, each once, inclusive of the bound;
+    excluded terms are not scored and do not count."""
+    world = _world(max_scored_terms=4)
+    assert world.validate(
+        [keyword(required_terms=("a",), optional_terms=("b", "c"), phrases=("d e",))]
+    ).queries
+    unscored = keyword(optional_terms=("a", "b", "c", "d"), excluded_terms=("x", "y", "z"))
+    assert world.validate([unscored]).queries
+    assert _reasons(
+        world, required_terms=("a",), optional_terms=("b", "c"), phrases=("d", "e")
+    ) == [RejectionReason.TERM_LIMIT_EXCEEDED]
+
+
+def test_scored_terms_are_counted_as_the_query_is_issued() -> None:
+    """An optional term of several words is several scored words; a repeated word and one
+    that renders to nothing are gone before the count."""
+    world = _world(max_scored_terms=3)
+    assert _reasons(world, optional_terms=("heat transfer", "wing flutter")) == [
+        RejectionReason.TERM_LIMIT_EXCEEDED
+    ]
+    (query,) = world.validate(
+        [keyword(optional_terms=("heat transfer", "Heat", '"', "wing"))]
+    ).queries
+    assert query.optional_terms == ("heat", "transfer", "wing")
+
+
+def test_a_scored_term_limit_is_positive_and_needs_no_rendering() -> None:
+    assert attrs.evolve(ALL_CAPS, max_scored_terms=1).rendering is None
+    with pytest.raises(ValueError, match="1"):
+        attrs.evolve(ALL_CAPS, max_scored_terms=0)

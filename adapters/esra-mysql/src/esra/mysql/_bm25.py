@@ -44,6 +44,12 @@ rows it sees (``docs/security.md``). ``N`` and ``r1`` stay the index's: ``r1`` i
 unit occurrences are read in (rounded, the count keeps no trace of it) and ``N`` a volume, no
 row's words. The statistics only order the rows a caller may see and are never returned.
 
+Each term is one derived table of the statistics row's join, and MySQL and MariaDB join at
+most 61 tables (``MAX_TABLES``; more is error 1116, "Too many tables"). So one statement scores
+at most ``MAX_SCORED_TERMS`` terms: the provider states it (``ProviderCapabilities.
+max_scored_terms``) and the validator refuses a query with more as ``TERM_LIMIT_EXCEEDED``,
+before any statement is sent.
+
 What it costs (``bench/retrieval_quality.py`` and a 100,000-row table in
 ``docs/benchmarks.md``): one more indexed pass per term, two to three and a half times the
 statement's time where its terms match tens of thousands of rows.
@@ -60,10 +66,13 @@ from sqlalchemy.sql.expression import ColumnElement
 
 from esra.sql import BM25_B, BM25_K1, TextTarget, sql_number
 
-__all__ = ["Bm25Score", "bm25_score"]
+__all__ = ["MAX_SCORED_TERMS", "Bm25Score", "bm25_score"]
 
 Match = Callable[[Sequence[ColumnElement[Any]], str], ColumnElement[Any]]
 
+# The tables MySQL and MariaDB join at most (``MAX_TABLES``); the statistics row joins one
+# derived table per term.
+MAX_SCORED_TERMS = 61
 _STATISTICS_ALIAS = "esra_stats"
 _ZERO = sql_number(0.0)
 _HALF = sql_number(0.5)

@@ -59,6 +59,9 @@ ERROR_CODES: dict[int, ProviderErrorCode] = {
     # Statement text.
     1064: _C.SYNTAX_ERROR,  # ER_PARSE_ERROR
     1149: _C.SYNTAX_ERROR,  # ER_SYNTAX_ERROR
+    # ER_TOO_MANY_TABLES: the statement as built has more than 61 tables in one join; the
+    # validator holds plans to ``MAX_SCORED_TERMS``, so this is a statement no retry mends.
+    1116: _C.SYNTAX_ERROR,
     # Capacity.
     1040: _C.RESOURCE_EXHAUSTED,  # ER_CON_COUNT_ERROR
     1203: _C.RESOURCE_EXHAUSTED,  # ER_TOO_MANY_USER_CONNECTIONS

@@ -44,6 +44,7 @@ from esra.core.config import Mapping
 from esra.core.exceptions import ProviderError
 from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
 from esra.core.providers import ValidatedQuery
+from esra.mysql._bm25 import MAX_SCORED_TERMS
 from esra.mysql._errors import ExecutionState, classify, is_connection_lost
 from esra.mysql._fulltext import MatchAgainstFullText
 from esra.mysql._index import fulltext_index_columns
@@ -457,7 +458,9 @@ class MySqlProvider(SqlSearchProvider[_MySqlEngine]):
         engine = _MySqlEngine(
             source, pool_size=pool_size, connect_timeout_s=connect_timeout_s, cache=cache
         )
-        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+        super().__init__(
+            engine, mappings=mappings, max_rows=max_rows, max_scored_terms=MAX_SCORED_TERMS
+        )
 
     @property
     def server(self) -> ServerInfo | None:

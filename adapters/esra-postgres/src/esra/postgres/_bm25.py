@@ -60,15 +60,19 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
-from esra.sql import BM25_B, BM25_K1, TextTarget, sql_number
+from esra.sql import BM25_B, BM25_K1, TextTarget, combine_pairwise, sql_number
 
-__all__ = ["Bm25Score", "bm25_score"]
+__all__ = ["MAX_SCORED_TERMS", "Bm25Score", "bm25_score"]
 
 Tsquery = Callable[[str], ColumnElement[Any]]
 
 # ζ(2) = π²/6, the limit PostgreSQL's ts_rank divides a term's Σ 1/j² by.
 _ZETA_2 = 1.6449340668
 
+# The statistics row holds three columns per term (weight, tsquery, whether one lexeme) and
+# the length slope, and PostgreSQL's target lists hold at most 1,664 entries (SQLSTATE 54011):
+# the most terms one statement can score, stated as ``max_scored_terms``.
+MAX_SCORED_TERMS = (1664 - 1) // 3
 _STATISTICS_ALIAS = "esra_stats"
 _RANKS_ALIAS = "esra_ranks"
 _DOCUMENTS = "n"
@@ -215,9 +219,9 @@ def _counts(target: TextTarget, tsquery: Tsquery, names: Sequence[str]) -> Any:
     size = sa.func.coalesce(
         _planner_row_count(relation), sa.cast(counted_size.scalar_subquery(), sa.Float)
     )
-    joined: Any = per_term[0]
-    for term in per_term[1:]:
-        joined = joined.join(term, sa.true())
+    # Joined pairwise: a chain of some hundreds of joins is deeper than SQLAlchemy can walk
+    # (``+`` chains it flattens itself).
+    joined = combine_pairwise(per_term, lambda left, right: left.join(right, sa.true()))
     columns = [size.label(_DOCUMENTS), *(c for term in per_term for c in term.c)]
     # OFFSET 0 keeps the planner from pulling the derived table up into the outer query:
     # pulled up, every reference to ``n`` or a ``df`` became a scalar subquery of its own, so

@@ -38,7 +38,7 @@ from sqlalchemy.dialects.postgresql import REGCONFIG, TSQUERY, TSVECTOR
 from sqlalchemy.sql.expression import ColumnElement
 
 from esra.postgres._bm25 import bm25_score
-from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
+from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget, combine_pairwise
 
 __all__ = ["CONFIG_BIND", "DEFAULT_TEXT_SEARCH_CONFIG", "TsvectorFullText", "term_bind_names"]
 
@@ -66,11 +66,13 @@ def _tsquery(name: str) -> ColumnElement[Any]:
 
 
 def _combine(names: Sequence[str], operator: str) -> ColumnElement[Any] | None:
-    combined: ColumnElement[Any] | None = None
-    for name in names:
-        query = _tsquery(name)
-        combined = query if combined is None else combined.op(operator, return_type=TSQUERY)(query)
-    return combined
+    """The terms' tsqueries joined by ``&&`` or ``||`` (associative: grouped pairwise)."""
+    if not names:
+        return None
+    return combine_pairwise(
+        [_tsquery(name) for name in names],
+        lambda left, right: left.op(operator, return_type=TSQUERY)(right),
+    )
 
 
 def _grouped(query: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -48,6 +48,7 @@ from esra.core.config import Mapping
 from esra.core.exceptions import ProviderError
 from esra.core.ports import HostAllowlist, SecretStore, TextIndexKind
 from esra.core.providers import ValidatedQuery
+from esra.postgres._bm25 import MAX_SCORED_TERMS
 from esra.postgres._connection import PRIVATE_FILE_OPTIONS, SCHEMES, connect_kwargs, scrub
 from esra.postgres._errors import classify
 from esra.postgres._fulltext import DEFAULT_TEXT_SEARCH_CONFIG, TsvectorFullText
@@ -439,7 +440,9 @@ class PostgresProvider(SqlSearchProvider[_PostgresEngine]):
             health_timeout_s=health_timeout_s,
             cache=cache,
         )
-        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+        super().__init__(
+            engine, mappings=mappings, max_rows=max_rows, max_scored_terms=MAX_SCORED_TERMS
+        )
 
     @property
     def text_search_config(self) -> str:

@@ -31,6 +31,7 @@ from esra.sql._fulltext import (
     SearchTerms,
     TermShape,
     TextTarget,
+    combine_pairwise,
     sql_number,
 )
 from esra.sql._identifiers import schema_identifier
@@ -86,6 +87,7 @@ __all__ = [
     "TextTarget",
     "TimeBudget",
     "__version__",
+    "combine_pairwise",
     "encode_placeholders",
     "filter_bind_name",
     "predicate_bind_name",

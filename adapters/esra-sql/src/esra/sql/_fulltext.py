@@ -14,7 +14,7 @@ deliberately separate steps:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 import sqlalchemy as sa
@@ -29,8 +29,11 @@ __all__ = [
     "SearchTerms",
     "TermShape",
     "TextTarget",
+    "combine_pairwise",
     "sql_number",
 ]
+
+_Part = TypeVar("_Part")
 
 # BM25's parameters wherever an engine's statement computes it (PostgreSQL, MySQL/MariaDB):
 # FTS5's bm25() defaults, which the LocalModel's rerank uses too, so every engine ranks with
@@ -42,6 +45,27 @@ BM25_B = 0.75
 def sql_number(value: float) -> ColumnElement[Any]:
     """``value`` as SQL text, not a bind parameter: a dialect's binds are the terms only."""
     return sa.literal_column(repr(round(value, 10)), sa.Float)
+
+
+def combine_pairwise(parts: Sequence[_Part], combine: Callable[[_Part, _Part], _Part]) -> _Part:
+    """``parts`` (at least one) combined by an associative ``combine`` — a custom operator,
+    a join — pairwise: a tree of depth ``log2(n)``.
+
+    Combined left to right, a query's terms made a chain as deep as they are many, and
+    SQLAlchemy walks an expression or a join recursively: some hundreds of terms exhausted
+    Python's recursion limit, and the query failed as ``UNKNOWN``. (It flattens chains of
+    ``+``, ``AND`` and ``OR`` itself; not those of ``op()`` or of joins.)
+    """
+    if not parts:
+        msg = "nothing to combine"
+        raise ValueError(msg)
+    level = list(parts)
+    while len(level) > 1:
+        paired = [
+            combine(left, right) for left, right in zip(level[::2], level[1::2], strict=False)
+        ]
+        level = paired + level[len(paired) * 2 :]
+    return level[0]
 
 
 @attrs.frozen

@@ -164,6 +164,9 @@ class SqlSearchProvider(Generic[Engine_co]):
             plans with (``None``: no limits stated).
         max_text_condition_length / max_command_length: the engine's limits on one
             full-text search condition and on command text, as ``rendering`` measures them.
+        max_scored_terms: the most terms one statement can search for and score (``None``:
+            no stated limit); the validator refuses a query with more as
+            ``TERM_LIMIT_EXCEEDED``.
     """
 
     def __init__(
@@ -175,6 +178,7 @@ class SqlSearchProvider(Generic[Engine_co]):
         rendering: TextRendering | None = None,
         max_text_condition_length: int | None = None,
         max_command_length: int | None = None,
+        max_scored_terms: int | None = None,
     ) -> None:
         self._engine = engine
         self._traits = engine.traits
@@ -188,6 +192,7 @@ class SqlSearchProvider(Generic[Engine_co]):
             rendering=rendering,
             max_text_condition_length=max_text_condition_length,
             max_command_length=max_command_length,
+            max_scored_terms=max_scored_terms,
         )
 
     @property

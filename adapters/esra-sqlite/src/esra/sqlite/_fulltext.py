@@ -50,6 +50,7 @@ from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
 __all__ = [
     "IDF_FUNCTION",
     "MATCH_BIND",
+    "MAX_SCORED_TERMS",
     "Fts5FullText",
     "fts5_idf",
     "fts5_match_expression",
@@ -58,6 +59,11 @@ __all__ = [
 ]
 
 MATCH_BIND = "q"
+# A caller-scored statement joins the relation, the FTS table, its statistics row and one
+# match per term, and SQLite joins at most 64 tables ("at most 64 tables in a join"): the
+# most terms one statement can score, stated as ``max_scored_terms`` for every caller alike,
+# so what a plan may hold does not depend on who asks.
+MAX_SCORED_TERMS = 64 - 3
 # The name the read-only connections give ``fts5_idf`` in SQL: SQLite's own ``ln`` is
 # compiled in only where SQLITE_ENABLE_MATH_FUNCTIONS was (not on Windows, not everywhere).
 IDF_FUNCTION = "esra_fts5_idf"

@@ -40,7 +40,7 @@ from esra.sql import (
 )
 from esra.sqlite._connection import ConnectionPool, ConnectionSlot, PoolTimeoutError
 from esra.sqlite._errors import ExecutionState, classify
-from esra.sqlite._fulltext import Fts5FullText
+from esra.sqlite._fulltext import MAX_SCORED_TERMS, Fts5FullText
 
 __all__ = ["SqliteFts5Provider"]
 
@@ -285,7 +285,9 @@ class SqliteFts5Provider(SqlSearchProvider[_SqliteEngine]):
         engine = _SqliteEngine(
             database, pool_size=pool_size, progress_interval=progress_interval, cache=cache
         )
-        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+        super().__init__(
+            engine, mappings=mappings, max_rows=max_rows, max_scored_terms=MAX_SCORED_TERMS
+        )
 
     def close(self) -> None:
         """Close pooled connections (busy ones close when their statement ends)."""

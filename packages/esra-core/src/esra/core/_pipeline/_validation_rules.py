@@ -34,6 +34,7 @@ __all__ = [
     "Violation",
     "check_content",
     "check_rendered_lengths",
+    "check_scored_term_count",
     "check_term_count",
     "clean_terms",
     "contains_unsafe",
@@ -124,6 +125,17 @@ def check_term_count(groups: tuple[tuple[str, ...], ...], limits: CapabilityLimi
         Violation: TERM_LIMIT_EXCEEDED.
     """
     if sum(len(group) for group in groups) > limits.max_terms_per_query:
+        raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
+
+
+def check_scored_term_count(scored: int, caps: ProviderCapabilities) -> None:
+    """Hold the ``scored`` terms of a query (required terms, optional words and phrases, as
+    issued) to the most its provider states one statement can score.
+
+    Raises:
+        Violation: TERM_LIMIT_EXCEEDED.
+    """
+    if caps.max_scored_terms is not None and scored > caps.max_scored_terms:
         raise Violation(RejectionReason.TERM_LIMIT_EXCEEDED)
 
 

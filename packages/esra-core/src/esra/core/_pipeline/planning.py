@@ -35,6 +35,7 @@ __all__ = [
     "PlanningOutcome",
     "default_template_queries",
     "plan_searches",
+    "term_room",
 ]
 
 _log = logging.getLogger(__name__)
@@ -135,6 +136,7 @@ async def _planned_queries(
 ) -> tuple[tuple[PlannedQuery, ...], ResponseWarning | None]:
     source = scoped.source
     stated = capabilities.get(source.id)
+    room = term_room(scope.limits.max_terms_per_query, stated)
     if stated is not None:
         prompt = build_planning_prompt(
             request,
@@ -143,7 +145,7 @@ async def _planned_queries(
             stated,
             max_queries=source.max_queries_per_source,
             model_profile=scope.capability.model_profile,
-            max_terms_per_query=scope.limits.max_terms_per_query,
+            max_terms_per_query=room,
             datamark=datamark_for(scope.capability.datamark_untrusted),
         )
         try:
@@ -160,7 +162,7 @@ async def _planned_queries(
         request,
         scoped,
         scope.limits.max_term_chars,
-        max_terms=min(MAX_TEMPLATE_TERMS, scope.limits.max_terms_per_query),
+        max_terms=min(MAX_TEMPLATE_TERMS, room),
         strategies=stated.strategies if stated is not None else None,
     )
     # Keep the template's row limit within policy so the fallback itself validates.
@@ -174,6 +176,15 @@ async def _planned_queries(
         "a default search was used instead.",
     )
     return fallback, warning
+
+
+def term_room(policy: int, stated: ProviderCapabilities | None) -> int:
+    """The most terms a planned query to a source may carry: the policy's bound, lowered to
+    the provider's ``max_scored_terms`` when that is smaller, so a plan written to the bound it
+    is told is never refused for a limit it was not told of."""
+    if stated is None or stated.max_scored_terms is None:
+        return policy
+    return min(policy, stated.max_scored_terms)
 
 
 def default_template_queries(

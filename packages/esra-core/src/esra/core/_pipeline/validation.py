@@ -270,6 +270,7 @@ def _check(
     required, optional, excluded, phrases = rules.drop_unrenderable(
         required, optional, excluded, phrases, caps
     )
+    rules.check_scored_term_count(len(required) + len(optional) + len(phrases), caps)
     # Excluded terms alone describe nothing to find; only RECENT may run without content.
     if not (required or optional or phrases) and strategy is not Strategy.RECENT:
         raise rules.Violation(RejectionReason.EMPTY_QUERY)

@@ -109,6 +109,10 @@ class ProviderCapabilities:
             accepts, as ``rendering`` measures it; ``None``: no stated limit.
         max_command_length: the longest piece of command text the provider can send, as
             ``rendering`` measures it; ``None``: no stated limit.
+        max_scored_terms: the most terms one statement can search for and score — required
+            terms, optional words and phrases, counted after the validator has split
+            optional terms into words and dropped what renders to nothing (excluded terms
+            are not scored); ``None``: no stated limit.
     """
 
     strategies: frozenset[Strategy]
@@ -121,6 +125,11 @@ class ProviderCapabilities:
     )
     max_command_length: int | None = attrs.field(
         default=None, validator=_needs_rendering, kw_only=True
+    )
+    max_scored_terms: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
+        kw_only=True,
     )
 
 

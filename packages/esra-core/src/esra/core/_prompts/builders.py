@@ -151,8 +151,10 @@ def build_planning_prompt(
 ) -> Prompt:
     """Build one source's planning prompt over its business schema and stated capabilities.
 
-    ``max_terms_per_query`` is the policy's bound on terms and phrases per query, stated so
-    that a planner can spread a long question over several queries instead of losing words.
+    ``max_terms_per_query`` is the bound on terms and phrases per query — the policy's, or the
+    provider's ``max_scored_terms`` where that is lower (``esra.core._pipeline.planning.
+    term_room``) — stated so that a planner can spread a long question over several queries
+    instead of losing words.
     ``datamark`` turns on datamarking of the reference data (see ``Prompt``).
     """
     items = [
