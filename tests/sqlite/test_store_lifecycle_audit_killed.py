@@ -16,7 +16,9 @@ from esra.sqlite import SqliteConfigStore
 from tests._killed_lifecycle_action import (
     ACTIONS,
     assert_applied_and_delivered,
+    assert_concluded_once,
     enabled,
+    kill_initialisation_after_its_schema,
     kill_lifecycle_action_at_record,
 )
 
@@ -41,5 +43,26 @@ async def test_a_lifecycle_action_killed_before_its_record_is_audited(
     table = SqliteConfigStore(database)
     try:
         await assert_applied_and_delivered(table, action)
+    finally:
+        await table.close()
+
+
+async def test_an_initialisation_killed_after_its_schema_is_concluded_once(tmp_path: Path) -> None:
+    """Killed between its DDL and its outcome, an initialisation left Initializing and its
+    "started" record only: the processes that found the schema showed Ready and wrote no
+    outcome anywhere."""
+    database = tmp_path / "state.db"
+    table = SqliteConfigStore(database)
+    try:
+        await table.initialize()
+        await enabled(table)
+    finally:
+        await table.close()
+
+    kill_initialisation_after_its_schema("sqlite", str(database))
+
+    table = SqliteConfigStore(database)
+    try:
+        await assert_concluded_once(table)
     finally:
         await table.close()

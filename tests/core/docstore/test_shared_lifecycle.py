@@ -140,18 +140,9 @@ async def test_without_a_shared_table_each_process_keeps_its_own() -> None:
 async def test_an_initialisation_left_without_an_outcome_shows_as_interrupted() -> None:
     """Initializing recorded by a process that died is believed for the lease only; then
     every process shows the store Failed, "interrupted", with the way out."""
-    shared = InMemoryStoreStateTable()
-    audit = InMemoryAuditSink()
-    clock = FakeClock()
-    gate = asyncio.Event()
-
-    async def never_ends() -> None:
-        await gate.wait()
-
-    died = StoreLifecycle(TENANT, never_ends, audit=audit, clock=clock, shared=shared)
-    await died.enable(MANAGER)
-    await died.initialise(MANAGER)
-    other = StoreLifecycle(TENANT, never_ends, audit=audit, clock=clock, shared=shared)
+    shared, audit, clock = InMemoryStoreStateTable(), InMemoryAuditSink(), FakeClock()
+    died, gate = await _initialising_for_ever(shared, audit, clock)
+    other = StoreLifecycle(TENANT, _never_ends, audit=audit, clock=clock, shared=shared)
     assert (await other.state(READER)).status is StoreStatus.INITIALIZING
     clock.advance(INITIALISATION_LEASE.total_seconds() + 1)
     shown = await other.state(READER)
@@ -161,3 +152,66 @@ async def test_an_initialisation_left_without_an_outcome_shows_as_interrupted() 
     assert "initialise the store again" in shown.remedy
     gate.set()
     await died.wait()
+
+
+async def test_an_interrupted_initialisation_is_recorded_failed_once() -> None:
+    """Past the lease the first process to look writes Failed, "interrupted", for it with a
+    record of its own; a second finds it written and records nothing more. Before, every
+    process showed Failed and none recorded an outcome for the "started" record."""
+    shared, audit, clock = InMemoryStoreStateTable(), InMemoryAuditSink(), FakeClock()
+    died, gate = await _initialising_for_ever(shared, audit, clock)
+    clock.advance(INITIALISATION_LEASE.total_seconds() + 1)
+    for _process in range(2):
+        other = StoreLifecycle(TENANT, _never_ends, audit=audit, clock=clock, shared=shared)
+        assert (await other.refresh(schema_present=False)).status is StoreStatus.FAILED
+    started, concluded = audit.events(AuditEvent.STORE_INITIALISE)
+    assert started.outcome == "started"
+    assert (concluded.outcome, concluded.reason) == ("failed", "interrupted")
+    assert concluded.dimensions == {"concluded": "lease_passed", "status": "failed"}
+    recorded = await shared.read_store_state(TENANT)
+    assert recorded is not None
+    assert (recorded.status, recorded.failure) == (StoreStatus.FAILED, "interrupted")
+    gate.set()  # the test's own task ends; a process killed would never get here
+    await died.wait()
+
+
+async def test_a_table_that_cannot_conclude_leaves_the_state_shown() -> None:
+    """A state table that fails while concluding is logged; the process shows the
+    outcome it found all the same, and the next process concludes it."""
+    shared, audit, clock = InMemoryStoreStateTable(), InMemoryAuditSink(), FakeClock()
+    died, gate = await _initialising_for_ever(shared, audit, clock)
+
+    async def refused(*_args: object, **_kwargs: object) -> bool:
+        raise OSError("the state database is gone")
+
+    failing = InMemoryStoreStateTable()
+    failing.states = shared.states
+    failing.replace_store_state = refused  # type: ignore[method-assign]
+    shown = StoreLifecycle(TENANT, _never_ends, audit=audit, clock=clock, shared=failing)
+    assert (await shown.refresh(schema_present=True)).status is StoreStatus.READY
+    assert [r.outcome for r in audit.events(AuditEvent.STORE_INITIALISE)] == ["started"]
+    later = StoreLifecycle(TENANT, _never_ends, audit=audit, clock=clock, shared=shared)
+    assert (await later.refresh(schema_present=True)).status is StoreStatus.READY
+    assert [r.outcome for r in audit.events(AuditEvent.STORE_INITIALISE)] == ["started", "ok"]
+    gate.set()
+    await died.wait()
+
+
+async def _initialising_for_ever(
+    shared: InMemoryStoreStateTable, audit: InMemoryAuditSink, clock: FakeClock
+) -> tuple[StoreLifecycle, asyncio.Event]:
+    """A process whose initialisation started and never ends (as if its host died) until the
+    test sets the returned event."""
+    gate = asyncio.Event()
+
+    async def until_released() -> None:
+        await gate.wait()
+
+    died = StoreLifecycle(TENANT, until_released, audit=audit, clock=clock, shared=shared)
+    await died.enable(MANAGER)
+    await died.initialise(MANAGER)
+    return died, gate
+
+
+async def _never_ends() -> None:
+    raise AssertionError("a process that only looks initialises nothing")

@@ -318,13 +318,7 @@ class PostgresConfigStore:
     ) -> None:
         """Record ``state`` as the tenant's store state, holding ``audit`` in the outbox in
         the same transaction."""
-        params = {
-            "tenant": tenant_id,
-            "status": state.status.value,
-            "at": state.changed_at,
-            "failure": state.failure,
-            "remedy": state.remedy,
-        }
+        params = _state_params(tenant_id, state)
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute(
                 self._q(
@@ -339,6 +333,30 @@ class PostgresConfigStore:
             if audit is not None:
                 await self._hold(conn, audit)
 
+    async def replace_store_state(
+        self, tenant_id: str, expected: StoreState, state: StoreState, *, audit: AuditRecord
+    ) -> bool:
+        """``write_store_state`` if the tenant's state still has ``expected``'s status and
+        ``changed_at`` (the UPDATE's row lock decides between processes replacing at once)."""
+        params = {
+            **_state_params(tenant_id, state),
+            "expected_status": expected.status.value,
+            "expected_at": expected.changed_at,
+        }
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(
+                self._q(
+                    "UPDATE {s} SET status = %(status)s, changed_at = %(at)s,"
+                    " failure = %(failure)s, remedy = %(remedy)s WHERE tenant_id = %(tenant)s"
+                    " AND status = %(expected_status)s AND changed_at = %(expected_at)s"
+                ),
+                params,
+            )
+            if cursor.rowcount != 1:
+                return False
+            await self._hold(conn, audit)
+            return True
+
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version (one aggregate over the primary key)."""
         async with self._pool.connection() as conn:
@@ -346,3 +364,14 @@ class PostgresConfigStore:
                 self._q("SELECT tenant_id, max(version) FROM {p} GROUP BY tenant_id")
             )
             return {str(tenant): int(version) for tenant, version in await cursor.fetchall()}
+
+
+def _state_params(tenant_id: str, state: StoreState) -> dict[str, object]:
+    """The bind values of a tenant's store state row."""
+    return {
+        "tenant": tenant_id,
+        "status": state.status.value,
+        "at": state.changed_at,
+        "failure": state.failure,
+        "remedy": state.remedy,
+    }

@@ -195,6 +195,31 @@ class SqliteConfigStore:
 
         await self._db.write(write)
 
+    async def replace_store_state(
+        self, tenant_id: str, expected: StoreState, state: StoreState, *, audit: AuditRecord
+    ) -> bool:
+        """``write_store_state`` if the tenant's state still has ``expected``'s status and
+        ``changed_at`` (one ``BEGIN IMMEDIATE`` transaction: one writer at a time)."""
+        values = (state.status.value, _ts(state.changed_at), state.failure, state.remedy)
+        where = (tenant_id, expected.status.value, _ts(expected.changed_at))
+        held = _json(record_document(audit))
+
+        def replace(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                "UPDATE config_store_states SET status = ?, changed_at = ?, failure = ?,"
+                " remedy = ? WHERE tenant_id = ? AND status = ? AND changed_at = ?",
+                (*values, *where),
+            )
+            if cursor.rowcount != 1:
+                return False
+            connection.execute(
+                "INSERT INTO config_audit_outbox (correlation_id, record) VALUES (?, ?)",
+                (audit.correlation_id, held),
+            )
+            return True
+
+        return await self._db.write(replace)
+
     async def pending_audit(self) -> list[AuditRecord]:
         """Every held audit record, every tenant's, in the order they were saved."""
 

@@ -26,6 +26,15 @@ check, no longer leaves an enabled or initialising store unaudited. Without one,
 lives and dies with this process, and the record goes to the sink directly. Denials and
 refusals change nothing and are recorded directly. Each record carries a fresh
 ``admin:<uuid>`` correlation id, as every administrative action's does.
+
+An initialisation whose process ended before writing its outcome (killed after its DDL, or
+mid-way) leaves Initializing recorded with only its "started" record. The first process to
+find it concluded writes the outcome for it, with a record of its own, replacing exactly
+that recorded state (``StoreStateTable.replace_store_state``: of several processes finding
+it, one writes): Ready, "ok", where the host finds the schema present; Failed,
+"interrupted", once the lease has passed without. These records name no operator and carry
+``concluded``: what the process found. An initialisation that is only slow still records its
+own outcome when it ends, so a start has at least one outcome record, and in that race two.
 """
 
 from __future__ import annotations
@@ -104,6 +113,9 @@ _INTERRUPTED_REMEDY = (
     "The initialisation stopped without an outcome (its host ended mid-way): initialise the "
     "store again."
 )
+# What a process that concludes another's initialisation found (the record's ``concluded``).
+_SCHEMA_PRESENT = "schema_present"
+_LEASE_PASSED = "lease_passed"
 
 
 @attrs.frozen
@@ -129,6 +141,14 @@ class StoreStateTable(AuditOutbox, Protocol):
     ) -> None:
         """Record ``state`` as the tenant's store state (replacing the last), and hold
         ``audit`` in the outbox in the same transaction: both are stored or neither."""
+        ...
+
+    async def replace_store_state(
+        self, tenant_id: str, expected: StoreState, state: StoreState, *, audit: AuditRecord
+    ) -> bool:
+        """Record ``state`` and hold ``audit`` with it, as ``write_store_state`` does, only if
+        the tenant's recorded state still has ``expected``'s status and ``changed_at``;
+        return whether it did. Of several processes replacing one recorded state, one does."""
         ...
 
 
@@ -192,10 +212,14 @@ class StoreLifecycle:
         """
         if self._state.status is StoreStatus.READY or self._initialising_here():
             return self._state
-        if schema_present:
-            self._move(StoreStatus.READY)
-        else:
+        if not schema_present:
             await self._adopt_recorded()
+            return self._state
+        self._move(StoreStatus.READY)
+        if self._shared is not None:
+            recorded = await self._shared.read_store_state(self._tenant_id)
+            if recorded is not None and recorded.status is StoreStatus.INITIALIZING:
+                await self._conclude(recorded, self._state, _SCHEMA_PRESENT)
         return self._state
 
     def require_ready(self) -> None:
@@ -286,13 +310,47 @@ class StoreLifecycle:
             recorded.status is StoreStatus.INITIALIZING
             and self._clock.now() - recorded.changed_at > INITIALISATION_LEASE
         ):
-            recorded = StoreState(
+            interrupted = StoreState(
                 status=StoreStatus.FAILED,
-                changed_at=recorded.changed_at,
+                changed_at=self._clock.now(),
                 failure=_INTERRUPTED,
                 remedy=_INTERRUPTED_REMEDY,
             )
+            await self._conclude(recorded, interrupted, _LEASE_PASSED)
+            recorded = interrupted
         self._state = recorded
+
+    async def _conclude(self, started: StoreState, outcome: StoreState, found: str) -> None:
+        """Write ``outcome`` for an initialisation recorded as ``started`` whose own outcome
+        was never written, with its record, unless another process did first (then it, or
+        whatever replaced it, is read on the next look). A table that fails is logged and
+        this process shows ``outcome`` all the same; a Ready process looks no more, so
+        another process concludes it then."""
+        assert self._shared is not None
+        ok = outcome.status is StoreStatus.READY
+        record = AuditRecord(
+            event=AuditEvent.STORE_INITIALISE,
+            tenant_id=self._tenant_id,
+            correlation_id=f"admin:{uuid.uuid4().hex}",
+            at=self._clock.now(),
+            outcome="ok" if ok else "failed",
+            reason=None if ok else outcome.failure,
+            dimensions={"concluded": found, "status": outcome.status.value},
+        )
+        try:
+            replaced = await self._shared.replace_store_state(
+                self._tenant_id, started, outcome, audit=record
+            )
+        except Exception as exc:
+            _log.warning(
+                "an initialisation of the document store of tenant %s left without an outcome "
+                "could not be concluded (%s)",
+                self._tenant_id,
+                type(exc).__name__,
+            )
+            return
+        if replaced:
+            await self._forward()
 
     async def _set(
         self,
@@ -309,6 +367,11 @@ class StoreLifecycle:
             await self._audit.record(audit)
             return
         await self._shared.write_store_state(self._tenant_id, self._state, audit=audit)
+        await self._forward()
+
+    async def _forward(self) -> None:
+        """Forward what the shared table holds to the sink; a sink that refuses is logged."""
+        assert self._shared is not None
         try:
             await forward_audit_outbox(self._shared, self._audit)
         except Exception as exc:

@@ -29,3 +29,17 @@ class InMemoryStoreStateTable(InMemoryAuditOutbox):
         if audit is not None:
             self.hold(audit)
         self.states[tenant_id] = state
+
+    async def replace_store_state(
+        self, tenant_id: str, expected: StoreState, state: StoreState, *, audit: AuditRecord
+    ) -> bool:
+        """``write_store_state`` if ``tenant_id``'s state still has ``expected``'s status and
+        ``changed_at``; whether it did."""
+        recorded = self.states.get(tenant_id)
+        if recorded is None or (recorded.status, recorded.changed_at) != (
+            expected.status,
+            expected.changed_at,
+        ):
+            return False
+        await self.write_store_state(tenant_id, state, audit=audit)
+        return True

@@ -96,6 +96,38 @@ class StoreStateTableContract:
             assert await one.read_store_state(TENANT) == enabled
             assert await one.pending_audit() == [_record("admin:held")]
 
+    async def test_a_state_is_replaced_only_while_it_is_the_one_expected(
+        self, tmp_path: Path
+    ) -> None:
+        # Two processes concluding one recorded initialisation: one writes, with its record.
+        async with self.open_tables(tmp_path) as (one, other):
+            started = StoreState(StoreStatus.INITIALIZING, AT)
+            await one.write_store_state(TENANT, started)
+            ready = StoreState(StoreStatus.READY, datetime(2026, 12, 5, 21, 5, 0, 1, tzinfo=UTC))
+            assert await one.replace_store_state(
+                TENANT, started, ready, audit=_record("admin:concluded")
+            )
+            failed = StoreState(StoreStatus.FAILED, AT, failure="interrupted")
+            assert not await other.replace_store_state(
+                TENANT, started, failed, audit=_record("admin:too-late")
+            )
+            assert await other.read_store_state(TENANT) == ready
+            assert await other.pending_audit() == [_record("admin:concluded")]
+
+    async def test_a_state_written_since_or_never_is_not_replaced(self, tmp_path: Path) -> None:
+        async with self.open_tables(tmp_path) as (one, other):
+            started = StoreState(StoreStatus.INITIALIZING, AT)
+            ready = StoreState(StoreStatus.READY, AT)
+            assert not await one.replace_store_state(TENANT, started, ready, audit=_record("a:1"))
+            assert await other.read_store_state(TENANT) is None
+            again = StoreState(
+                StoreStatus.INITIALIZING, datetime(2026, 12, 5, 21, 0, 1, tzinfo=UTC)
+            )
+            await one.write_store_state(TENANT, again)
+            assert not await other.replace_store_state(TENANT, started, ready, audit=_record("a:2"))
+            assert await one.read_store_state(TENANT) == again
+            assert await one.pending_audit() == []
+
 
 def _record(correlation_id: str) -> AuditRecord:
     return AuditRecord(
