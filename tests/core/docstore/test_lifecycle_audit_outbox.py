@@ -9,6 +9,11 @@ the table's audit outbox, and forwarded from there.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
+import pytest
+
 from esra.core._admin.audit_outbox import forward_audit_outbox
 from esra.core._audit.record import AuditRecord
 from esra.core._docstore.lifecycle import StoreLifecycle, StoreStatus
@@ -93,3 +98,27 @@ async def test_an_outcome_held_while_the_sink_fails_is_delivered_later() -> None
     sink.refusing = False
     assert await forward_audit_outbox(shared, sink) == 2
     assert [r.outcome for r in sink.records] == ["ok", "started", "ok"]
+
+
+async def test_without_a_table_a_refused_outcome_is_logged_as_the_records(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without a shared table nothing records a state: when the sink refuses the outcome, the
+    log says so (it said "recording the document store state ... failed")."""
+    sink = FlakySink(refusing=False)
+    gate = asyncio.Event()
+
+    async def apply_schema() -> None:
+        await gate.wait()
+
+    alone = StoreLifecycle(TENANT, apply_schema, audit=sink, clock=FakeClock())
+    await alone.enable(MANAGER)
+    await alone.initialise(MANAGER)
+    sink.refusing = True
+    gate.set()
+    with caplog.at_level(logging.ERROR, logger="esra.core._docstore.lifecycle"):
+        assert (await alone.wait()).status is StoreStatus.READY
+    assert [r.getMessage() for r in caplog.records] == [
+        f"recording the document store outcome of tenant {TENANT} failed"
+    ]
+    assert [r.outcome for r in sink.refused] == ["ok"]

@@ -396,11 +396,15 @@ class StoreLifecycle:
         try:
             await self._set(status, audit=audit, failure=failure, remedy=remedy)
         except Exception:
+            if self._shared is None:
+                # The sink itself refused the record: handing it over again won't do.
+                _log.exception(
+                    "recording the document store outcome of tenant %s failed", self._tenant_id
+                )
+                return
             _log.exception(
                 "recording the document store state of tenant %s failed", self._tenant_id
             )
-            if self._shared is None:
-                return  # the sink itself refused the record: handing it over again won't do
             try:
                 await self._audit.record(audit)
             except Exception:
