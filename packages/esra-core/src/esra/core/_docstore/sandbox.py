@@ -7,11 +7,16 @@ Upload inspection's zip and XML checks of a ``.docx`` run there too
 (``check_docx_package``), so that a hostile package never costs the upload process more than
 a request and an answer.
 
-One server per owner, one request at a time, restarted when it dies (or when this process
-was forked). The server process is always reaped: ``close()`` (or leaving the ``with``
-block) ends it deterministically, a garbage-collected sandbox ends it through a finalizer,
-and the process-wide default used by ``extract`` is closed at interpreter exit. A server
-that dies is reaped at once, never just killed and dropped. The server announces itself
+Each server answers one request at a time; an owner keeps up to ``max_servers`` of them
+(``DEFAULT_MAX_SERVERS``), started as requests need them and reused while idle, so that
+concurrent uploads are checked side by side: with one server, a hostile package held every
+other upload of the process — every tenant's — for up to its wall limit (60 s). A request
+past ``max_servers`` waits for a server to come free. A server is restarted when it dies,
+and none is used across a fork. Every server process is always reaped: ``close()`` (or
+leaving the ``with`` block) ends the idle ones at once and the busy ones as their requests
+end, a garbage-collected sandbox ends them through finalizers, and the process-wide default
+used by ``extract`` is closed at interpreter exit. A server that dies is reaped at once,
+never just killed and dropped. The server announces itself
 with one line before serving; if it cannot import pypdf or python-docx (the ``documents``
 extra is not installed) it says so and exits, and the caller gets ``MissingExtraError``, not
 a document failure.
@@ -29,6 +34,7 @@ import threading
 import weakref
 from collections.abc import Mapping
 from types import TracebackType
+from typing import Self
 
 import attrs
 
@@ -38,7 +44,13 @@ from esra.core._docstore.refusals import Breach, DocumentRefusedError
 from esra.core._docstore.zipguard import ZipLimits
 from esra.core.codes import DocumentRefusal
 
-__all__ = ["ExtractionSandbox", "SandboxLimits", "answer_refusal", "default_sandbox"]
+__all__ = [
+    "DEFAULT_MAX_SERVERS",
+    "ExtractionSandbox",
+    "SandboxLimits",
+    "answer_refusal",
+    "default_sandbox",
+]
 
 # How long a server may take to import its readers and announce itself, and to exit once its
 # input closes, before it is killed: safety nets, far above what either takes.
@@ -46,6 +58,10 @@ _ANNOUNCE_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 5.0
 # The server's name for upload inspection's checks of a .docx package (not a reader).
 PACKAGE_CHECK = "docx_package"
+# Servers an owner keeps at most: enough that a few hostile packages, each held to its
+# limits, leave the other uploads a server. Each costs an interpreter with the readers
+# imported while it lives, and each request's child its own limits.
+DEFAULT_MAX_SERVERS = 4
 
 
 @attrs.frozen
@@ -101,20 +117,34 @@ def _announcement(server: subprocess.Popen[bytes]) -> dict[str, object] | None:
 
 
 class ExtractionSandbox:
-    """An extraction sandbox server owned by whoever holds this object; close it when done."""
+    """Extraction sandbox servers owned by whoever holds this object; close it when done.
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._server: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], ExtractionSandbox] | None = (
-            None
-        )
-        self._owner = 0
+    Args:
+        max_servers: how many requests are served at once (each by a server of its own);
+            more wait for one to come free.
+    """
+
+    def __init__(self, max_servers: int = DEFAULT_MAX_SERVERS) -> None:
+        if max_servers < 1:
+            msg = "max_servers must be at least 1"
+            raise ValueError(msg)
+        self._max_servers = max_servers
+        self._free = threading.Condition()
+        self._idle: list[subprocess.Popen[bytes]] = []
+        self._lent = 0
+        # Each server's finalizer, by process id: stops and reaps it once, at close, when the
+        # sandbox is collected, or at exit.
+        self._finalizers: dict[
+            int, weakref.finalize[[subprocess.Popen[bytes]], ExtractionSandbox]
+        ] = {}
+        # Raised by ``close()``: a server lent before it is stopped when given back.
+        self._generation = 0
+        self._owner = os.getpid()
         # Servers inherited across a fork belong to the parent: kept, never stopped here.
         self._inherited: list[subprocess.Popen[bytes]] = []
         self.peak_rss_kb = 0
 
-    def __enter__(self) -> ExtractionSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -127,26 +157,37 @@ class ExtractionSandbox:
 
     @property
     def server_pid(self) -> int | None:
-        """The running server's process id, if one is running for this process."""
-        server = self._server
-        return server.pid if server is not None and self._owner == os.getpid() else None
+        """An idle server's process id (the next request's), if one is kept for this
+        process."""
+        with self._free:
+            if self._owner != os.getpid() or not self._idle:
+                return None
+            return self._idle[-1].pid
 
     def close(self) -> None:
-        """Stop and reap the server, if one runs; the next ``extract`` starts a new one."""
-        with self._lock:
-            self._drop()
+        """Stop and reap the idle servers now and the busy ones as their requests end; the
+        next request starts a new one."""
+        with self._free:
+            self._adopt_fork()
+            self._generation += 1
+            for server in self._idle:
+                self._stop(server)
+            self._idle.clear()
 
-    def _drop(self) -> None:
-        if self._server is None:
-            return
+    def _adopt_fork(self) -> None:
+        """After a fork, leave the parent's servers to it (called holding ``_free``)."""
         if self._owner == os.getpid():
-            if self._finalizer is not None:
-                self._finalizer()  # runs _stop once, and never again at exit
-        else:
-            self._inherited.append(self._server)
-            if self._finalizer is not None:
-                self._finalizer.detach()
-        self._server, self._finalizer = None, None
+            return
+        self._inherited.extend(self._idle)
+        for finalizer in self._finalizers.values():
+            finalizer.detach()
+        self._idle, self._finalizers, self._lent = [], {}, 0
+        self._owner = os.getpid()
+
+    def _stop(self, server: subprocess.Popen[bytes]) -> None:
+        finalizer = self._finalizers.pop(server.pid, None)
+        if finalizer is not None:
+            finalizer()  # runs _stop once, and never again at exit
 
     def _start(self) -> subprocess.Popen[bytes] | None:
         """A new server that announced itself ready, or None when it died first.
@@ -171,16 +212,54 @@ class ExtractionSandbox:
             raise MissingExtraError(tuple(str(name) for name in missing))
         return None
 
-    def _ensure(self) -> subprocess.Popen[bytes] | None:
-        server = self._server
-        if server is not None and self._owner == os.getpid() and server.poll() is None:
-            return server
-        self._drop()
-        server = self._start()
-        if server is not None:
-            self._server, self._owner = server, os.getpid()
-            self._finalizer = weakref.finalize(self, _stop, server)
-        return server
+    def _borrow(self) -> tuple[subprocess.Popen[bytes] | None, int]:
+        """An idle live server, or one started for the request (None: it died starting),
+        with the generation it is lent in; waits while ``max_servers`` are lent.
+
+        Raises:
+            MissingExtraError: the server cannot import pypdf or python-docx.
+        """
+        with self._free:
+            self._adopt_fork()
+            while not self._idle and self._lent >= self._max_servers:
+                self._free.wait()
+            self._lent += 1
+            generation = self._generation
+            while self._idle:
+                server = self._idle.pop()
+                if server.poll() is None:
+                    return server, generation
+                self._stop(server)  # died while idle: reaped, never reused
+        # Started outside the lock (importing the readers takes a while); the place is held.
+        try:
+            started = self._start()
+        except BaseException:
+            self._give_back(None, generation, reusable=False)
+            raise
+        if started is not None:
+            with self._free:
+                self._finalizers[started.pid] = weakref.finalize(self, _stop, started)
+        return started, generation
+
+    def _give_back(
+        self, server: subprocess.Popen[bytes] | None, generation: int, *, reusable: bool
+    ) -> None:
+        """Keep ``server`` for the next request, or stop it if it is not ``reusable`` (its
+        request failed), died, or was lent before a ``close()``; free its place."""
+        stopping = None
+        with self._free:
+            if self._owner != os.getpid():
+                return  # lent by the parent: its to keep
+            self._lent -= 1
+            if server is not None:
+                if reusable and server.poll() is None and generation == self._generation:
+                    self._idle.append(server)
+                else:
+                    stopping = self._finalizers.pop(server.pid, None)
+            self._free.notify()
+        if stopping is not None:
+            # Outside the lock: a server out of step may take its stop timeout to end.
+            stopping()
 
     def extract(
         self,
@@ -190,7 +269,7 @@ class ExtractionSandbox:
         reader: DocumentFormat,
         options: Mapping[str, object] | None = None,
     ) -> dict[str, object]:
-        """Send one document to the server, to be read as ``reader`` (PDF or DOCX) with that
+        """Send one document to a server, to be read as ``reader`` (PDF or DOCX) with that
         reader's ``options``; its answer, or a refusal when the server died.
 
         Raises:
@@ -228,8 +307,9 @@ class ExtractionSandbox:
             "wall": limits.wall_seconds,
             "chars": limits.max_chars,
         }
-        with self._lock:
-            server = self._ensure()
+        server, generation = self._borrow()
+        answer: object = None
+        try:
             if server is None:
                 return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server did not start"}
             assert server.stdin is not None
@@ -243,14 +323,17 @@ class ExtractionSandbox:
                 answer = json.loads(line) if line else None
             except (OSError, ValueError):
                 answer = None
-            if not isinstance(answer, dict):
-                # The server itself died: this document fails, the next request restarts it.
-                self._drop()
-                return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server died"}
-            peak = answer.get("sandbox_peak_kb")
-            if isinstance(peak, int):
+        finally:
+            # Without an answer the server died, or the request was interrupted mid-way and
+            # left it out of step: it is stopped, and the next request starts another.
+            self._give_back(server, generation, reusable=isinstance(answer, dict))
+        if not isinstance(answer, dict):
+            return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server died"}
+        peak = answer.get("sandbox_peak_kb")
+        if isinstance(peak, int):
+            with self._free:
                 self.peak_rss_kb = max(self.peak_rss_kb, peak)
-            return answer
+        return answer
 
 
 _DEFAULT = ExtractionSandbox()
