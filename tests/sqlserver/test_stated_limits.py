@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from esra.core._query import PlannedQuery
 from esra.core.codes import RejectionReason
+from esra.core.config import CapabilityLimits
 from esra.core.ports import ProviderCapabilities
 from esra.core.providers import ValidatedQuery
 from esra.sqlserver._fulltext import containstable_phrase, renders_empty
@@ -145,3 +146,20 @@ def test_nothing_searchable_left_or_required_is_an_empty_query(planned: PlannedQ
 def test_renders_empty_is_exactly_an_empty_contains_phrase(term: str) -> None:
     """What the validator asks is what the builder would bind: ``"`` plus whitespace only."""
     assert renders_empty(term) == (not containstable_phrase(term)[1:-1].strip())
+
+
+def test_required_terms_too_many_to_build_are_refused_not_left_to_execution() -> None:
+    """Some hundreds of ranked joins are deeper than SQLAlchemy can build: the validator
+    could not measure such a statement and issued it, and execution failed as ``UNKNOWN``.
+    A policy allowing that many terms now gets ``TERM_LIMIT_EXCEEDED``."""
+    policy = CapabilityLimits(max_terms_per_query=2000)
+    many = keyword(required_terms=_words(1500))
+    stated = make_world(capabilities={"s-1": provider().capabilities}, limits=policy)
+    assert [r.reason for r in stated.validate([many]).rejections] == [
+        RejectionReason.TERM_LIMIT_EXCEEDED
+    ]
+    (unmeasured,) = (
+        make_world(capabilities={"s-1": ALL_CAPS}, limits=policy).validate([many]).queries
+    )
+    with pytest.raises(RecursionError):
+        uncached_builder().build(unmeasured)

@@ -27,6 +27,8 @@ __all__ = ["MAX_COMMAND_UNITS", "MAX_TEXT_CONDITION_UNITS", "SqlServerTextRender
 
 MAX_TEXT_CONDITION_UNITS = MAX_NVARCHAR_UNITS
 MAX_COMMAND_UNITS = MAX_NVARCHAR_UNITS
+# What each ranked join writes at the least: its function's name.
+_JOIN_AT_LEAST = len("CONTAINSTABLE(")
 
 
 class SqlServerTextRendering:
@@ -47,14 +49,6 @@ class SqlServerTextRendering:
         ``None`` when the statement cannot be built or composed; execution then refuses it
         as it always has.
         """
-        try:
-            built = self._builder.build(query)
-            statement = compose_rpc(
-                built.sql, {name: bindable(value) for name, value in built.params.items()}
-            )
-        except Exception:
-            # Whatever stops the build here stops it at execution, which classifies it.
-            return None
         terms = SearchTerms(
             required=query.required_terms,
             optional=query.optional_terms,
@@ -65,5 +59,20 @@ class SqlServerTextRendering:
             utf16_units(str(bindable(value)))
             for value in self._fulltext.bind_values(terms).values()
         )
+        try:
+            built = self._builder.build(query)
+            statement = compose_rpc(
+                built.sql, {name: bindable(value) for name, value in built.params.items()}
+            )
+        except RecursionError:
+            # Only some hundreds of ranked joins (one per required term and phrase) are
+            # deeper than SQLAlchemy can walk, and each writes at least its function's name:
+            # the statement is measured at that lower bound, far past MAX_COMMAND_UNITS.
+            # Left to execution, it failed there as UNKNOWN.
+            joins = len(query.required_terms) + len(query.phrases)
+            return RenderedLengths(text_conditions=conditions, command=joins * _JOIN_AT_LEAST)
+        except Exception:
+            # Whatever stops the build here stops it at execution, which classifies it.
+            return None
         command = max(utf16_units(statement.text), utf16_units(statement.definition))
         return RenderedLengths(text_conditions=conditions, command=command)
