@@ -157,5 +157,5 @@ def test_scored_terms_are_counted_as_the_query_is_issued() -> None:
 
 def test_a_scored_term_limit_is_positive_and_needs_no_rendering() -> None:
     assert attrs.evolve(ALL_CAPS, max_scored_terms=1).rendering is None
-    with pytest.raises(ValueError, match="1"):
+    with pytest.raises(ValueError, match="'max_scored_terms' must be >= 1"):
         attrs.evolve(ALL_CAPS, max_scored_terms=0)

@@ -133,7 +133,6 @@ class SqliteConfigStore:
     ) -> None:
         """Store ``workspace`` if the tenant is still at ``expected_version``; hold ``audit``."""
         check_save(workspace, expected_version, change)
-        held = _json(record_document(audit)) if audit is not None else None
         document = _json(workspace_document(workspace))
         published = workspace.published_version == workspace.version
         snapshot = _json(dump_snapshot(workspace.snapshot)) if published else None
@@ -188,37 +187,9 @@ class SqliteConfigStore:
                     (tenant, version, snapshot, at),
                 )
             if audit is not None:
-                connection.execute(
-                    "INSERT INTO config_audit_outbox (correlation_id, record) VALUES (?, ?)",
-                    (audit.correlation_id, held),
-                )
+                _hold(connection, audit)
 
         await self._db.write(write)
-
-    async def replace_store_state(
-        self, tenant_id: str, expected: StoreState, state: StoreState, *, audit: AuditRecord
-    ) -> bool:
-        """``write_store_state`` if the tenant's state still has ``expected``'s status and
-        ``changed_at`` (one ``BEGIN IMMEDIATE`` transaction: one writer at a time)."""
-        values = (state.status.value, _ts(state.changed_at), state.failure, state.remedy)
-        where = (tenant_id, expected.status.value, _ts(expected.changed_at))
-        held = _json(record_document(audit))
-
-        def replace(connection: sqlite3.Connection) -> bool:
-            cursor = connection.execute(
-                "UPDATE config_store_states SET status = ?, changed_at = ?, failure = ?,"
-                " remedy = ? WHERE tenant_id = ? AND status = ? AND changed_at = ?",
-                (*values, *where),
-            )
-            if cursor.rowcount != 1:
-                return False
-            connection.execute(
-                "INSERT INTO config_audit_outbox (correlation_id, record) VALUES (?, ?)",
-                (audit.correlation_id, held),
-            )
-            return True
-
-        return await self._db.write(replace)
 
     async def pending_audit(self) -> list[AuditRecord]:
         """Every held audit record, every tenant's, in the order they were saved."""
@@ -324,7 +295,6 @@ class SqliteConfigStore:
         """Record ``state`` as the tenant's store state, holding ``audit`` in the outbox in
         the same transaction."""
         values = (tenant_id, state.status.value, _ts(state.changed_at), state.failure, state.remedy)
-        held = _json(record_document(audit)) if audit is not None else None
 
         def write(connection: sqlite3.Connection) -> None:
             connection.execute(
@@ -335,12 +305,30 @@ class SqliteConfigStore:
                 values,
             )
             if audit is not None:
-                connection.execute(
-                    "INSERT INTO config_audit_outbox (correlation_id, record) VALUES (?, ?)",
-                    (audit.correlation_id, held),
-                )
+                _hold(connection, audit)
 
         await self._db.write(write)
+
+    async def replace_store_state(
+        self, tenant_id: str, expected: StoreState, state: StoreState, *, audit: AuditRecord
+    ) -> bool:
+        """``write_store_state`` if the tenant's state still has ``expected``'s status and
+        ``changed_at`` (one ``BEGIN IMMEDIATE`` transaction: one writer at a time)."""
+        values = (state.status.value, _ts(state.changed_at), state.failure, state.remedy)
+        where = (tenant_id, expected.status.value, _ts(expected.changed_at))
+
+        def replace(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                "UPDATE config_store_states SET status = ?, changed_at = ?, failure = ?,"
+                " remedy = ? WHERE tenant_id = ? AND status = ? AND changed_at = ?",
+                (*values, *where),
+            )
+            if cursor.rowcount != 1:
+                return False
+            _hold(connection, audit)
+            return True
+
+        return await self._db.write(replace)
 
     async def published_versions(self) -> dict[str, int]:
         """Each tenant's latest published version (one indexed aggregate)."""
@@ -352,3 +340,11 @@ class SqliteConfigStore:
             return {str(row["tenant_id"]): int(row["version"]) for row in rows}
 
         return await self._db.run(query)
+
+
+def _hold(connection: sqlite3.Connection, audit: AuditRecord) -> None:
+    """Insert ``audit`` into the outbox, in the transaction ``connection`` is in."""
+    connection.execute(
+        "INSERT INTO config_audit_outbox (correlation_id, record) VALUES (?, ?)",
+        (audit.correlation_id, _json(record_document(audit))),
+    )

@@ -328,14 +328,11 @@ class StoreLifecycle:
         another process concludes it then."""
         assert self._shared is not None
         ok = outcome.status is StoreStatus.READY
-        record = AuditRecord(
-            event=AuditEvent.STORE_INITIALISE,
-            tenant_id=self._tenant_id,
-            correlation_id=f"admin:{uuid.uuid4().hex}",
-            at=self._clock.now(),
-            outcome="ok" if ok else "failed",
-            reason=None if ok else outcome.failure,
-            dimensions={"concluded": found, "status": outcome.status.value},
+        record = self._new_record(
+            AuditEvent.STORE_INITIALISE,
+            "ok" if ok else "failed",
+            None if ok else outcome.failure,
+            {"concluded": found, "status": outcome.status.value},
         )
         try:
             replaced = await self._shared.replace_store_state(
@@ -450,6 +447,17 @@ class StoreLifecycle:
         reason: str | None = None,
         **extra: AuditDimension,
     ) -> AuditRecord:
+        dimensions = {**operator.audit_dimensions(self._tenant_id), **extra}
+        return self._new_record(event, outcome, reason, dimensions)
+
+    def _new_record(
+        self,
+        event: AuditEvent,
+        outcome: str,
+        reason: str | None,
+        dimensions: dict[str, AuditDimension],
+    ) -> AuditRecord:
+        """A record of this store's lifecycle, with a fresh ``admin:<uuid>`` correlation id."""
         return AuditRecord(
             event=event,
             tenant_id=self._tenant_id,
@@ -457,5 +465,5 @@ class StoreLifecycle:
             at=self._clock.now(),
             outcome=outcome,
             reason=reason,
-            dimensions={**operator.audit_dimensions(self._tenant_id), **extra},
+            dimensions=dimensions,
         )

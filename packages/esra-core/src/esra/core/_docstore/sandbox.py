@@ -171,7 +171,7 @@ class ExtractionSandbox:
             self._adopt_fork()
             self._generation += 1
             for server in self._idle:
-                self._stop(server)
+                self._stop_owned(server)
             self._idle.clear()
 
     def _adopt_fork(self) -> None:
@@ -184,10 +184,12 @@ class ExtractionSandbox:
         self._idle, self._finalizers, self._lent = [], {}, 0
         self._owner = os.getpid()
 
-    def _stop(self, server: subprocess.Popen[bytes]) -> None:
+    def _stop_owned(self, server: subprocess.Popen[bytes]) -> None:
+        """Stop and reap one of this process's servers through its finalizer (which runs
+        ``_stop`` once, and never again at exit)."""
         finalizer = self._finalizers.pop(server.pid, None)
         if finalizer is not None:
-            finalizer()  # runs _stop once, and never again at exit
+            finalizer()
 
     def _start(self) -> subprocess.Popen[bytes] | None:
         """A new server that announced itself ready, or None when it died first.
@@ -229,7 +231,7 @@ class ExtractionSandbox:
                 server = self._idle.pop()
                 if server.poll() is None:
                     return server, generation
-                self._stop(server)  # died while idle: reaped, never reused
+                self._stop_owned(server)  # died while idle: reaped, never reused
         # Started outside the lock (importing the readers takes a while); the place is held.
         try:
             started = self._start()
