@@ -8,6 +8,7 @@ the index built over all of them), each row's length its bytes.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -37,22 +38,41 @@ pytestmark = [pytest.mark.mysql, pytest.mark.integration]
 
 
 def _expected_scores(
-    optional: Sequence[str], required: Sequence[str], *, documents: int = len(BODIES)
+    optional: Sequence[str],
+    required: Sequence[str],
+    *,
+    phrases: Sequence[str] = (),
+    documents: int = len(BODIES),
 ) -> dict[str, float]:
-    """BM25 of every row the query matches (each required term, else any term); every term
-    scored; the statistics are of every row the caller may see, whatever the query requires,
-    and ``documents`` is ``N``."""
-    terms = [*required, *optional]
-    counts = {key: {t: body.split().count(t) for t in terms} for key, body in BODIES.items()}
-    matching = {t: [k for k in BODIES if counts[k][t]] for t in terms}
+    """BM25 of every row the query matches (each required term and phrase, else any term);
+    every term scored; the statistics are of every row the caller may see, whatever the
+    query requires, and ``documents`` is ``N``. A term of several words (``a b``, ``a-b``)
+    occurs once where it is held: as written for a phrase, by any of its words if optional."""
+
+    def occurrences(term: str, body: str, *, whole: bool) -> int:
+        words = re.findall(r"\w+", term)
+        if len(words) == 1:
+            return body.split().count(term)
+        held = term in body if whole else any(w in body.split() for w in words)
+        return int(held)
+
+    terms = [(t, True) for t in (*required, *phrases)] + [(t, False) for t in optional]
+    counts = {
+        key: {t: occurrences(t, body, whole=whole) for t, whole in terms}
+        for key, body in BODIES.items()
+    }
+    matching = {t: [k for k in BODIES if counts[k][t]] for t, _ in terms}
     lengths = {key: len(body.encode()) for key, body in BODIES.items()}
-    average = sum(lengths[k] for t in terms for k in matching[t]) / sum(map(len, matching.values()))
+    average = sum(lengths[k] for t, _ in terms for k in matching[t]) / sum(
+        map(len, matching.values())
+    )
     scores: dict[str, float] = {}
     for key in BODIES:
-        if not all(counts[key][t] for t in required) or not any(counts[key][t] for t in terms):
+        held = all(counts[key][t] for t, whole in terms if whole)
+        if not held or not any(counts[key][t] for t, _ in terms):
             continue
         score = 0.0
-        for term in terms:
+        for term, _ in terms:
             df, tf = len(matching[term]), counts[key][term]
             idf = math.log(1 + (documents - df + 0.5) / (df + 0.5))
             saturation = K1 * (1 - B + B * lengths[key] / average)
@@ -99,6 +119,33 @@ def test_the_score_is_bm25_of_the_rows(
     assert [row.key for row in rows] == sorted(expected, key=lambda k: (-expected[k], k))
     if optional == ("zorb",):
         assert rows[0].key == "d1"
+
+
+@pytest.mark.parametrize(
+    ("optional", "phrases"),
+    [
+        (("vemt",), ("zorb quil",)),
+        (("quil-vemt", "dask"), ()),
+        # ``qqqq`` is in no row: ``N`` is read back from the statement's other term.
+        (("qqqq-vemt", "zorb"), ()),
+    ],
+)
+def test_a_term_of_several_words_counts_once_where_it_is_held(
+    server: Server, ranked: str, optional: tuple[str, ...], phrases: tuple[str, ...]
+) -> None:
+    """A phrase, or an optional term InnoDB reads as several words, is one ``MATCH`` whose
+    relevance weighs its words by the index-wide idf: no count is read from it. It occurs
+    once in a row that holds it (the phrase as written, an optional term by any word), its
+    ``df`` counts those rows, and ``N`` is InnoDB's, read back from one word."""
+    provider = server.provider(ranked, mappings=(MAPPING,))
+    try:
+        rows = run_query(provider, ranked_query(optional=optional, phrases=phrases))
+    finally:
+        close_now(provider)
+    expected = _expected_scores(optional, (), phrases=phrases)
+    assert {row.key for row in rows} == set(expected)
+    for row in rows:
+        assert row.score == pytest.approx(expected[row.key], rel=1e-12), row.key
 
 
 def test_rows_the_caller_may_not_see_never_count_in_a_words_statistics(server: Server) -> None:

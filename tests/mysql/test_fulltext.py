@@ -81,6 +81,17 @@ def test_bind_values_flag_terms_match_cannot_see() -> None:
     assert optional_only["to1l"] is None
 
 
+def test_a_term_of_several_indexed_words_is_scored_as_one_occurrence() -> None:
+    """Occurrences are counted (``tb<i>w`` 1) for a term InnoDB reads as one word, stopwords
+    and short tokens aside; a term of several words counts one occurrence (0) and binds its
+    first word, from which ``N`` is read back (``tb<i>n``; empty for one word)."""
+    values = MatchAgainstFullText().bind_values(
+        SearchTerms(required=("the solar",), optional=("heat-transfer", "AI"), phrases=("a b",))
+    )
+    assert [values[f"tb{i}w"] for i in range(4)] == [1, 0, 1, 1]
+    assert [values[f"tb{i}n"] for i in range(4)] == ["", "heat", "", ""]
+
+
 @pytest.mark.parametrize("flavor", list(ServerFlavor))
 def test_rendered_statement_per_flavor(flavor: ServerFlavor) -> None:
     """Natural-language MATCH only, bound values, LIKE with ESCAPE, bounded per flavour."""
@@ -91,11 +102,12 @@ def test_rendered_statement_per_flavor(flavor: ServerFlavor) -> None:
     bounded = with_timeout(sql, flavor, 1.5)
     assert "BOOLEAN MODE" not in sql
     assert "WITH QUERY EXPANSION" not in sql
-    # Every MATCH is natural-language: the required term's and the phrase's (the predicate)
-    # and each positive term's own (its BM25 statistics and score).
+    # Every MATCH is natural-language: the required term's and the phrase's (the predicate),
+    # each positive term's own (its BM25 statistics and score) and its first word's (``N``).
     against = re.findall(r"AGAINST \(%\((\w+)\)s( IN NATURAL LANGUAGE MODE)?\)", sql)
     assert all(mode for _, mode in against)
-    assert {bind for bind, _ in against} == {"tr0", "tp0", "tb0", "tb1", "tb2"}
+    scored = {"tb0", "tb1", "tb2", "tb0n", "tb1n", "tb2n"}
+    assert {bind for bind, _ in against} == {"tr0", "tp0", *scored}
     assert "LIKE %(tr0l)s ESCAPE '!'" in sql
     assert "NOT (coalesce(b.art_title, '') LIKE %(te0l)s ESCAPE '!'" in sql
     assert sql.endswith("LIMIT %(lim)s")

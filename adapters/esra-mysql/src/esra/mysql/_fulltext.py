@@ -32,7 +32,8 @@ mapping's searchable columns, in configuration order):
   so are words containing the term — the conservative direction.
 - **score**: BM25 over every required, optional and phrase term, computed in the statement
   from each term's own ``MATCH`` relevance (``esra.mysql._bm25``), higher is better; ``0``
-  for a query without positive terms. A term MATCH cannot see adds nothing to it.
+  for a query without positive terms. A term MATCH cannot see adds nothing to it; a term
+  of several indexable tokens counts one occurrence where it matches.
 
 Which tokens are indexable is decided per execution from ``TokenRules`` that the provider
 reads from the server at first connect (token sizes and the stopword list in effect).
@@ -49,7 +50,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.sql.expression import ColumnElement
 
-from esra.mysql._bm25 import bm25_score
+from esra.mysql._bm25 import ScoredTerm, bm25_score, counted_bind, first_word_bind
 from esra.sql import FullTextClause, SearchTerms, TermShape, TextTarget
 
 __all__ = [
@@ -126,6 +127,29 @@ def _term_match(columns: Sequence[ColumnElement[Any]], bind: str) -> ColumnEleme
     return mysql.match(*columns, against=sa.bindparam(bind)).in_natural_language_mode()
 
 
+def _contains(columns: Sequence[ColumnElement[Any]], bind: str) -> ColumnElement[bool]:
+    """Whether one of ``columns`` holds the ``LIKE`` pattern bound as ``bind``."""
+    pattern: sa.BindParameter[Any] = sa.bindparam(bind)
+    return sa.or_(
+        *(
+            sa.func.coalesce(c, sa.literal_column("''")).like(pattern, escape=LIKE_ESCAPE)
+            for c in columns
+        )
+    )
+
+
+def _scored_terms(shape: TermShape) -> list[ScoredTerm]:
+    """The scored terms of ``shape``, bound ``tb0``, ``tb1``, ... in the order required,
+    optional, phrases; a required term or phrase with the ``LIKE`` that holds it."""
+    held_by = [
+        *(f"{name}l" for name in _names("tr", shape.required)),
+        *(None for _ in range(shape.optional)),
+        *(f"{name}l" for name in _names("tp", shape.phrases)),
+    ]
+    names = _names("tb", shape.positive)
+    return [ScoredTerm(name, held) for name, held in zip(names, held_by, strict=True)]
+
+
 class MatchAgainstFullText:
     """The MySQL / MariaDB strategy for ``esra.sql.StatementBuilder``.
 
@@ -152,13 +176,7 @@ class MatchAgainstFullText:
             return _term_match(cols, bind)
 
         def contains(bind: str) -> ColumnElement[bool]:
-            pattern: sa.BindParameter[Any] = sa.bindparam(bind)
-            return sa.or_(
-                *(
-                    sa.func.coalesce(c, sa.literal_column("''")).like(pattern, escape=LIKE_ESCAPE)
-                    for c in cols
-                )
-            )
+            return _contains(cols, bind)
 
         conditions: list[ColumnElement[bool]] = []
         for prefix, count in (("tr", shape.required), ("tp", shape.phrases)):
@@ -178,7 +196,7 @@ class MatchAgainstFullText:
         if not shape.positive:
             score = sa.literal_column("0.0", sa.Float)
             return FullTextClause(from_clause=base, predicate=predicate, score=score)
-        bm25 = bm25_score(target, _term_match, _names("tb", shape.positive))
+        bm25 = bm25_score(target, _term_match, _contains, _scored_terms(shape))
         return FullTextClause(from_clause=bm25.joined(base), predicate=predicate, score=bm25.score)
 
     def bind_values(self, terms: SearchTerms) -> dict[str, object]:
@@ -189,6 +207,9 @@ class MatchAgainstFullText:
             values[ANY_OPTIONAL_BIND] = " ".join(match_string(t) for t in terms.optional)
         for name, term in zip(_names("tb", len(positive)), positive, strict=True):
             values[name] = match_string(term)
+            words = indexable_tokens(term, self.rules)
+            values[counted_bind(name)] = 1 if len(words) <= 1 else 0
+            values[first_word_bind(name)] = words[0] if len(words) > 1 else ""
         for prefix, group in (("tr", terms.required), ("tp", terms.phrases)):
             for name, term in zip(_names(prefix, len(group)), group, strict=True):
                 values[name] = match_string(term)

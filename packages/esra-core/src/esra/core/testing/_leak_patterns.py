@@ -51,7 +51,7 @@ _C = LeakCategory
 # anonymous ``param_N`` included. None of it occurs in the seeded corpora, so finding it in
 # returned data means ESRA quoted its SQL. tests/sql/test_leak_fingerprints.py keeps this list
 # in step with the builders.
-_ESRA_BINDS = r"(?:[fr]\d+_\d+|p\d+|param_\d+|lim|lk|qcfg|t[ropxeb]?\d+[lx]?|q\d*)"
+_ESRA_BINDS = r"(?:[fr]\d+_\d+|p\d+|param_\d+|lim|lk|qcfg|t[ropxeb]?\d+[lxwn]?|q\d*)"
 ESRA_SQL_RULES: tuple[Rule, ...] = (
     Rule("sql.esra_label", _C.SQL, r"\besra_(?:k|s|c\d+)\b"),
     Rule("sql.esra_bind_pyformat", _C.SQL, rf"%\({_ESRA_BINDS}\)s"),
