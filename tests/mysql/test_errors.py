@@ -36,7 +36,8 @@ from tests.mysql.conftest import Server
         (1045, C.AUTH_FAILED), (1146, C.RELATION_NOT_FOUND),
         (1142, C.PERMISSION_DENIED), (1143, C.PERMISSION_DENIED), (1044, C.PERMISSION_DENIED),
         (1792, C.PERMISSION_DENIED), (1290, C.PERMISSION_DENIED),
-        (1064, C.SYNTAX_ERROR), (1116, C.SYNTAX_ERROR),
+        (1064, C.SYNTAX_ERROR), (1116, C.SYNTAX_ERROR), (1390, C.SYNTAX_ERROR),
+        (1104, C.SYNTAX_ERROR),
         (1040, C.RESOURCE_EXHAUSTED), (1203, C.RESOURCE_EXHAUSTED),
         (1205, C.RESOURCE_EXHAUSTED), (1213, C.RESOURCE_EXHAUSTED),
         (1214, C.TEXT_INDEX_UNAVAILABLE), (9999, C.UNKNOWN),
@@ -109,6 +110,13 @@ def test_real_driver_errors_classify(server: Server, database: str) -> None:
             "SELECT MATCH(a) AGAINST (?) FROM esra_tmp": (("x",), C.COLUMN_NOT_INDEXED),
             "SET STATEMENT max_statement_time=0.2 FOR SELECT COUNT(*) "
             "FROM seq_1_to_100000000000 WHERE MOD(seq, 7) = ?": ((9,), C.TIMEOUT),
+            # A statement over a server limit: the query's fault, the same on every attempt.
+            "SELECT 1 FROM esra_tmp WHERE a IN (" + ",".join("?" * 70_000) + ")": (
+                tuple(range(70_000)),
+                C.SYNTAX_ERROR,
+            ),
+            "SET STATEMENT max_join_size=1 FOR SELECT 1 FROM seq_1_to_10 x, seq_1_to_10 y "
+            "WHERE x.seq > ?": ((0,), C.SYNTAX_ERROR),
         }
         for sql, (values, expected) in cases.items():
             with pytest.raises(errors.Error) as raised:

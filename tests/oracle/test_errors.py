@@ -53,6 +53,13 @@ def test_every_mapped_ora_code(code: int, expected: ProviderErrorCode) -> None:
     assert classify(_ora(code)) is expected
 
 
+@pytest.mark.parametrize("code", [1795, 939])
+def test_a_statement_over_a_server_limit_is_the_querys_fault(code: int) -> None:
+    """A list over 1,000 expressions, too many arguments: the same on every attempt, so
+    SYNTAX_ERROR, which is neither retried nor counted against the breaker."""
+    assert classify(_ora(code)) is _P.SYNTAX_ERROR
+
+
 @pytest.mark.parametrize(("code", "expected"), sorted(DRG_ERROR_CODES.items()))
 def test_oracle_text_causes_decide_over_their_wrappers(
     code: int, expected: ProviderErrorCode

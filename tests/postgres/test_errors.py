@@ -36,7 +36,11 @@ _P = ProviderErrorCode
         (pg_errors.TooManyConnections, _P.RESOURCE_EXHAUSTED),
         (pg_errors.OutOfMemory, _P.RESOURCE_EXHAUSTED),
         (pg_errors.DiskFull, _P.RESOURCE_EXHAUSTED),
-        (pg_errors.ProgramLimitExceeded, _P.RESOURCE_EXHAUSTED),
+        # Class 54, program limits: the statement's own, the same on every attempt.
+        (pg_errors.ProgramLimitExceeded, _P.SYNTAX_ERROR),
+        (pg_errors.StatementTooComplex, _P.SYNTAX_ERROR),
+        (pg_errors.TooManyColumns, _P.SYNTAX_ERROR),
+        (pg_errors.TooManyArguments, _P.SYNTAX_ERROR),
         (pg_errors.DeadlockDetected, _P.RESOURCE_EXHAUSTED),
         (pg_errors.SerializationFailure, _P.SNAPSHOT_ISOLATION_UNAVAILABLE),
         (pg_errors.SnapshotTooOld, _P.SNAPSHOT_ISOLATION_UNAVAILABLE),

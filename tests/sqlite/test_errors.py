@@ -49,6 +49,34 @@ def test_interrupt_past_the_deadline_is_a_timeout() -> None:
     assert classify(exc, text_index=None, state=cancelled) is _P.CANCELLED
 
 
+_OVER_A_LIMIT = {
+    "variables": ("SELECT 1 WHERE 1 IN (" + ",".join("?" * 1_000) + ")", tuple(range(1_000))),
+    "nesting": ("SELECT " + "(" * 1_100 + "1" + ")" * 1_100, ()),
+    "expression depth": ("SELECT " + "+".join("1" * 1_100), ()),
+    "compound": (" UNION ALL ".join(["SELECT 1"] * 600), ()),
+    "join": ("SELECT 1 FROM " + ",".join(f"(SELECT 1) t{i}" for i in range(70)), ()),
+    "columns": ("SELECT " + ",".join("1" * 2_100), ()),
+    "value size": ("SELECT zeroblob(2000000000)", ()),
+    "pattern": ("SELECT 'a' LIKE ?", ("%" * 60_000,)),
+}
+
+
+@pytest.mark.parametrize("case", list(_OVER_A_LIMIT))
+def test_a_statement_over_a_limit_is_the_querys_fault(case: str) -> None:
+    """A statement over one of SQLite's limits fails the same on every attempt: SYNTAX_ERROR,
+    the code the executor neither retries nor counts against the source's breaker."""
+    sql, params = _OVER_A_LIMIT[case]
+    connection = sqlite3.connect(":memory:")
+    # Builds differ in how many variables they take (32,766 by default, 250,000 in Debian's).
+    connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    try:
+        with pytest.raises(sqlite3.Error) as raised:
+            connection.execute(sql, params).fetchall()
+    finally:
+        connection.close()
+    assert classify(raised.value, text_index=None) is _P.SYNTAX_ERROR, str(raised.value)
+
+
 def test_error_names_classify_when_the_message_says_little() -> None:
     """The SQLite result-code name decides when the text is not specific."""
     exc = sqlite3.OperationalError("disk I/O trouble")

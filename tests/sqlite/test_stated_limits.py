@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
 from esra.sqlite import SqliteFts5Provider
 from esra.sqlite._fulltext import MAX_SCORED_TERMS
@@ -37,7 +38,10 @@ def test_the_provider_states_the_most_terms_a_caller_scored_statement_joins(
         assert provider.capabilities.max_scored_terms == MAX_SCORED_TERMS
         most = scored_query(MAX_SCORED_TERMS, MINE)
         assert run_query(provider, most)
-        with pytest.raises(ProviderError):
+        with pytest.raises(ProviderError) as refused:
             run_query(provider, scored_query(MAX_SCORED_TERMS + 1, MINE))
     finally:
         provider.close()
+    # "at most 64 tables in a join": the statement's own limit, so the query's fault, never
+    # counted against the source's breaker (UNKNOWN was).
+    assert refused.value.code is ProviderErrorCode.SYNTAX_ERROR

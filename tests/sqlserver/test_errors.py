@@ -41,6 +41,13 @@ def test_every_mapped_server_number(
     assert classify(kind(number, b"Some server text." + _GENERAL)) is expected
 
 
+@pytest.mark.parametrize("number", [191, 8003, 8623, 8632])
+def test_a_statement_over_a_server_limit_is_the_querys_fault(number: int) -> None:
+    """Nesting, parameters, a plan too complex, an expression limit: the same on every
+    attempt, so SYNTAX_ERROR, which is neither retried nor counted against the breaker."""
+    assert classify(pymssql.OperationalError((number, b"Limit." + _GENERAL))) is _P.SYNTAX_ERROR
+
+
 @pytest.mark.parametrize(("number", "expected"), sorted(DBLIB_ERROR_CODES.items()))
 def test_every_mapped_dblib_number(number: int, expected: ProviderErrorCode) -> None:
     """A client-side DB-Lib error maps by its number."""

@@ -59,9 +59,13 @@ ERROR_CODES: dict[int, ProviderErrorCode] = {
     # Statement text.
     1064: _C.SYNTAX_ERROR,  # ER_PARSE_ERROR
     1149: _C.SYNTAX_ERROR,  # ER_SYNTAX_ERROR
-    # ER_TOO_MANY_TABLES: the statement as built has more than 61 tables in one join; the
-    # validator holds plans to ``MAX_SCORED_TERMS``, so this is a statement no retry mends.
+    # A statement over one of the server's limits fails the same on every attempt: the
+    # query's fault, never retried and never counted against the source's breaker.
+    # ER_TOO_MANY_TABLES: more than 61 tables in one join (the validator holds plans to
+    # ``MAX_SCORED_TERMS``).
     1116: _C.SYNTAX_ERROR,
+    1390: _C.SYNTAX_ERROR,  # ER_PS_MANY_PARAM: more than 65,535 placeholders
+    1104: _C.SYNTAX_ERROR,  # ER_TOO_BIG_SELECT: would examine more than max_join_size rows
     # Capacity.
     1040: _C.RESOURCE_EXHAUSTED,  # ER_CON_COUNT_ERROR
     1203: _C.RESOURCE_EXHAUSTED,  # ER_TOO_MANY_USER_CONNECTIONS
@@ -72,7 +76,6 @@ ERROR_CODES: dict[int, ProviderErrorCode] = {
     1037: _C.RESOURCE_EXHAUSTED,  # ER_OUTOFMEMORY
     1038: _C.RESOURCE_EXHAUSTED,  # ER_OUT_OF_SORTMEMORY
     1041: _C.RESOURCE_EXHAUSTED,  # ER_OUT_OF_RESOURCES
-    1104: _C.RESOURCE_EXHAUSTED,  # ER_TOO_BIG_SELECT (max_join_size)
     1114: _C.RESOURCE_EXHAUSTED,  # ER_RECORD_FILE_FULL
     1021: _C.RESOURCE_EXHAUSTED,  # ER_DISK_FULL
 }

@@ -56,6 +56,10 @@ ORA_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
     907: _P.SYNTAX_ERROR,  # missing right parenthesis
     933: _P.SYNTAX_ERROR,  # SQL command not properly ended
     936: _P.SYNTAX_ERROR,  # missing expression
+    # A statement over one of the server's limits fails the same on every attempt: the
+    # query's fault, never retried and never counted against the source's breaker.
+    1795: _P.SYNTAX_ERROR,  # maximum number of expressions in a list is 1000
+    939: _P.SYNTAX_ERROR,  # too many arguments for function
     18: _P.RESOURCE_EXHAUSTED,  # maximum number of sessions exceeded
     20: _P.RESOURCE_EXHAUSTED,  # maximum number of processes exceeded
     1652: _P.RESOURCE_EXHAUSTED,  # unable to extend temp segment
@@ -73,7 +77,8 @@ DRG_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
     10700: _P.TEXT_INDEX_UNAVAILABLE,  # preference does not exist
     50900: _P.SYNTAX_ERROR,  # text query parser error
     50901: _P.SYNTAX_ERROR,  # text query parser syntax error
-    51030: _P.RESOURCE_EXHAUSTED,  # wildcard query expansion resulted in too many terms
+    # Wildcard query expansion resulted in too many terms: the same on every attempt.
+    51030: _P.SYNTAX_ERROR,
 }
 
 DPY_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {

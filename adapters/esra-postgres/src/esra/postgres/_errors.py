@@ -25,8 +25,8 @@ connect failure, anything else (refused, unreachable)   CONNECTION_REFUSED
 42704 undefined_object (a text search configuration)    TEXT_INDEX_UNAVAILABLE
 42883 undefined_function, 42804 datatype_mismatch       COLUMN_NOT_INDEXED
 42501 insufficient_privilege, 25006 read_only_sql_tx    PERMISSION_DENIED
-42601 syntax_error, 22xxx data exceptions               SYNTAX_ERROR
-53xxx insufficient_resources, 54xxx limits, 40P01       RESOURCE_EXHAUSTED
+42601 syntax_error, 22xxx data, 54xxx program limits   SYNTAX_ERROR
+53xxx insufficient_resources, 40P01, 55P03              RESOURCE_EXHAUSTED
 40001 serialization_failure, 72000 snapshot_too_old     SNAPSHOT_ISOLATION_UNAVAILABLE
 anything else                                           UNKNOWN
 =====================================================  ===============================
@@ -73,7 +73,10 @@ _EXACT: dict[str, ProviderErrorCode] = {
 _BY_CLASS: dict[str, ProviderErrorCode] = {
     "08": _P.CONNECTION_REFUSED,
     "53": _P.RESOURCE_EXHAUSTED,
-    "54": _P.RESOURCE_EXHAUSTED,
+    # Program limits are the statement's own (a target list of more than 1,664 entries, an
+    # expression too deep, a tsquery too large): the same on every attempt, so the query's
+    # fault, never retried and never counted against the source's breaker.
+    "54": _P.SYNTAX_ERROR,
     "22": _P.SYNTAX_ERROR,
 }
 

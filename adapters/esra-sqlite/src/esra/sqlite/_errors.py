@@ -16,12 +16,28 @@ __all__ = ["ExecutionState", "classify"]
 
 _MISSING = re.compile(r"no such (?:table|column): (.+)$", re.DOTALL)
 
+# SQLite's limits on one statement (its compile-time limits, a pattern's, a value's size):
+# hit on every attempt alike, so the query's own fault (``SYNTAX_ERROR``), never retried and
+# never counted against the source's breaker, as UNKNOWN and RESOURCE_EXHAUSTED were.
+_STATEMENT_LIMITS = (
+    "too many sql variables",
+    "expression tree is too large",
+    "parser stack overflow",
+    "too many terms in compound select",
+    "tables in a join",
+    "too many columns",
+    "too many arguments on function",
+    "too many from clause terms",
+    "like or glob pattern too complex",
+    "string or blob too big",
+)
+
 _BY_ERRORNAME: dict[str, ProviderErrorCode] = {
     "SQLITE_BUSY": ProviderErrorCode.RESOURCE_EXHAUSTED,
     "SQLITE_LOCKED": ProviderErrorCode.RESOURCE_EXHAUSTED,
     "SQLITE_NOMEM": ProviderErrorCode.RESOURCE_EXHAUSTED,
     "SQLITE_FULL": ProviderErrorCode.RESOURCE_EXHAUSTED,
-    "SQLITE_TOOBIG": ProviderErrorCode.RESOURCE_EXHAUSTED,
+    "SQLITE_TOOBIG": ProviderErrorCode.SYNTAX_ERROR,
     "SQLITE_CANTOPEN": ProviderErrorCode.CONNECTION_REFUSED,
     "SQLITE_NOTADB": ProviderErrorCode.CONNECTION_REFUSED,
     "SQLITE_READONLY": ProviderErrorCode.PERMISSION_DENIED,
@@ -62,6 +78,8 @@ def classify(
     if "no such function" in message or "no such module: fts5" in message:
         return ProviderErrorCode.TEXT_INDEX_UNAVAILABLE
     if message.startswith("fts5: syntax error") or "unterminated string" in message:
+        return ProviderErrorCode.SYNTAX_ERROR
+    if any(limit in message for limit in _STATEMENT_LIMITS):
         return ProviderErrorCode.SYNTAX_ERROR
     if message.startswith("fts5:"):
         # "fts5: missing row N from content table" and friends: the index is out of step.

@@ -56,6 +56,12 @@ SQLSERVER_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
     102: _P.SYNTAX_ERROR,  # Incorrect syntax near
     105: _P.SYNTAX_ERROR,  # Unclosed quotation mark
     156: _P.SYNTAX_ERROR,  # Incorrect syntax near the keyword
+    # A statement over one of the server's limits fails the same on every attempt: the
+    # query's fault, never retried and never counted against the source's breaker.
+    191: _P.SYNTAX_ERROR,  # some part of the statement is nested too deeply
+    8003: _P.SYNTAX_ERROR,  # too many parameters (2,100 at most)
+    8623: _P.SYNTAX_ERROR,  # the query processor could not produce a plan (too complex)
+    8632: _P.SYNTAX_ERROR,  # an expression services limit has been reached
     1222: _P.TIMEOUT,  # Lock request time out period exceeded (SET LOCK_TIMEOUT)
     3980: _P.CANCELLED,  # batch aborted by an abort signal from the client
     3951: _P.SNAPSHOT_ISOLATION_UNAVAILABLE,  # transaction did not start in snapshot isolation
