@@ -14,51 +14,21 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from types import TracebackType
+
+from tests._loopback_proxy import LoopbackProxy
 
 __all__ = ["StallingProxy"]
 
 _CHUNK = 65536
 
 
-class StallingProxy:
+class StallingProxy(LoopbackProxy):
     """Forward the first ``forward`` connections to ``upstream``; hold the next one."""
 
     def __init__(self, upstream: tuple[str, int], *, forward: int) -> None:
+        super().__init__(upstream)
         self.stalled = threading.Event()
-        self._upstream = upstream
         self._forward = forward
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        self._sockets: list[socket.socket] = [self._listener]
-        self._lock = threading.Lock()
-        self._accepting = threading.Thread(target=self._accept, daemon=True)
-
-    def __enter__(self) -> StallingProxy:
-        self._accepting.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for each in sockets:
-            with contextlib.suppress(OSError):
-                each.shutdown(socket.SHUT_RDWR)
-            each.close()
-        self._accepting.join(timeout=10)
-
-    def _keep(self, each: socket.socket) -> bool:
-        with self._lock:
-            if not self._sockets:  # closing: nothing new is kept open
-                each.close()
-                return False
-            self._sockets.append(each)
-            return True
 
     def _accept(self) -> None:
         accepted = 0

@@ -17,7 +17,7 @@ import attrs
 import psycopg
 import pytest
 from psycopg import errors, sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from esra.core._audit.batching import BatchingAuditSink
 from esra.core._audit.query import AuditQuery
@@ -30,6 +30,7 @@ from esra.postgres._audit_schema import (
     audit_schema_version,
     grant_audit_writer,
 )
+from tests._cutting_proxy import CuttingProxy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -218,3 +219,38 @@ async def test_a_batch_bound_as_binary_arrays_reads_back_exactly(
         assert (await log.query(AuditQuery(tenant_id=TENANT, subject=hostile))).records
     finally:
         await log.close()
+
+
+@pytest.mark.parametrize(
+    ("cut_at", "in_requests"),
+    [
+        pytest.param(b"INSERT 0 ", False, id="the answer lost: the batch was committed"),
+        pytest.param(b"INSERT INTO", True, id="the statement lost: it never ran"),
+    ],
+)
+async def test_a_batch_whose_connection_was_cut_is_written_once(
+    deployment: _Deployment, cut_at: bytes, *, in_requests: bool
+) -> None:
+    """The connection is cut as a batch's statement goes to the server, or as its answer
+    comes back after the commit: the log cannot tell which, the sink writes the batch again,
+    and each record is stored exactly once (lost answer: it was stored twice)."""
+    upstream = conninfo_to_dict(deployment.host_dsn)
+    address = (str(upstream.get("host") or "127.0.0.1"), int(str(upstream.get("port") or 5432)))
+    with CuttingProxy(address, cut_at=cut_at, in_requests=in_requests) as proxy:
+        through = make_conninfo(deployment.host_dsn, host="127.0.0.1", port=proxy.port)
+        log = await PostgresAuditLog.open(through, schema=deployment.schema)
+        try:
+            sink = BatchingAuditSink(log, retry_initial_s=0.01)
+            try:
+                await sink.record(contract_record(1))
+                await sink.record(contract_record(2))
+                await sink.flush()
+            finally:
+                await sink.aclose()
+            assert proxy.cut.is_set()
+            page = await log.query(AuditQuery(tenant_id=TENANT))
+        finally:
+            await log.close()
+    assert sorted(r.correlation_id for r in page.records) == sorted(
+        contract_record(n).correlation_id for n in (1, 2)
+    )

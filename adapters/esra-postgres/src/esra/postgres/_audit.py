@@ -63,6 +63,28 @@ def _dimensions(record: AuditRecord) -> str:
     return json.dumps(clean, sort_keys=True, separators=(",", ":"))
 
 
+def _columns(records: Sequence[AuditRecord]) -> list[list[Any]]:
+    """``records`` as the eight arrays the statements bind, one per column."""
+    columns: list[list[Any]] = [[] for _ in range(8)]
+    for record in records:
+        for column, value in zip(
+            columns,
+            (
+                _text(record.tenant_id),
+                record.at,
+                record.event.value,
+                _text(record.correlation_id),
+                _optional(audit_subject(record)),
+                _text(record.outcome),
+                _optional(record.reason),
+                _dimensions(record),
+            ),
+            strict=True,
+        ):
+            column.append(value)
+    return columns
+
+
 class PostgresAuditLog:
     """Audit records in ``schema.records``.
 
@@ -80,13 +102,23 @@ class PostgresAuditLog:
         # %b: the arrays go in PostgreSQL's binary format. In text format psycopg escapes
         # every quote of every JSON document with a regular expression, on the event loop —
         # most of a batch's CPU time, and what a call waiting for its audit records pays.
+        batch = sql.SQL(
+            "unnest(%b::text[], %b::timestamptz[], %b::text[], %b::text[], %b::text[],"
+            " %b::text[], %b::text[], %b::text[]) AS u (t, a, e, c, s, o, x, d)"
+        )
         self._insert = sql.SQL(
             "INSERT INTO {r} (tenant_id, at, event, correlation_id, subject, outcome, reason,"
-            " dimensions)"
-            " SELECT t, a, e, c, s, o, x, d::jsonb FROM unnest("
-            "%b::text[], %b::timestamptz[], %b::text[], %b::text[], %b::text[], %b::text[],"
-            " %b::text[], %b::text[]) AS u (t, a, e, c, s, o, x, d)"
-        ).format(r=self._records)
+            " dimensions) SELECT t, a, e, c, s, o, x, d::jsonb FROM {batch}"
+        ).format(r=self._records, batch=batch)
+        # A batch's records that are stored as given; found by the (tenant_id, correlation_id)
+        # index, so asking costs one probe per record.
+        self._count_stored = sql.SQL(
+            "SELECT count(*) FROM {batch} WHERE EXISTS (SELECT 1 FROM {r} AS r"
+            " WHERE r.tenant_id = u.t AND r.correlation_id = u.c AND r.at = u.a"
+            " AND r.event = u.e AND r.outcome = u.o AND r.subject IS NOT DISTINCT FROM u.s"
+            " AND r.reason IS NOT DISTINCT FROM u.x AND r.dimensions = u.d::jsonb)"
+        ).format(r=self._records, batch=batch)
+        self._unanswered: list[list[Any]] | None = None
 
     @classmethod
     async def open(
@@ -116,28 +148,33 @@ class PostgresAuditLog:
         await ping_pool(self._pool)
 
     async def write_batch(self, records: Sequence[AuditRecord]) -> None:
-        """Append ``records`` in one statement (all or none)."""
+        """Append ``records`` in one statement (all or none), once.
+
+        A statement whose connection failed may have been committed all the same: the server
+        commits an autocommit statement before its answer, which is then lost with the
+        connection. The sink writes such a batch again, so the same batch is looked for
+        before it is inserted again, and not inserted if every record of it is stored.
+        """
         if not records:
             return
-        columns: list[list[Any]] = [[] for _ in range(8)]
-        for record in records:
-            for column, value in zip(
-                columns,
-                (
-                    _text(record.tenant_id),
-                    record.at,
-                    record.event.value,
-                    _text(record.correlation_id),
-                    _optional(audit_subject(record)),
-                    _text(record.outcome),
-                    _optional(record.reason),
-                    _dimensions(record),
-                ),
-                strict=True,
-            ):
-                column.append(value)
+        columns = _columns(records)
+        unanswered, self._unanswered = self._unanswered, None
+        if unanswered == columns and await self._stored(columns):
+            return
+        try:
+            async with self._pool.connection() as conn:
+                await conn.execute(self._insert, columns)
+        except psycopg.OperationalError:
+            # The connection failed, not the statement: whether it was committed is unknown.
+            self._unanswered = columns
+            raise
+
+    async def _stored(self, columns: list[list[Any]]) -> bool:
+        """Whether every record of a batch (its ``_columns``) is stored as written."""
         async with self._pool.connection() as conn:
-            await conn.execute(self._insert, columns)
+            cursor = await conn.execute(self._count_stored, columns)
+            row = await cursor.fetchone()
+        return row is not None and row[0] == len(columns[0])
 
     async def query(self, query: AuditQuery) -> AuditPage:
         """The page of ``query``: the tenant's matching records, newest first."""
