@@ -217,8 +217,9 @@ class _AnsweringSandbox(ExtractionSandbox):
         *,
         reader: DocumentFormat,
         options: Mapping[str, object] | None = None,
+        holder: str | None = None,
     ) -> dict[str, object]:
-        del data, limits, reader, options
+        del data, limits, reader, options, holder
         return dict(self._answer)
 
 

@@ -12,7 +12,7 @@ from esra.core._docstore.extraction import extract as real_extract
 from esra.core._docstore.ingestion import IngestionWorker, upload_files
 from esra.core._docstore.model import Claim, DocumentState, IndexedContent, StoreSettings
 from esra.core._docstore.scanner import ScanPolicy
-from esra.core._docstore.upload import AcceptedUpload
+from esra.core._docstore.upload import AcceptedUpload, inspect_upload
 from esra.core.codes import DocumentRefusal
 from esra.core.testing import FakeClock
 from esra.core.testing._docstore import InMemoryDocumentRepository
@@ -391,3 +391,28 @@ async def test_soft_delete_hides_everywhere_and_counts_cover_every_state() -> No
     assert counts[DocumentState.INDEXED] == 1
     assert await repository.text(TENANT, gone, scopes={"all"}) is None
     assert await repository.original(TENANT, gone) is None
+
+
+async def test_the_sandbox_is_lent_to_the_uploading_and_the_extracted_tenant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Upload inspection and extraction name the tenant as the sandbox's holder, so one
+    tenant's packages can never hold every sandbox server (``ExtractionSandbox``)."""
+    holders: list[str | None] = []
+    inspect, extract = inspect_upload, real_extract
+
+    def inspected(*args: object, holder: str | None = None, **kwargs: object) -> object:
+        holders.append(holder)
+        return inspect(*args, holder=holder, **kwargs)  # type: ignore[arg-type]
+
+    def extracted(upload: AcceptedUpload, *, holder: str | None = None, **kwargs: object) -> object:
+        holders.append(holder)
+        return extract(upload, holder=holder, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingestion, "inspect_upload", inspected)
+    monkeypatch.setattr(ingestion, "extract", extracted)
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
+    await _upload(repository, clock, ("policy.txt", POLICY))
+    (turn,) = await _worker(repository, clock).run_turn()
+    assert turn.indexed == 1
+    assert holders == [TENANT, TENANT]

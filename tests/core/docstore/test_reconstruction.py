@@ -183,8 +183,9 @@ class _PagesSandbox(ExtractionSandbox):
         *,
         reader: DocumentFormat,
         options: Mapping[str, object] | None = None,
+        holder: str | None = None,
     ) -> dict[str, object]:
-        del data, limits, reader, options
+        del data, limits, reader, options, holder
         return {"pages": list(self._pages)}
 
 

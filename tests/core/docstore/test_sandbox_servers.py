@@ -2,6 +2,8 @@
 
 With one server per owner, every request waited for the one before it: a hostile package
 held every other upload of the process — every tenant's — for up to its wall limit (60 s).
+With several, one tenant's packages sent together still held them all; a holder is now lent
+all servers but one.
 The first request here is held deterministically: its server's answer is read only once
 the test lets it through.
 """
@@ -62,13 +64,15 @@ class _CountingSandbox(ExtractionSandbox):
         return server
 
 
-def _extract(sandbox: ExtractionSandbox) -> dict[str, object]:
-    return sandbox.extract(PDF, SandboxLimits(), reader=DocumentFormat.PDF)
+def _extract(sandbox: ExtractionSandbox, holder: str | None = None) -> dict[str, object]:
+    return sandbox.extract(PDF, SandboxLimits(), reader=DocumentFormat.PDF, holder=holder)
 
 
-def _in_thread(sandbox: ExtractionSandbox) -> tuple[threading.Thread, list[dict[str, object]]]:
+def _in_thread(
+    sandbox: ExtractionSandbox, holder: str | None = None
+) -> tuple[threading.Thread, list[dict[str, object]]]:
     answers: list[dict[str, object]] = []
-    thread = threading.Thread(target=lambda: answers.append(_extract(sandbox)))
+    thread = threading.Thread(target=lambda: answers.append(_extract(sandbox, holder)))
     thread.start()
     return thread, answers
 
@@ -146,3 +150,42 @@ def test_a_server_that_dies_mid_request_fails_that_request_only() -> None:
             os.kill(dead, 0)  # reaped
         assert _extract(sandbox)["pages"] == ["held"]
         assert len(sandbox.started) == 2
+
+
+class _CapWatchingSandbox(_CountingSandbox):
+    """Tells when a request waits because its holder holds all a holder may."""
+
+    def __init__(self, max_servers: int) -> None:
+        super().__init__(max_servers)
+        self.capped = threading.Event()
+
+    def _at_cap(self, holder: str | None) -> bool:
+        capped = super()._at_cap(holder)
+        if capped:
+            self.capped.set()
+        return capped
+
+
+def test_one_holder_is_never_lent_every_server() -> None:
+    """A tenant whose package is held may not take the last server too: its next request
+    waits, and another tenant's is served meanwhile (it waited behind the first tenant's)."""
+    with _CapWatchingSandbox(max_servers=2) as sandbox:
+        held, _ = _in_thread(sandbox, "tenant-a")
+        _held(sandbox)
+        waiting, waiting_answer = _in_thread(sandbox, "tenant-a")
+        assert sandbox.capped.wait(_DEADLOCK_S)  # waiting with a server still to start
+        assert _extract(sandbox, "tenant-b")["pages"] == ["held"]
+        assert waiting_answer == []  # still waiting: tenant-a's first request is held
+        sandbox.release.set()
+        held.join(_DEADLOCK_S)
+        waiting.join(_DEADLOCK_S)
+        assert waiting_answer[0]["pages"] == ["held"]
+        assert len(sandbox.started) == 2
+
+
+def test_a_single_server_is_lent_to_any_holder() -> None:
+    """With one server a holder may be lent it (the cap is never below one)."""
+    with _CountingSandbox(max_servers=1) as sandbox:
+        sandbox.release.set()
+        assert _extract(sandbox, "tenant-a")["pages"] == ["held"]
+        assert _extract(sandbox, "tenant-a")["pages"] == ["held"]

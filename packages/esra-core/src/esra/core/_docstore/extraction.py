@@ -227,9 +227,10 @@ def _pdf(
     limits: SandboxLimits,
     extraction_limits: ExtractionLimits,
     sandbox: ExtractionSandbox,
+    holder: str | None,
 ) -> Extraction:
     bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
-    result = sandbox.extract(data, bounded, reader=DocumentFormat.PDF)
+    result = sandbox.extract(data, bounded, reader=DocumentFormat.PDF, holder=holder)
     if "pages" not in result or not isinstance(result["pages"], list):
         raise answer_refusal(result)
     pages = [encodable(str(p)) for p in result["pages"]]  # pypdf may decode to surrogates
@@ -255,13 +256,16 @@ def _docx(
     limits: SandboxLimits,
     extraction_limits: ExtractionLimits,
     sandbox: ExtractionSandbox,
+    holder: str | None,
 ) -> Extraction:
     bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
     options = {
         "segments": extraction_limits.max_segments,
         "zip": attrs.asdict(extraction_limits.zip),
     }
-    result = sandbox.extract(data, bounded, reader=DocumentFormat.DOCX, options=options)
+    result = sandbox.extract(
+        data, bounded, reader=DocumentFormat.DOCX, options=options, holder=holder
+    )
     text, starts, labels = result.get("text"), result.get("boundaries"), result.get("labels")
     if not (
         isinstance(text, str)
@@ -296,6 +300,7 @@ def extract(
     sandbox_limits: SandboxLimits | None = None,
     limits: ExtractionLimits | None = None,
     sandbox: ExtractionSandbox | None = None,
+    holder: str | None = None,
 ) -> Extraction:
     """Extract ``upload``'s text and natural boundaries.
 
@@ -305,6 +310,7 @@ def extract(
         limits: bounds on the text and its units, for every format.
         sandbox: the extraction sandbox server to use (its owner closes it); the process-wide one,
             closed at exit, by default.
+        holder: whom its server is lent to (the tenant): no holder is lent every server.
 
     Raises:
         DocumentRefusedError: ``MALFORMED_DOCUMENT`` or ``PASSWORD_PROTECTED`` when the content
@@ -316,11 +322,19 @@ def extract(
     match upload.format:
         case DocumentFormat.PDF:
             return _pdf(
-                upload.data, sandbox_limits or SandboxLimits(), limits, sandbox or default_sandbox()
+                upload.data,
+                sandbox_limits or SandboxLimits(),
+                limits,
+                sandbox or default_sandbox(),
+                holder,
             )
         case DocumentFormat.DOCX:
             return _docx(
-                upload.data, sandbox_limits or SandboxLimits(), limits, sandbox or default_sandbox()
+                upload.data,
+                sandbox_limits or SandboxLimits(),
+                limits,
+                sandbox or default_sandbox(),
+                holder,
             )
         case DocumentFormat.MD:
             return _markdown(upload.data, limits)

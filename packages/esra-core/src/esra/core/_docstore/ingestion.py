@@ -110,7 +110,9 @@ async def upload_files(
             # Off the event loop: a .docx is inflated and its XML parsed in a sandbox child,
             # and waiting for it (seconds for a large package) would stall every request the
             # host serves.
-            accepted = await asyncio.to_thread(inspect_upload, filename, data, limits)
+            accepted = await asyncio.to_thread(
+                inspect_upload, filename, data, limits, holder=tenant_id
+            )
             document = await repository.add(
                 tenant_id,
                 accepted,
@@ -295,7 +297,7 @@ class IngestionWorker:
         """
         try:
             return await asyncio.to_thread(
-                _extract, upload, self._sandbox_limits, settings.scan_policy
+                _extract, upload, self._sandbox_limits, settings.scan_policy, claim.tenant_id
             )
         except DocumentRefusedError:
             raise
@@ -371,14 +373,15 @@ class _Extracted:
 
 
 def _extract(
-    upload: AcceptedUpload, sandbox_limits: SandboxLimits, policy: ScanPolicy
+    upload: AcceptedUpload, sandbox_limits: SandboxLimits, policy: ScanPolicy, tenant_id: str
 ) -> _Extracted:
-    """Extract, scan and (unless it is to be rejected) segment one document, in a thread.
+    """Extract, scan and (unless it is to be rejected) segment one of ``tenant_id``'s
+    documents, in a thread.
 
     Raises:
         DocumentRefusedError: the document cannot be extracted.
     """
-    extraction = extract(upload, sandbox_limits=sandbox_limits)
+    extraction = extract(upload, sandbox_limits=sandbox_limits, holder=tenant_id)
     # The title (the file name) is a returned field, read by a model beside every fragment:
     # an instruction in it is one in the document. It comes first, as a reader meets it.
     in_title = tuple(attrs.evolve(f, in_title=True) for f in scan_text(upload.display_name))

@@ -11,7 +11,10 @@ Each server answers one request at a time; an owner keeps up to ``max_servers`` 
 (``DEFAULT_MAX_SERVERS``), started as requests need them and reused while idle, so that
 concurrent uploads are checked side by side: with one server, a hostile package held every
 other upload of the process — every tenant's — for up to its wall limit (60 s). A request
-past ``max_servers`` waits for a server to come free. A server is restarted when it dies,
+past ``max_servers`` waits for a server to come free. A request names its ``holder`` (the
+tenant it is made for), and one holder is lent at most ``max_servers - 1`` servers at once:
+however many hostile packages one tenant sends together, a server stays free for the
+others. A server is restarted when it dies,
 and none is used across a fork. Every server process is always reaped: ``close()`` (or
 leaving the ``with`` block) ends the idle ones at once and the busy ones as their requests
 end, a garbage-collected sandbox ends them through finalizers, and the process-wide default
@@ -24,6 +27,7 @@ a document failure.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -121,7 +125,9 @@ class ExtractionSandbox:
 
     Args:
         max_servers: how many requests are served at once (each by a server of its own);
-            more wait for one to come free.
+            more wait for one to come free. One holder (a request's ``holder``, the tenant)
+            is lent at most ``max_servers - 1`` at once (one when there is only one); a
+            request naming none only waits for a free server.
     """
 
     def __init__(self, max_servers: int = DEFAULT_MAX_SERVERS) -> None:
@@ -129,9 +135,13 @@ class ExtractionSandbox:
             msg = "max_servers must be at least 1"
             raise ValueError(msg)
         self._max_servers = max_servers
+        # What one holder may be lent at once: all but one server, so no holder's requests
+        # can keep every other holder waiting (all of them with a single server).
+        self._holder_cap = max(1, max_servers - 1)
         self._free = threading.Condition()
         self._idle: list[subprocess.Popen[bytes]] = []
         self._lent = 0
+        self._lent_to: collections.Counter[str] = collections.Counter()
         # Each server's finalizer, by process id: stops and reaps it once, at close, when the
         # sandbox is collected, or at exit.
         self._finalizers: dict[
@@ -182,6 +192,7 @@ class ExtractionSandbox:
         for finalizer in self._finalizers.values():
             finalizer.detach()
         self._idle, self._finalizers, self._lent = [], {}, 0
+        self._lent_to.clear()
         self._owner = os.getpid()
 
     def _stop_owned(self, server: subprocess.Popen[bytes]) -> None:
@@ -214,18 +225,21 @@ class ExtractionSandbox:
             raise MissingExtraError(tuple(str(name) for name in missing))
         return None
 
-    def _borrow(self) -> tuple[subprocess.Popen[bytes] | None, int]:
+    def _borrow(self, holder: str | None) -> tuple[subprocess.Popen[bytes] | None, int]:
         """An idle live server, or one started for the request (None: it died starting),
-        with the generation it is lent in; waits while ``max_servers`` are lent.
+        with the generation it is lent in; waits while ``max_servers`` are lent, or while
+        ``holder`` holds all a holder may.
 
         Raises:
             MissingExtraError: the server cannot import pypdf or python-docx.
         """
         with self._free:
             self._adopt_fork()
-            while not self._idle and self._lent >= self._max_servers:
+            while (not self._idle and self._lent >= self._max_servers) or self._at_cap(holder):
                 self._free.wait()
             self._lent += 1
+            if holder is not None:
+                self._lent_to[holder] += 1
             generation = self._generation
             while self._idle:
                 server = self._idle.pop()
@@ -236,15 +250,25 @@ class ExtractionSandbox:
         try:
             started = self._start()
         except BaseException:
-            self._give_back(None, generation, reusable=False)
+            self._give_back(None, generation, holder, reusable=False)
             raise
         if started is not None:
             with self._free:
                 self._finalizers[started.pid] = weakref.finalize(self, _stop, started)
         return started, generation
 
+    def _at_cap(self, holder: str | None) -> bool:
+        """Whether ``holder`` is lent all a holder may be (called holding ``_free``); a
+        request that names none is held only to ``max_servers``."""
+        return holder is not None and self._lent_to[holder] >= self._holder_cap
+
     def _give_back(
-        self, server: subprocess.Popen[bytes] | None, generation: int, *, reusable: bool
+        self,
+        server: subprocess.Popen[bytes] | None,
+        generation: int,
+        holder: str | None,
+        *,
+        reusable: bool,
     ) -> None:
         """Keep ``server`` for the next request, or stop it if it is not ``reusable`` (its
         request failed), died, or was lent before a ``close()``; free its place."""
@@ -253,12 +277,17 @@ class ExtractionSandbox:
             if self._owner != os.getpid():
                 return  # lent by the parent: its to keep
             self._lent -= 1
+            if holder is not None:
+                self._lent_to[holder] -= 1
+                if not self._lent_to[holder]:
+                    del self._lent_to[holder]
             if server is not None:
                 if reusable and server.poll() is None and generation == self._generation:
                     self._idle.append(server)
                 else:
                     stopping = self._finalizers.pop(server.pid, None)
-            self._free.notify()
+            # Every waiter: the one a single wake-up reaches may be a holder at its cap.
+            self._free.notify_all()
         if stopping is not None:
             # Outside the lock: a server out of step may take its stop timeout to end.
             stopping()
@@ -270,20 +299,28 @@ class ExtractionSandbox:
         *,
         reader: DocumentFormat,
         options: Mapping[str, object] | None = None,
+        holder: str | None = None,
     ) -> dict[str, object]:
         """Send one document to a server, to be read as ``reader`` (PDF or DOCX) with that
-        reader's ``options``; its answer, or a refusal when the server died.
+        reader's ``options``, for ``holder`` (the tenant); its answer, or a refusal when the
+        server died.
 
         Raises:
             MissingExtraError: the server cannot import pypdf or python-docx.
         """
-        return self._request(reader.value, data, limits, options)
+        return self._request(reader.value, data, limits, options, holder)
 
     def check_docx_package(
-        self, data: bytes, limits: SandboxLimits, zip_limits: ZipLimits
+        self,
+        data: bytes,
+        limits: SandboxLimits,
+        zip_limits: ZipLimits,
+        *,
+        holder: str | None = None,
     ) -> dict[str, object]:
         """Run upload inspection's zip and XML checks of a ``.docx`` (``inflate_members``
-        under ``zip_limits``, then ``check_docx_members``) in a child under ``limits``.
+        under ``zip_limits``, then ``check_docx_members``) in a child under ``limits``, for
+        ``holder`` (the tenant).
 
         Returns ``{"checked": true}``, or a refusal (``{"refusal", "detail", "breach"}``:
         the checks' own, or ``MALFORMED_DOCUMENT`` when the child exhausted a limit or died).
@@ -291,7 +328,8 @@ class ExtractionSandbox:
         Raises:
             MissingExtraError: the server cannot import pypdf or python-docx.
         """
-        return self._request(PACKAGE_CHECK, data, limits, {"zip": attrs.asdict(zip_limits)})
+        options = {"zip": attrs.asdict(zip_limits)}
+        return self._request(PACKAGE_CHECK, data, limits, options, holder)
 
     def _request(
         self,
@@ -299,6 +337,7 @@ class ExtractionSandbox:
         data: bytes,
         limits: SandboxLimits,
         options: Mapping[str, object] | None,
+        holder: str | None,
     ) -> dict[str, object]:
         header = {
             "reader": reader,
@@ -309,7 +348,7 @@ class ExtractionSandbox:
             "wall": limits.wall_seconds,
             "chars": limits.max_chars,
         }
-        server, generation = self._borrow()
+        server, generation = self._borrow(holder)
         answer: object = None
         try:
             if server is None:
@@ -328,7 +367,7 @@ class ExtractionSandbox:
         finally:
             # Without an answer the server died, or the request was interrupted mid-way and
             # left it out of step: it is stopped, and the next request starts another.
-            self._give_back(server, generation, reusable=isinstance(answer, dict))
+            self._give_back(server, generation, holder, reusable=isinstance(answer, dict))
         if not isinstance(answer, dict):
             return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server died"}
         peak = answer.get("sandbox_peak_kb")

@@ -121,10 +121,12 @@ def _check_ole_docx(data: bytes) -> None:
     raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail="OLE container named .docx")
 
 
-def _package_breach(data: bytes, limits: UploadLimits, sandbox: ExtractionSandbox) -> Breach | None:
+def _package_breach(
+    data: bytes, limits: UploadLimits, sandbox: ExtractionSandbox, holder: str | None
+) -> Breach | None:
     """Check a ``.docx`` package in a sandbox child; return the safety limit it broke, if it
     broke one."""
-    answer = sandbox.check_docx_package(data, limits.sandbox, limits.zip)
+    answer = sandbox.check_docx_package(data, limits.sandbox, limits.zip, holder=holder)
     if answer.get("checked") is True and "refusal" not in answer:
         return None
     refused = answer_refusal(answer)
@@ -139,6 +141,7 @@ def inspect_upload(
     limits: UploadLimits | None = None,
     *,
     sandbox: ExtractionSandbox | None = None,
+    holder: str | None = None,
 ) -> AcceptedUpload:
     """Inspect one uploaded file; return it accepted (or accepted as a breach) or refuse it.
 
@@ -146,8 +149,9 @@ def inspect_upload(
     ``.doc`` is refused with "convert to .docx"; macro-enabled formats are refused outright.
     A ``.docx`` is additionally checked as a zip (structure, counted inflation, limits) and
     as OOXML (no macros, no active content, every XML part parsed with DTDs forbidden), in
-    a child of ``sandbox`` (the process-wide one by default) under ``limits.sandbox``; a
-    package that breaks one of those safety limits is returned with ``breach`` set.
+    a child of ``sandbox`` (the process-wide one by default) under ``limits.sandbox``, lent
+    to ``holder`` (the tenant: no tenant holds every sandbox server at once); a package that
+    breaks one of those safety limits is returned with ``breach`` set.
     PDF structure and encryption are checked at extraction, in a sandboxed subprocess.
 
     Raises:
@@ -172,7 +176,7 @@ def inspect_upload(
             _check_ole_docx(data)
         if kind is not HeaderKind.ZIP:
             raise DocumentRefusedError(DocumentRefusal.TYPE_MISMATCH, detail=f"header says {kind}")
-        breach = _package_breach(data, limits, sandbox or default_sandbox())
+        breach = _package_breach(data, limits, sandbox or default_sandbox(), holder)
     elif document_format in _TEXT_FORMATS:
         if kind is HeaderKind.NON_UTF8_TEXT:
             raise _not_utf8()
