@@ -1,13 +1,14 @@
 """A TCP proxy that loses one message, and its connection with it.
 
-``CuttingProxy(upstream, cut_at=b"INSERT 0 ")`` listens on a free loopback port and pipes
-every connection to ``upstream`` both ways, until the server first sends bytes holding
-``cut_at`` (with ``in_requests=True``: until the client does). Those are never forwarded, and
-that connection is closed both ways. A lost reply means the server has done the work (a
+``CuttingProxy(upstream, cut_at=(b"INSERT 0 ",))`` listens on a free loopback port and pipes
+every connection to ``upstream`` both ways, until the server first sends bytes holding the
+first of ``cut_at`` (with ``in_requests=True``: until the client does). Those are never
+forwarded, and that connection is closed both ways; then the same for the next of
+``cut_at``, on whichever connection it comes. A lost reply means the server has done the work (a
 PostgreSQL autocommit statement is committed before its ``CommandComplete`` and
 ``ReadyForQuery`` are flushed together); a lost request, that it never saw it. Either way
 the client only sees its connection lost, and cannot tell which. Later connections are piped
-whole; ``cut`` is set once the message is lost.
+whole; ``cut`` is set once every message of ``cut_at`` is lost.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ _CHUNK = 65536
 
 
 class CuttingProxy(LoopbackProxy):
-    """Pipe connections to ``upstream``; lose the first reply (or request) holding ``cut_at``."""
+    """Pipe connections to ``upstream``; lose the replies (or requests) holding ``cut_at``,
+    the first of each in turn."""
 
     def __init__(
-        self, upstream: tuple[str, int], *, cut_at: bytes, in_requests: bool = False
+        self, upstream: tuple[str, int], *, cut_at: tuple[bytes, ...], in_requests: bool = False
     ) -> None:
         super().__init__(upstream)
         self.cut = threading.Event()
-        self._cut_at = cut_at
+        self._cuts = list(cut_at)
         self._in_requests = in_requests
 
     def _accept(self) -> None:
@@ -57,7 +59,7 @@ class CuttingProxy(LoopbackProxy):
     def _pipe(self, source: socket.socket, target: socket.socket, cutting: bool) -> None:
         try:
             while chunk := source.recv(_CHUNK):
-                if cutting and self._cut_at in chunk and self._take_the_cut():
+                if cutting and self._take_the_cut(chunk):
                     close_both_ways(source)
                     close_both_ways(target)
                     return
@@ -66,9 +68,12 @@ class CuttingProxy(LoopbackProxy):
             pass
         close_both_ways(target)
 
-    def _take_the_cut(self) -> bool:
+    def _take_the_cut(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` holds the next message to lose (which is then the one after)."""
         with self._lock:
-            if self.cut.is_set():
+            if not self._cuts or self._cuts[0] not in chunk:
                 return False
-            self.cut.set()
+            self._cuts.pop(0)
+            if not self._cuts:
+                self.cut.set()
             return True

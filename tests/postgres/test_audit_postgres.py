@@ -224,16 +224,20 @@ async def test_a_batch_bound_as_binary_arrays_reads_back_exactly(
 @pytest.mark.parametrize(
     ("cut_at", "in_requests"),
     [
-        pytest.param(b"INSERT 0 ", False, id="the answer lost: the batch was committed"),
-        pytest.param(b"INSERT INTO", True, id="the statement lost: it never ran"),
+        pytest.param((b"INSERT 0 ",), False, id="the answer lost: the batch was committed"),
+        pytest.param((b"INSERT INTO",), True, id="the statement lost: it never ran"),
+        pytest.param(
+            (b"INSERT 0 ", b"SELECT 1"), False, id="the answer lost, then the look for it"
+        ),
     ],
 )
 async def test_a_batch_whose_connection_was_cut_is_written_once(
-    deployment: _Deployment, cut_at: bytes, *, in_requests: bool
+    deployment: _Deployment, cut_at: tuple[bytes, ...], *, in_requests: bool
 ) -> None:
     """The connection is cut as a batch's statement goes to the server, or as its answer
-    comes back after the commit: the log cannot tell which, the sink writes the batch again,
-    and each record is stored exactly once (lost answer: it was stored twice)."""
+    comes back after the commit (and again as the log looks for the batch): the log cannot
+    tell which, the sink writes the batch again, and each record is stored exactly once
+    (lost answer: it was stored twice)."""
     upstream = conninfo_to_dict(deployment.host_dsn)
     address = (str(upstream.get("host") or "127.0.0.1"), int(str(upstream.get("port") or 5432)))
     with CuttingProxy(address, cut_at=cut_at, in_requests=in_requests) as proxy:

@@ -158,8 +158,9 @@ class PostgresAuditLog:
         if not records:
             return
         columns = _columns(records)
-        unanswered, self._unanswered = self._unanswered, None
-        if unanswered == columns and await self._stored(columns):
+        # Looking may fail too (the connection is still down): the batch then stays unanswered.
+        if self._unanswered == columns and await self._stored(columns):
+            self._unanswered = None
             return
         try:
             async with self._pool.connection() as conn:
@@ -168,6 +169,7 @@ class PostgresAuditLog:
             # The connection failed, not the statement: whether it was committed is unknown.
             self._unanswered = columns
             raise
+        self._unanswered = None
 
     async def _stored(self, columns: list[list[Any]]) -> bool:
         """Whether every record of a batch (its ``_columns``) is stored as written."""

@@ -14,15 +14,14 @@ other upload of the process — every tenant's — for up to its wall limit (60 
 past ``max_servers`` waits for a server to come free. A request names its ``holder`` (the
 tenant it is made for), and one holder is lent at most ``max_servers - 1`` servers at once:
 however many hostile packages one tenant sends together, a server stays free for the
-others. A server is restarted when it dies,
-and none is used across a fork. Every server process is always reaped: ``close()`` (or
-leaving the ``with`` block) ends the idle ones at once and the busy ones as their requests
-end, a garbage-collected sandbox ends them through finalizers, and the process-wide default
-used by ``extract`` is closed at interpreter exit. A server that dies is reaped at once,
-never just killed and dropped. The server announces itself
-with one line before serving; if it cannot import pypdf or python-docx (the ``documents``
-extra is not installed) it says so and exits, and the caller gets ``MissingExtraError``, not
-a document failure.
+others. A server is restarted when it dies, and none is used across a fork. Every server
+process is always reaped: ``close()`` (or leaving the ``with`` block) ends the idle ones at
+once and the busy ones as their requests end, a garbage-collected sandbox ends them through
+finalizers, and the process-wide default used by ``extract`` is closed at interpreter exit.
+A server that dies is reaped at once, never just killed and dropped. The server announces
+itself with one line before serving; if it cannot import pypdf or python-docx (the
+``documents`` extra is not installed) it says so and exits, and the caller gets
+``MissingExtraError``, not a document failure.
 """
 
 from __future__ import annotations
