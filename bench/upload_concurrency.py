@@ -11,6 +11,11 @@ keeps decides whether uploads wait for each other. Side by side, in one run, for
    limit, ``--hostile-cpu`` seconds) and, once it is sent, one benign package: how long the
    benign one waits for its answer.
 
+Then, with ``DEFAULT_MAX_SERVERS`` servers, as many hostile packages from one tenant as there
+are servers, and once they are sent one benign package from another tenant: how long it
+waits, with the requests naming no holder (every server can go to one tenant, as before
+holders) and naming their tenants (one tenant is lent all servers but one).
+
 Each server is started before the clock runs (a warm-up inspection per server), so neither
 figure counts interpreter start-up. Times are wall-clock on this machine; the ratios of the
 two configurations are what to compare.
@@ -46,8 +51,10 @@ def _hostile() -> bytes:
     return _docx(b"<w:document " + _W + attributes + b"/>")
 
 
-def _check(sandbox: ExtractionSandbox, data: bytes, limits: SandboxLimits) -> None:
-    sandbox.check_docx_package(data, limits, ZipLimits())
+def _check(
+    sandbox: ExtractionSandbox, data: bytes, limits: SandboxLimits, holder: str | None = None
+) -> None:
+    sandbox.check_docx_package(data, limits, ZipLimits(), holder=holder)
 
 
 def _warm(sandbox: ExtractionSandbox, servers: int) -> None:
@@ -89,6 +96,31 @@ def benign_behind_hostile(max_servers: int, hostile_cpu: int) -> float:
         return waited
 
 
+def benign_behind_one_tenants_hostile(*, named: bool, hostile_cpu: int) -> float:
+    """Seconds another tenant's benign package waits while one tenant's hostile packages,
+    one per server, are in flight; ``named``: the requests name their tenants."""
+    benign, hostile = _docx(BENIGN_XML), _hostile()
+    limits = SandboxLimits(cpu_seconds=hostile_cpu, memory_bytes=2048 << 20)
+    servers = DEFAULT_MAX_SERVERS
+    with ExtractionSandbox(servers) as sandbox:
+        _warm(sandbox, servers)
+        held = [
+            threading.Thread(
+                target=_check, args=(sandbox, hostile, limits, "tenant-a" if named else None)
+            )
+            for _ in range(servers)
+        ]
+        for thread in held:
+            thread.start()
+        time.sleep(0.5)  # the hostile requests are sent and their children parsing
+        start = time.perf_counter()
+        _check(sandbox, benign, SandboxLimits(), "tenant-b" if named else None)
+        waited = time.perf_counter() - start
+        for thread in held:
+            thread.join()
+        return waited
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--uploads", type=int, default=8, help="benign packages at once")
@@ -106,6 +138,15 @@ def main() -> None:
     for name, seconds in behind.items():
         print(f"  {name:>10}: {seconds:6.2f} s")
     print(f"  ratio {new} / {old}: {behind[new] / behind[old]:.2f}")
+    unnamed = benign_behind_one_tenants_hostile(named=False, hostile_cpu=args.hostile_cpu)
+    named = benign_behind_one_tenants_hostile(named=True, hostile_cpu=args.hostile_cpu)
+    print(
+        f"another tenant's benign .docx behind one tenant's {DEFAULT_MAX_SERVERS} hostile "
+        f"packages ({DEFAULT_MAX_SERVERS} servers):"
+    )
+    print(f"  {'no holders':>10}: {unnamed:6.2f} s")
+    print(f"  {'tenants':>10}: {named:6.2f} s")
+    print(f"  ratio tenants / no holders: {named / unnamed:.2f}")
 
 
 if __name__ == "__main__":
