@@ -203,23 +203,25 @@ class MatchAgainstFullText:
         """Return every bind value ``clause`` created for ``terms.shape``."""
         values: dict[str, object] = {}
         positive = (*terms.required, *terms.optional, *terms.phrases)
+        # Each term's indexable tokens, read once: every positive term needs them, and
+        # required terms, phrases and lone optional terms again below.
+        tokens = {term: indexable_tokens(term, self.rules) for term in positive}
         if terms.optional and not (terms.required or terms.phrases):
             values[ANY_OPTIONAL_BIND] = " ".join(match_string(t) for t in terms.optional)
         for name, term in zip(_names("tb", len(positive)), positive, strict=True):
             values[name] = match_string(term)
-            words = indexable_tokens(term, self.rules)
+            words = tokens[term]
             values[counted_bind(name)] = 1 if len(words) <= 1 else 0
             values[first_word_bind(name)] = words[0] if len(words) > 1 else ""
         for prefix, group in (("tr", terms.required), ("tp", terms.phrases)):
             for name, term in zip(_names(prefix, len(group)), group, strict=True):
                 values[name] = match_string(term)
-                values[f"{name}x"] = 0 if indexable_tokens(term, self.rules) else 1
+                values[f"{name}x"] = 0 if tokens[term] else 1
                 values[f"{name}l"] = like_pattern(term)
         if terms.optional and not (terms.required or terms.phrases):
             for name, term in zip(_names("to", len(terms.optional)), terms.optional, strict=True):
                 # NULL never matches: MATCH already sees the term.
-                seen = indexable_tokens(term, self.rules)
-                values[f"{name}l"] = None if seen else like_pattern(term)
+                values[f"{name}l"] = None if tokens[term] else like_pattern(term)
         for name, term in zip(_names("te", len(terms.excluded)), terms.excluded, strict=True):
             values[f"{name}l"] = like_pattern(term)
         return values
