@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -132,6 +134,29 @@ async def test_template_failures_open_no_socket(
     assert raised.value.code is expected
     assert await provider.health() is SourceHealth.UNAVAILABLE
     await provider.close()
+
+
+async def test_a_ca_that_is_no_regular_file_opens_no_socket(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The driver reads ``ssl_ca`` on a slot's thread to the end: a FIFO held that thread
+    for ever, and a directory or a missing file can never connect. Each is an invalid
+    template, settled before any connection."""
+    _no_socket(monkeypatch)
+    fifo, directory = tmp_path / "ca.fifo", tmp_path / "ca.d"
+    os.mkfifo(fifo)
+    directory.mkdir()
+    for ca in (fifo, directory, tmp_path / "missing.pem", "/dev/stdin"):
+        provider = MySqlProvider(
+            tenant_id=TENANT,
+            connection=f"mysql://u@db.internal:3306/x?ssl_ca={ca}",
+            secrets=InMemorySecretStore(),
+            allowlist=StaticHostAllowlist([(TENANT, "db.internal", 3306)]),
+        )
+        with pytest.raises(ProviderError) as raised:
+            await provider.execute(_acme(), timeout_s=5.0)
+        await provider.close()
+        assert raised.value.code is C.CONNECTION_TEMPLATE_INVALID, ca
 
 
 async def test_closed_port_is_connection_refused(server: Server) -> None:

@@ -16,7 +16,9 @@ this package (their templates carry no password).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import os
 import socket
 import ssl
 import struct
@@ -32,11 +34,18 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from esra.core import SourceHealth
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
 from esra.core.secrets import ReferencePolicy, ReferenceSecretResolver
 from esra.core.testing import InMemorySecretStore, StaticHostAllowlist
-from esra.postgres import PRIVATE_FILE_OPTIONS, SCHEMES, PostgresProvider, connect_kwargs
+from esra.postgres import (
+    PRIVATE_FILE_OPTIONS,
+    PUBLIC_FILE_OPTIONS,
+    SCHEMES,
+    PostgresProvider,
+    connect_kwargs,
+)
 from esra.sql import ConnectionTarget, resolve_connection
 
 _SSL_REQUEST = 80877103
@@ -307,6 +316,8 @@ async def test_a_reference_another_tenants_policy_allows_sends_nothing(trap: _Lo
     assert trap.passwords == []
 
 
+# A bound for a connect that should end at once: reached only when libpq blocks.
+_BLOCKED_S = 30.0
 _TLS_NO_CERTIFICATE = "postgresql://reader@127.0.0.1:{port}/sales?sslmode=require"
 
 
@@ -495,16 +506,70 @@ async def test_an_empty_certificate_option_presents_none(
     assert set(tls_trap.client_certificates) == {""}
 
 
-def test_a_templates_certificate_and_password_are_kept() -> None:
+def test_a_templates_certificate_and_password_are_kept(tmp_path: Path) -> None:
+    certificate = tmp_path / "c.crt"
+    certificate.write_text("a certificate")
     kwargs = connect_kwargs(
-        _target(("sslcert", "/etc/esra/c.crt"), ("sslkey", "/etc/esra/c.key"), password="pw"),
+        _target(("sslcert", str(certificate)), ("sslkey", "/etc/esra/c.key"), password="pw"),
         connect_timeout_s=5,
     )
     assert (kwargs["password"], kwargs["sslcert"], kwargs["sslkey"]) == (
         "pw",
-        "/etc/esra/c.crt",
+        str(certificate),
         "/etc/esra/c.key",
     )
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC_FILE_OPTIONS))
+def test_a_certificate_option_must_name_a_regular_file(name: str, tmp_path: Path) -> None:
+    """libpq reads the path it is given to the end: a FIFO (or ``/dev/stdin``, or one of the
+    process's pipes under ``/proc/self/fd``) would block it for ever, a directory or a
+    missing file can never connect. A regular file is kept, and so is ``system``."""
+    fifo, directory, regular = tmp_path / "fifo", tmp_path / "directory", tmp_path / "c.pem"
+    os.mkfifo(fifo)
+    directory.mkdir()
+    regular.write_text("a certificate")
+    extra = (("sslkey", "/etc/esra/c.key"),) if name == "sslcert" else ()
+    for refused in (fifo, directory, tmp_path / "missing.pem", "/dev/stdin", "a\x00b"):
+        with pytest.raises(ProviderError) as raised:
+            connect_kwargs(_target((name, str(refused)), *extra), connect_timeout_s=5)
+        assert raised.value.code is ProviderErrorCode.CONNECTION_TEMPLATE_INVALID, refused
+    kept = connect_kwargs(_target((name, str(regular)), *extra), connect_timeout_s=5)
+    assert kept[name] == str(regular)
+    if name == "sslrootcert":
+        system = connect_kwargs(_target((name, "system")), connect_timeout_s=5)
+        assert system[name] == "system"
+
+
+def test_a_fifo_named_as_the_root_certificate_never_blocks_the_host(
+    tls_trap: _LoginTrap, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Against a server that accepts TLS, libpq loads the root certificate inside the event
+    loop's connect: a FIFO there blocked the whole loop for ever (reproduced before the
+    check). The connection is refused as an invalid template instead, at once."""
+    fifo = tmp_path / "root.crt"
+    os.mkfifo(fifo)
+    template = f"postgresql://reader@127.0.0.1:{{port}}/sales?sslmode=verify-ca&sslrootcert={fifo}"
+    answers: list[object] = []
+
+    async def health() -> object:
+        provider = _provider(tls_trap.port, template)
+        try:
+            return await provider.health()
+        finally:
+            await provider.close()
+
+    thread = threading.Thread(target=lambda: answers.append(asyncio.run(health())), daemon=True)
+    thread.start()
+    thread.join(_BLOCKED_S)
+    blocked = thread.is_alive()
+    if blocked:
+        with fifo.open("wb"):  # an end of file for the blocked reader, so the thread ends
+            pass
+        thread.join(_BLOCKED_S)
+    assert not blocked, "libpq blocked reading the FIFO"
+    assert answers == [SourceHealth.UNAVAILABLE]
+    assert "CONNECTION_TEMPLATE_INVALID" in caplog.text
 
 
 def test_kerberos_is_switched_off() -> None:

@@ -67,6 +67,7 @@ from esra.sql import (
     SqlSearchProvider,
     StatementBuilder,
     TimeBudget,
+    check_public_file,
     utf8_bindable,
 )
 
@@ -225,6 +226,10 @@ class _MySqlEngine:
         timeout = target.option("connect_timeout")
         if timeout is not None and not timeout.isdigit():
             raise ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
+        ca = target.option("ssl_ca")
+        if ca:
+            # The driver reads it on a slot's thread, which a FIFO would hold for ever.
+            check_public_file(ca)
 
     def _connect(self) -> MySQLConnection:
         """Open one read-only session (runs on a slot's thread or the killer's)."""

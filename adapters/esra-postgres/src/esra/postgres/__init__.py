@@ -18,6 +18,7 @@ from esra.postgres._config_store import PostgresConfigStore
 from esra.postgres._connection import (
     ALLOWED_OPTIONS,
     PRIVATE_FILE_OPTIONS,
+    PUBLIC_FILE_OPTIONS,
     SCHEMES,
     connect_kwargs,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_STORE_SCHEMA",
     "DEFAULT_TEXT_SEARCH_CONFIG",
     "PRIVATE_FILE_OPTIONS",
+    "PUBLIC_FILE_OPTIONS",
     "SCHEMES",
     "SEARCHABLE_VIEW",
     "SECRET_SCHEMA_VERSION",

@@ -27,9 +27,16 @@ import psycopg
 
 from esra.core.codes import ProviderErrorCode
 from esra.core.exceptions import ProviderError
-from esra.sql import ConnectionTarget, utf8_bindable
+from esra.sql import ConnectionTarget, check_public_file, utf8_bindable
 
-__all__ = ["ALLOWED_OPTIONS", "PRIVATE_FILE_OPTIONS", "SCHEMES", "connect_kwargs", "scrub"]
+__all__ = [
+    "ALLOWED_OPTIONS",
+    "PRIVATE_FILE_OPTIONS",
+    "PUBLIC_FILE_OPTIONS",
+    "SCHEMES",
+    "connect_kwargs",
+    "scrub",
+]
 
 SCHEMES = {"postgresql": 5432, "postgres": 5432}
 
@@ -56,8 +63,11 @@ ALLOWED_OPTIONS = frozenset(
 
 # The options naming a private file: the client key is a credential, so the tenant's secret
 # policy must allow it as a ``file:`` reference. A certificate (``sslcert``, ``sslrootcert``)
-# and a revocation list (``sslcrl``) are public and may be any file libpq can read.
+# and a revocation list (``sslcrl``) are public: any regular file libpq can read.
 PRIVATE_FILE_OPTIONS = frozenset({"sslkey"})
+# The options naming a public file libpq reads itself: each must be a regular file
+# (``esra.sql.check_public_file``); ``sslrootcert=system`` names the system's store.
+PUBLIC_FILE_OPTIONS = frozenset({"sslcert", "sslcrl", "sslrootcert"})
 
 _KERBEROS_OFF = "disable"  # the only gssencmode a template may give (see connect_kwargs)
 _LIBPQ_OPTIONS = frozenset(
@@ -102,8 +112,9 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
     Raises:
         ProviderError: ``CONNECTION_TEMPLATE_INVALID`` for an option outside
             ``ALLOWED_OPTIONS``, an ``sslcert`` without the ``sslkey`` libpq would otherwise
-            look for in ``PGSSLKEY`` or the home directory, or a ``gssencmode`` other than
-            ``disable``.
+            look for in ``PGSSLKEY`` or the home directory, a ``gssencmode`` other than
+            ``disable``, or a certificate option (``PUBLIC_FILE_OPTIONS``) naming no regular
+            file.
     """
     kwargs: dict[str, Any] = {
         "host": target.host,
@@ -128,6 +139,10 @@ def connect_kwargs(target: ConnectionTarget, *, connect_timeout_s: float) -> dic
         kwargs[name] = value
     if not kwargs["sslcert"]:  # libpq reads an empty one as "the default file"
         kwargs["sslcert"] = _NO_FILE
+    for option in PUBLIC_FILE_OPTIONS:
+        path = kwargs.get(option)
+        if path and path != _NO_FILE and not (option == "sslrootcert" and path == "system"):
+            check_public_file(str(path))
     if kwargs["sslcert"] != _NO_FILE and not kwargs.get("sslkey"):
         raise _invalid("sslcert without sslkey")
     if kwargs.get("gssencmode", _KERBEROS_OFF) != _KERBEROS_OFF:

@@ -19,6 +19,7 @@ from esra.sql._connection import (
     ConnectionTarget,
     ConnectionTemplate,
     SourceConnection,
+    check_public_file,
     encode_placeholders,
     resolve_connection,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "TextTarget",
     "TimeBudget",
     "__version__",
+    "check_public_file",
     "combine_pairwise",
     "encode_placeholders",
     "filter_bind_name",

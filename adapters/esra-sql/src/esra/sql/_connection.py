@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import re
+import stat
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
@@ -70,6 +72,28 @@ def _invalid(reason: str) -> ProviderError:
     error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
     error.add_note(reason)  # for the log; the error's message stays the code alone
     return error
+
+
+def check_public_file(path: str) -> None:
+    """Refuse ``path`` unless it names a regular file: a certificate, CA bundle or revocation
+    list a connection template names for the driver to read itself.
+
+    Such files are public, so they are not confined to the tenant's secret directories as a
+    client key is, but the driver opens whatever path it is given and reads it to the end: a
+    FIFO, a terminal or one of the process's own pipes (``/dev/stdin``,
+    ``/proc/self/fd/N``) blocks that read for ever — with libpq, inside the event loop's
+    connect, so every request of the host hangs — and a directory or a missing file is a
+    template that can never connect.
+
+    Raises:
+        ProviderError: ``CONNECTION_TEMPLATE_INVALID``.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError) as exc:  # missing, unreadable, or a NUL in the path
+        raise _invalid("a certificate option names no file") from exc
+    if not stat.S_ISREG(mode):
+        raise _invalid("a certificate option names no regular file")
 
 
 def encode_placeholders(text: str) -> str:
