@@ -7,6 +7,7 @@ while the test blocks on it.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import socket
 import threading
@@ -16,7 +17,7 @@ from typing import Self
 __all__ = ["LoopbackProxy", "close_both_ways"]
 
 
-class LoopbackProxy:
+class LoopbackProxy(abc.ABC):
     """Listen on a free loopback port (``port``) for connections meant for ``upstream``."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
@@ -43,8 +44,9 @@ class LoopbackProxy:
             close_both_ways(each)
         self._accepting.join(timeout=10)
 
+    @abc.abstractmethod
     def _accept(self) -> None:
-        raise NotImplementedError
+        """Serve accepted connections until the listener closes (on the proxy's thread)."""
 
     def _keep(self, each: socket.socket) -> bool:
         """Remember ``each`` to close on exit; False (and closed) once the proxy is closing."""

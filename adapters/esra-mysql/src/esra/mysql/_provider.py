@@ -226,14 +226,15 @@ class _MySqlEngine:
         timeout = target.option("connect_timeout")
         if timeout is not None and not timeout.isdigit():
             raise ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
-        ca = target.option("ssl_ca")
-        if ca:
-            # The driver reads it on a slot's thread, which a FIFO would hold for ever.
-            check_public_file(ca)
 
     def _connect(self) -> MySQLConnection:
         """Open one read-only session (runs on a slot's thread or the killer's)."""
         target = self._connection.resolve_from_thread()  # the secret as it is now
+        ca = target.option("ssl_ca")
+        if ca:
+            # Checked as resolved for this connection (a reference may name another file
+            # now): the driver reads it to the end, and a FIFO would hold this thread for ever.
+            check_public_file(ca)
         return open_session(target, connect_timeout_s=self._connect_timeout_s)
 
     def _session(self) -> PreparedStatements:
