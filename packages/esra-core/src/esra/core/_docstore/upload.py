@@ -52,10 +52,17 @@ _TEXT_FORMATS = frozenset({DocumentFormat.TXT, DocumentFormat.MD, DocumentFormat
 # An OLE container named .docx is encrypted OOXML when it holds these streams (UTF-16LE names).
 _ENCRYPTED_OOXML = ("EncryptionInfo".encode("utf-16-le"), "EncryptedPackage".encode("utf-16-le"))
 # A spreadsheet cell that launches a DDE command: =cmd|'...'!A0, +cmd|..., @SUM(...)|...
-# Linear by construction (a 25 MB upload is matched in the request): the leading blanks
-# exclude newline and tab, which also start a cell, and the possessive runs stop at the
-# first ``|`` and then the first ``!`` of the cell instead of backtracking through it.
-_CSV_DDE = re.compile(r"(?m)(?:^|[,;\t])[ \r\f\v]*+\"?[=+\-@][^,;\t\n|]*+\|[^,;\t\n!]*+!")
+# A quoted cell ends at its closing quote, not at a separator or line break (``""`` is a
+# quote inside it): "=cmd|' /C calc,x'!A0" is one cell. Linear by construction (a 25 MB
+# upload is matched in the request): the leading blanks exclude newline and tab, which also
+# start a cell, and the possessive runs stop at the first ``|`` and then the first ``!`` of
+# the cell instead of backtracking through it; a quoted run stops at the first lone quote,
+# and a later cell can only start after one.
+_CSV_DDE = re.compile(
+    r"(?m)(?:^|[,;\t])[ \r\f\v]*+"
+    r"(?:\"[ \r\f\v]*+[=+\-@](?:[^\"|]|\"\")*+\|(?:[^\"!]|\"\")*+!"
+    r"|\"?[=+\-@][^,;\t\n|]*+\|[^,;\t\n!]*+!)"
+)
 
 
 @attrs.frozen
