@@ -127,7 +127,13 @@ def masked_record(
 
 
 def _rules(mapping: Mapping) -> dict[str, MaskingKind]:
-    return {rule.field: rule.kind for rule in mapping.masking}
+    # Two rules for one field that disagree (``full`` and ``last4``, say) mask it ``FULL``:
+    # whichever came last must not reveal what the other hides.
+    rules: dict[str, MaskingKind] = {}
+    for rule in mapping.masking:
+        known = rules.get(rule.field)
+        rules[rule.field] = rule.kind if known in (None, rule.kind) else MaskingKind.FULL
+    return rules
 
 
 def _masked(

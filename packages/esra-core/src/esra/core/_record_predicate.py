@@ -19,7 +19,7 @@ Claim coercion, per field type:
   Collations ignore such characters (under MySQL's ``utf8mb4_unicode_ci`` ``'\x00emea'``
   equals ``'emea'``, and a PAD SPACE collation makes ``'emea '`` equal ``'emea'`` and ``' '``
   equal ``''``) and engines disagree on NUL, so a value holding one could match rows its
-  exact text does not name: it is refused instead.
+  exact text does not name: it is refused instead. The integer is one within signed 64 bits.
 - integer: an integer (not a boolean) or a string of decimal digits, within signed 64 bits.
 - number: an integer, or a string of decimal digits with an optional fraction that a float
   holds exactly as written (``0.1`` is; ``2.9999999999999999`` would become ``3.0`` and match
@@ -216,7 +216,10 @@ def coerce_claim(value: object, field_type: FieldType) -> Scalar:
         case FieldType.TEXT:
             if isinstance(value, str) and _is_exact_text(value):
                 return value
-            if integer:
+            # Within 64 bits, as for the numeric types: an integer of more than 4,300 digits
+            # cannot even be written as text (``ValueError``), which must drop the source,
+            # not fail the invocation.
+            if integer and isinstance(value, int) and _INT_MIN <= value <= _INT_MAX:
                 return str(value)
         case FieldType.BOOLEAN:
             if isinstance(value, bool):

@@ -140,8 +140,9 @@ class Mapping:
         return tuple(f for f in self.fields if f.is_returnable and not f.is_restricted)
 
     def model_visible_fields(self) -> tuple[FieldSpec, ...]:
-        """Fields a planning prompt may name: every field that is not restricted."""
-        return tuple(f for f in self.fields if not f.is_restricted)
+        """Fields a planning prompt may name: the returnable allowlist (spec 003 never sends a
+        model a restricted field or any field outside that allowlist)."""
+        return self.returnable_fields()
 
     def is_masked(self, name: str) -> bool:
         """Whether a masking rule hides the value of the field ``name``."""

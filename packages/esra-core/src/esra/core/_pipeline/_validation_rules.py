@@ -298,8 +298,9 @@ def resolve_filter(
     """Resolve a planned filter to its column, checked operator and typed values.
 
     Raises:
-        Violation: UNKNOWN_FIELD, FIELD_RESTRICTED, FIELD_NOT_FILTERABLE,
-            OPERATOR_NOT_PERMITTED, FILTER_VALUE_INVALID or UNSAFE_CONTENT.
+        Violation: UNKNOWN_FIELD, FIELD_RESTRICTED, FIELD_NOT_RETURNABLE,
+            FIELD_NOT_FILTERABLE, OPERATOR_NOT_PERMITTED, FILTER_VALUE_INVALID or
+            UNSAFE_CONTENT.
     """
     if not isinstance(planned, PlannedFilter):
         raise Violation(RejectionReason.FILTER_VALUE_INVALID)
@@ -312,6 +313,11 @@ def resolve_filter(
         raise Violation(RejectionReason.FIELD_RESTRICTED)
     if not mapping.may_filter_on(spec):
         raise Violation(RejectionReason.FIELD_NOT_FILTERABLE)
+    # Nor on a field the response may not carry: it is as hidden as a restricted one (a
+    # caller steering the planner would read it out as through a caller filter, which
+    # refuses it for that reason), and no planning prompt names it.
+    if not spec.is_returnable:
+        raise Violation(RejectionReason.FIELD_NOT_RETURNABLE)
     operator = _parse_operator(planned.operator)
     if operator not in spec.allowed_operators or operator not in caps.operators:
         raise Violation(RejectionReason.OPERATOR_NOT_PERMITTED)
