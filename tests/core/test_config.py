@@ -79,6 +79,23 @@ def test_snapshot_rejects_a_mapping_naming_an_unknown_field() -> None:
         make_snapshot([make_source("s-1")], mappings=[mapping])
 
 
+@pytest.mark.parametrize("claim", ["esra.subject", "ESRA.subject", "Esra.Tenant_Id", "esra."])
+def test_snapshot_rejects_a_record_filter_on_an_undefined_reserved_claim(claim: str) -> None:
+    """A structured record filter, like a template, may name no ``esra.*`` claim but the
+    defined ``esra.tenant_id``. The host strips only lower-case ``esra.`` claims from a token,
+    so a filter on ``ESRA.subject`` would have bound whatever the caller put there."""
+    mapping = make_mapping("m-s-1", record_filters=(RecordFilter(field="title", claim=claim),))
+    with pytest.raises(ConfigurationError, match="reserved claim"):
+        make_snapshot([make_source("s-1")], mappings=[mapping])
+
+
+def test_snapshot_accepts_a_record_filter_on_the_tenant_claim() -> None:
+    mapping = make_mapping(
+        "m-s-1", record_filters=(RecordFilter(field="title", claim="esra.tenant_id"),)
+    )
+    assert make_snapshot([make_source("s-1")], mappings=[mapping]).mappings == (mapping,)
+
+
 def test_snapshot_rejects_a_restricted_title_field() -> None:
     """Titles and fragments reach every caller, so they must be returnable, unrestricted."""
     fields = (make_field("title", restricted=True), make_field("body"))

@@ -64,6 +64,7 @@ __all__ = [
     "Operand",
     "Or",
     "RecordFilterTemplate",
+    "is_undefined_reserved_claim",
     "parse_record_filter_template",
     "template_of",
 ]
@@ -320,6 +321,13 @@ def _tokenize(text: str) -> list[_Token]:
     return tokens
 
 
+def is_undefined_reserved_claim(name: str) -> bool:
+    """Whether ``name`` is under the reserved ``esra.`` prefix, in any case, without being a
+    claim the core defines (``RESERVED_CLAIMS``). The host strips only lower-case ``esra.``
+    claims from a token, so a filter on ``ESRA.subject`` would bind what the caller sent."""
+    return name.lower().startswith(_RESERVED_PREFIX) and name not in RESERVED_CLAIMS
+
+
 def _check_placeholder(token: _Token) -> None:
     body = token.text[1:-1]
     namespace, colon, name = body.partition(":")
@@ -332,7 +340,7 @@ def _check_placeholder(token: _Token) -> None:
         raise _TemplateError(
             f"has a placeholder with an invalid claim name {_shown(name)}", token.position
         )
-    if name.lower().startswith(_RESERVED_PREFIX) and name not in RESERVED_CLAIMS:
+    if is_undefined_reserved_claim(name):
         allowed = ", ".join(sorted(RESERVED_CLAIMS))
         raise _TemplateError(
             f"names the reserved claim {_shown(name)} (only {allowed} is defined)",

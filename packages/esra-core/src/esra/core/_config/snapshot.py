@@ -11,7 +11,11 @@ from esra.core._config.capability import Capability
 from esra.core._config.ceilings import effective_response_modes
 from esra.core._config.exposure import Exposure
 from esra.core._config.mapping import Mapping
-from esra.core._config.record_filter_template import parse_record_filter_template
+from esra.core._config.record_filter_template import (
+    RESERVED_CLAIMS,
+    is_undefined_reserved_claim,
+    parse_record_filter_template,
+)
 from esra.core._config.source import Source
 from esra.core.exceptions import ConfigurationError
 
@@ -168,6 +172,14 @@ def _check_mapping_fields(mapping: Mapping) -> None:
     for name in named:
         if mapping.field(name) is None:
             _fail(f"mapping {mapping.id!r} names an unknown field {name!r}")
+    for rule in mapping.record_filters:
+        # As in a template: a filter may bind no claim a caller could pass off as the core's.
+        if is_undefined_reserved_claim(rule.claim):
+            allowed = ", ".join(sorted(RESERVED_CLAIMS))
+            _fail(
+                f"mapping {mapping.id!r}: a record filter names the reserved claim "
+                f"{rule.claim!r} (only {allowed} is defined)"
+            )
     if not mapping.content_fields:
         _fail(f"mapping {mapping.id!r} has no content fields")
     # Title and fragments are returned to every caller, so they must be allowlisted fields.
