@@ -318,6 +318,12 @@ def test_claim_types_and_tuple_order_are_fingerprinted_faithfully() -> None:
     assert fingerprint({"admin": True}) != fingerprint({"admin": "True"})
     assert fingerprint({"groups": ("a", "b")}) == fingerprint({"groups": ("b", "a")})
     assert fingerprint({"groups": ("a",)}) != fingerprint({"groups": "a"})
+    # An integer past what ``str`` writes (4,300 digits) is fingerprinted, not raised on: an
+    # embedder's claim like this failed the whole invocation before validation dropped the
+    # source it cannot bind for.
+    huge = 10**5000
+    assert fingerprint({"level": huge}) != fingerprint({"level": huge + 1})
+    assert fingerprint({"level": 255}) != fingerprint({"level": "ff"})
 
 
 async def test_a_renewed_content_generation_misses_the_tenants_entries_only() -> None:

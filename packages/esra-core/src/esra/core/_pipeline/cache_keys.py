@@ -123,6 +123,11 @@ def _claim_material(value: ClaimValue) -> object:
     # Typed so that "1" and 1, or "true" and True, never share a fingerprint.
     if isinstance(value, tuple):
         return ["tuple", sorted(str(v) for v in value)]
+    if isinstance(value, int) and not isinstance(value, bool):
+        # In hexadecimal, which has no length limit: ``str`` refuses an integer of more than
+        # 4,300 digits (``ValueError``), and the whole invocation failed on its cache key
+        # before validation could drop the source the claim cannot bind for.
+        return ["int", format(value, "x")]
     return [type(value).__name__, str(value)]
 
 
