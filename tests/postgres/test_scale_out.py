@@ -309,13 +309,19 @@ async def _search(
     return result.structured_content
 
 
-async def _fetch(host: ServeHost, ref: str, max_chars: int) -> tuple[bool, str]:
+async def _fetch(host: ServeHost, ref: str, max_chars: int) -> tuple[bool, str, int]:
+    """Whether the fetch was served, its text content, and the characters it was charged:
+    the page's text, title and fields (names and values), as the quota counts them."""
     async with _mcp(host, ACME, "alice") as client:
         result = await client.call_tool(
             f"esra_{SLUG}_fetch", {"documentRef": ref, "maxChars": max_chars}
         )
     text = " ".join(part.text for part in result.content if isinstance(part, TextContent))
-    return (not result.is_error, text)
+    page = result.structured_content or {}
+    fields: dict[str, str] = page.get("fields") or {}
+    charged = len(page.get("text", "")) + len(page.get("title", ""))
+    charged += sum(len(name) + len(value) for name, value in fields.items())
+    return (not result.is_error, text, charged)
 
 
 def _manager(host: ServeHost) -> httpx2.AsyncClient:
@@ -456,14 +462,20 @@ async def test_two_hosts_share_the_quota_the_cache_and_the_breakers(
         assert {r["title"] for r in beta["results"]} == {"Beta parental leave"}, beta
         assert "cache" not in _retrieve_record(deployment, beta["correlationId"])["dimensions"]
 
-        # The quota: 300 characters on one host, then 300 on the other exceed 500; 150 fit.
+        # The quota: 300 characters of text (with the title and fields, charged with every
+        # page) on one host, then as many on the other exceed 500; exactly what is left fits.
         ref = next(r["documentRef"] for r in warm["results"] if r["documentRef"])
-        assert (await _fetch(first, ref, 300))[0]
-        refused, text = await _fetch(second, ref, 300)
-        assert not refused
+        served, _, spent = await _fetch(first, ref, 300)
+        assert served
+        carried = spent - 300  # the title and fields
+        served, text, _ = await _fetch(second, ref, 300)
+        assert not served
         assert "ESRA_FETCH_QUOTA_EXCEEDED" in text
-        assert (await _fetch(second, ref, 150))[0]
-        assert "ESRA_FETCH_QUOTA_EXCEEDED" in (await _fetch(first, ref, 100))[1]
+        left = HOURLY_CHARS - spent
+        served, _, charged = await _fetch(second, ref, left - carried)
+        assert served
+        assert charged == left
+        assert "ESRA_FETCH_QUOTA_EXCEEDED" in (await _fetch(first, ref, 1))[1]
 
         # The breakers: failures seen by the first host only; the second is open at once.
         for number in range(10):
@@ -627,7 +639,7 @@ async def test_redis_stopped_mid_run_refuses_fetches_and_still_answers_searches(
 
         deployment.redis.kill()
         async with asyncio.timeout(60):  # nothing may hang; this bound only fails the test
-            served, text = await _fetch(host, ref, 50)
+            served, text, _ = await _fetch(host, ref, 50)
             assert not served
             assert "ESRA_QUOTA_UNAVAILABLE" in text
             uncached = await _search(host, ACME, "paid parental leave weeks")

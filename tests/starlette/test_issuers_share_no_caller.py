@@ -64,7 +64,8 @@ async def test_a_reference_does_not_open_for_the_same_subject_of_another_issuer(
 
 
 async def test_the_same_subject_of_another_issuer_does_not_spend_the_fetch_budget() -> None:
-    app = _host(hourly_fetch_chars=30)
+    # Room for one fetch of a record, title and text (34–41 characters here), not two.
+    app = _host(hourly_fetch_chars=60)
     async with app.router.lifespan_context(app):
         async with mcp_client(app, other_idp().token(sub="alice")) as client:
             ref = await _first_ref(client)

@@ -8,9 +8,10 @@ import attrs
 
 from esra.core._context import InvocationContext
 from esra.core._fetch.tokens import DocumentLocator, Keyring, TokenBinding, mint, mint_all
+from esra.core._pipeline.validation import MAX_RECORD_KEY_CHARS
 from esra.core.ports import Clock
 
-__all__ = ["DEFAULT_REF_TTL_S", "DocumentRefMinter"]
+__all__ = ["DEFAULT_REF_TTL_S", "DocumentRefMinter", "fetchable"]
 
 DEFAULT_REF_TTL_S = 900.0
 
@@ -29,7 +30,10 @@ class DocumentRefMinter:
         return TokenBinding.for_caller(self.ctx, exposure_id)
 
     def mint(self, exposure_id: str, locator: DocumentLocator) -> str:
-        """Seal ``locator`` for this caller on ``exposure_id``."""
+        """Seal ``locator`` for this caller on ``exposure_id``.
+
+        A result cache re-mints only the locators of references :meth:`mint_all` gave.
+        """
         return mint(
             locator,
             binding=self.binding(exposure_id),
@@ -38,12 +42,27 @@ class DocumentRefMinter:
             ttl_s=self.ttl_s,
         )
 
-    def mint_all(self, exposure_id: str, locators: Sequence[DocumentLocator]) -> list[str]:
-        """Seal each of ``locators`` for this caller on ``exposure_id`` (one response's)."""
-        return mint_all(
-            locators,
-            binding=self.binding(exposure_id),
-            keyring=self.keyring,
-            clock=self.clock,
-            ttl_s=self.ttl_s,
+    def mint_all(self, exposure_id: str, locators: Sequence[DocumentLocator]) -> list[str | None]:
+        """Seal each of ``locators`` for this caller on ``exposure_id`` (one response's);
+        ``None`` in place of each a fetch could not read (:func:`fetchable`)."""
+        readable = [locator for locator in locators if fetchable(locator)]
+        sealed = iter(
+            mint_all(
+                readable,
+                binding=self.binding(exposure_id),
+                keyring=self.keyring,
+                clock=self.clock,
+                ttl_s=self.ttl_s,
+            )
         )
+        return [next(sealed) if fetchable(locator) else None for locator in locators]
+
+
+def fetchable(locator: DocumentLocator) -> bool:
+    """Whether a fetch would look ``locator``'s record up at all.
+
+    A key longer than a lookup takes is "not found" on every fetch, so its reference would
+    only mislead; and a key past what a reference can hold would make minting raise, failing
+    the whole search that surfaced the record. Such a result carries no reference.
+    """
+    return 0 < len(locator.record_key) <= MAX_RECORD_KEY_CHARS

@@ -11,7 +11,8 @@ A ``document_ref`` identifies; it never authorizes. Every fetch re-checks, in or
    are part of the executed query, so a record they exclude is simply not found;
 5. the field allowlist and masking are applied again to what is returned, and the page is
    capped by the exposure's size cap;
-6. the caller's hourly character quota has room for the page (``ESRA_FETCH_QUOTA_EXCEEDED``).
+6. the caller's hourly character quota has room for what is returned — the page, the title
+   and the fields (``ESRA_FETCH_QUOTA_EXCEEDED``).
 
 Every fetch, refused or not, is one ``esra.fetch`` audit record.
 """
@@ -37,7 +38,7 @@ from esra.core._masking import PART_SEPARATOR, masked_record
 from esra.core._pipeline.execution import Executor
 from esra.core._pipeline.invocation import Invocation
 from esra.core._pipeline.metrics import count_fetch_quota_refusal
-from esra.core._pipeline.respond import allowlisted_row_values
+from esra.core._pipeline.respond import allowlisted_row_values, carried_chars
 from esra.core._pipeline.scope import EffectiveScope, ScopedSource, admitted_exposure, resolve_scope
 from esra.core._pipeline.validation import MAX_LOOKUP_PARTS, validate_lookup
 from esra.core._pipeline.values import ValidatedQuery
@@ -101,8 +102,10 @@ class DocumentFetcher:
         executor: Executor | None = None,
         tenant_id: str | None = None,
     ) -> None:
-        if hourly_chars < 1:
-            msg = "hourly_chars must be positive"
+        # An integer, checked before it is compared: NaN or infinity would compare below every
+        # amount spent, and so grant every fetch — governance fails closed instead.
+        if not _is_int(hourly_chars) or hourly_chars < 1:
+            msg = "hourly_chars must be a positive integer"
             raise ValueError(msg)
         self._config = config
         self._client_snapshots = ClientSnapshotCache()
@@ -128,7 +131,8 @@ class DocumentFetcher:
         ``max_chars`` is further capped by the exposure's size cap.
 
         Raises:
-            InvalidRequestError: ``offset`` is negative or ``max_chars`` is not positive.
+            InvalidRequestError: ``offset`` or ``max_chars`` is not an integer (a bool, a float
+                or NaN included), ``offset`` is negative or ``max_chars`` is not positive.
             ExposureNotFoundError: no fetch tool on this exposure for this caller.
             DocumentNotFoundError: the reference does not name a record this caller may
                 read now — for every reason alike.
@@ -136,11 +140,14 @@ class DocumentFetcher:
             FetchQuotaExceededError: the page would exceed the caller's hourly budget.
             EsraError: ``ESRA_INTERNAL`` for anything unclassified (detail logged only).
         """
-        audit = _FetchAudit(ctx, self._clock, offset)
+        # Only an integer offset is an audit dimension: anything else is the caller's object.
+        audit = _FetchAudit(ctx, self._clock, offset if _is_int(offset) else None)
         try:
             # Inside the audited block: a refused fetch is a record too, whatever refused it.
-            if offset < 0 or max_chars < 1:
-                msg = "offset must be 0 or more and max_chars at least 1."
+            # Types first: a float would crash the slicing into ESRA_INTERNAL, and a bool or
+            # NaN would be served as if it were a number.
+            if not (_is_int(offset) and _is_int(max_chars)) or offset < 0 or max_chars < 1:
+                msg = "offset must be an integer of 0 or more and max_chars one of at least 1."
                 raise InvalidRequestError(msg)
             document = await self._fetch(ctx, document_ref, offset, max_chars, audit)
         except EsraError as exc:
@@ -198,14 +205,20 @@ class DocumentFetcher:
         )
         text = PART_SEPARATOR.join(content_text(p, mapping) for p in parts)
         page = page_text(text, offset=offset, max_chars=min(max_chars, exposure.size_cap_chars))
+        title = parts[0].get(mapping.title_field, "")
+        fields = _shared_fields(parts, shown={mapping.title_field, *mapping.content_fields})
+        # Every character the response carries is charged, title and fields with every page,
+        # as search's size cap counts them: charging the text alone let a caller whose budget
+        # is spent read a record's fields again and again through empty pages.
+        charged = len(page.text) + carried_chars(title, fields)
         if not await self._quota.consume(
-            ctx.tenant_id, ctx.caller.key, len(page.text), self._hourly_chars
+            ctx.tenant_id, ctx.caller.key, charged, self._hourly_chars
         ):
             count_fetch_quota_refusal(ctx.tenant_id)
             raise FetchQuotaExceededError
         return FetchedDocument(
             source=scoped.source.name,
-            title=parts[0].get(mapping.title_field, ""),
+            title=title,
             text=page.text,
             offset=page.offset,
             total_chars=page.total_chars if complete else None,
@@ -213,7 +226,7 @@ class DocumentFetcher:
             # ends the paging instead of pointing at itself forever.
             has_more=page.has_more or (not complete and bool(page.text)),
             correlation_id=ctx.correlation_id,
-            fields=_shared_fields(parts, shown={mapping.title_field, *mapping.content_fields}),
+            fields=fields,
         )
 
     async def _admitted_snapshot(self, ctx: InvocationContext) -> ConfigSnapshot:
@@ -265,6 +278,11 @@ class DocumentFetcher:
         return outcome.results[0].rows
 
 
+def _is_int(value: object) -> bool:
+    """Whether ``value`` is an integer, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _shared_fields(parts: Sequence[Mapping[str, str]], *, shown: set[str]) -> dict[str, str]:
     """Fields every part agrees on (a record's, not one part's), minus title and content."""
     first = parts[0]
@@ -278,7 +296,7 @@ def _shared_fields(parts: Sequence[Mapping[str, str]], *, shown: set[str]) -> di
 class _FetchAudit:
     """Collects what one fetch may record: never the record key, never any text."""
 
-    def __init__(self, ctx: InvocationContext, clock: Clock, offset: int) -> None:
+    def __init__(self, ctx: InvocationContext, clock: Clock, offset: int | None) -> None:
         self._ctx = ctx
         self._clock = clock
         self._offset = offset

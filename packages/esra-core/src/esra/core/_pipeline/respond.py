@@ -30,6 +30,7 @@ __all__ = [
     "MAX_WARNING_CHARS",
     "allowlisted_row_values",
     "allowlisted_values",
+    "carried_chars",
     "respond",
     "sanitize_text",
     "sanitize_warnings",
@@ -62,6 +63,12 @@ def allowlisted_row_values(
     return kept
 
 
+def carried_chars(title: str, fields: AbcMapping[str, str]) -> int:
+    """The characters a result's title and fields take in a response, as the size cap and
+    the fetch quota count them: field names as well as values, both carried to the caller."""
+    return len(title) + sum(len(name) + len(value) for name, value in fields.items())
+
+
 @attrs.frozen
 class _Draft:
     """A result after allowlist and masking, before the size cap."""
@@ -74,8 +81,7 @@ class _Draft:
     fields: dict[str, str]
 
     def fixed_chars(self) -> int:
-        # Field names count as well as values: both are characters the response carries.
-        return len(self.title) + sum(len(k) + len(v) for k, v in self.fields.items())
+        return carried_chars(self.title, self.fields)
 
     def chars(self) -> int:
         return self.fixed_chars() + len(self.fragment)
