@@ -49,6 +49,15 @@ REFUSED = [
     f"postgresql://reader@db.internal/sales?sslpassword=+{PASSWORD}",
     f"postgresql://reader@db.internal/sales?sslpassword={PASSWORD}&sslpassword=${{secret:pg}}",
     f"  postgresql://reader@db.internal/sales?sslpass\tword={PASSWORD}",  # tab: dropped
+    # A keyword/value string connects through no provider, but configuration keeps it.
+    f"host=db.internal user=reader password={PASSWORD} dbname=sales",
+    f"host=db.internal password = '{PASSWORD} with spaces'",
+    f"Server=db.internal;Database=sales;User Id=reader;Password={PASSWORD};",
+    f"Server=db.internal;PWD={{{PASSWORD}}}",
+    f"host=db.internal sslpassword=${{secret:pg}}{PASSWORD}",
+    # A "reference" longer than any name the resolver takes is literal text: the bound is
+    # what keeps the check linear in the template's length.
+    f"postgresql://reader:${{secret:{'p' * 1100}}}@db.internal/sales",
 ]
 ACCEPTED = [
     "postgresql://reader:${secret:pg}@db.internal:5432/sales?sslmode=require",
@@ -67,6 +76,9 @@ ACCEPTED = [
     "postgresql://reader@db.internal/sales?sslmode=verify-full&sslrootcert=/etc/esra/ca.pem",
     "postgresql://reader@db.internal/sales?application_name=password-reset",  # a value only
     "mysql://reader@db.internal/sales?ssl_ca=/etc/esra/ca.pem&connect_timeout=5",
+    "host=db.internal user=reader password=${secret:pg} dbname=sales",
+    "Server=db.internal;User Id=reader;Password={${secret:env:MSSQL_PW}};",
+    "host=db.internal application_name=password-reset",
 ]
 
 

@@ -26,7 +26,10 @@ from esra.core.exceptions import ConfigurationError
 
 __all__ = ["check_no_literal_password", "holds_literal_password"]
 
-_SECRET_REFERENCE = re.compile(r"\$\{secret(?::|%3[Aa])[^}]*\}")
+# A reference's name is at most 200 characters (the providers' resolver), 600 percent-encoded:
+# bounded, so each "${secret:" without its "}" costs a bounded look-ahead, never a scan to the
+# template's end (a megabyte of them took minutes). A longer one is judged as literal text.
+_SECRET_REFERENCE = re.compile(r"\$\{secret(?::|%3[Aa])[^}]{0,1024}\}")
 # The authority where urllib.parse.urlsplit (and so every provider) finds it: after an
 # optional scheme, "//" up to the first "/", "?" or "#". Matched by hand because urlsplit
 # validates too, and a malformed template must not slip a password through unjudged.
@@ -36,13 +39,42 @@ _LEADING_IGNORED = "".join(chr(code) for code in range(0x21))  # C0 controls and
 _IGNORED_ANYWHERE = str.maketrans("", "", "\t\r\n")
 _CREDENTIAL_NAME = re.compile("password|passwd|pwd|passphrase|secret|token")
 _NOT_ALPHANUMERIC = re.compile("[^a-z0-9]")
+# One ``name = value`` of a keyword/value string: a value quoted ('…', libpq), braced ({…},
+# ODBC; a reference inside, ``{${secret:…}}``, ends at its second brace) or running to the
+# next blank or ";". A name starts only where no name character
+# precedes it and is read possessively, so the search stays linear in the template's length.
+_PAIR = re.compile(
+    r"(?<![\w.-])([A-Za-z_][\w.-]*+)\s*=\s*"
+    r"('(?:[^'\\]|\\.)*+'|\{[^}]*+\}\}?|[^\s;]*)"
+)
 
 
 def holds_literal_password(connection_ref: str) -> bool:
     """Whether the template carries a credential that is not a reference: a password in its
-    user information, or a credential option (see the module's docstring) in its query."""
+    user information, or a credential option (see the module's docstring) in its query —
+    or, in a template that is no URL, in any of its ``name=value`` pairs."""
     text = connection_ref.lstrip(_LEADING_IGNORED).translate(_IGNORED_ANYWHERE)
+    if _AUTHORITY.match(_SECRET_REFERENCE.sub("", text)) is None:
+        return _pairs_hold_credential(text) or _query_holds_credential(text)
     return _userinfo_holds_password(text) or _query_holds_credential(text)
+
+
+def _pairs_hold_credential(text: str) -> bool:
+    # A keyword/value string (libpq's "host=db password=x", ODBC's "Server=db;Password=x")
+    # is no template any provider connects with, but it is kept in configuration, its
+    # history and the audit trail all the same: its credentials are judged as a query's.
+    return any(
+        value and _SECRET_REFERENCE.fullmatch(value) is None
+        for name, value in (
+            (name, _unquoted(value)) for name, value in _PAIR.findall(text)
+        )
+        if _CREDENTIAL_NAME.search(_NOT_ALPHANUMERIC.sub("", name.casefold()))
+    )
+
+
+def _unquoted(value: str) -> str:
+    quoted = len(value) > 1 and (value[0], value[-1]) in (("'", "'"), ("{", "}"))
+    return value[1:-1] if quoted else value
 
 
 def _userinfo_holds_password(text: str) -> bool:
