@@ -22,12 +22,15 @@ subject and the host's clock).
 Every endpoint that takes a body checks the caller's role before reading it: a caller
 without the role gets 403 (audited as a denial, like the core's own check) and its body is
 never parsed, so it can neither make the host parse hostile JSON nor learn how a document
-must be shaped.
+must be shaped. A role holder's request refused here, before the core sees it (a body or
+header that is not valid), is audited as ``rejected`` with its error code as the reason, so
+every attempt is on record whichever layer refused it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypedDict, TypeVar
 
 from starlette.requests import Request
@@ -211,6 +214,37 @@ class ConfigApi:
             raise AdminError(AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this action.")
         return admin, tenant_id
 
+    @contextlib.asynccontextmanager
+    async def _audited_refusals(
+        self,
+        admin: Administrator,
+        tenant_id: str,
+        role: Role,
+        event: AuditEvent,
+        dimensions: dict[str, AuditDimension],
+    ) -> AsyncIterator[None]:
+        """Audit an ``AdminError`` raised inside as a ``rejected`` attempt, then re-raise it.
+
+        Wraps what a permitted request's handler does before calling the core (reading the
+        body and headers): the core audits what it refuses itself, never what is refused
+        before it. The reason is the error's code, never its message, which may quote the
+        body.
+        """
+        try:
+            yield
+        except AdminError as exc:
+            await record_admin_action(
+                self._audit,
+                self._clock,
+                event,
+                by=admin,
+                tenant_id=tenant_id,
+                outcome="rejected",
+                reason=exc.code.value,
+                dimensions={"subject": admin.subject, "role": role.value, **dimensions},
+            )
+            raise
+
     @staticmethod
     async def _checked(call: Awaitable[AdminWorkspace]) -> Response:
         try:
@@ -290,98 +324,96 @@ class ConfigApi:
     async def put_secret(self, request: Request) -> Response:
         """PUT /secrets/{reference} ``{"value": "..."}``: create or rotate a secret."""
         reference = request.path_params["reference"]
-        admin, tenant_id = await self._permitted(
-            request,
-            Role.SECURITY_MANAGE,
-            AuditEvent.ADMIN_SECRET_WRITE,
-            {"reference": reference},
-        )
-        body = await read_json_object(request)
-        value = body.get("value")
-        if not isinstance(value, str) or not value or set(body) != {"value"}:
-            raise AdminError(
-                AdminErrorCode.ESRA_INVALID_REQUEST,
-                'The body must be {"value": "<the secret>"} with a non-empty string.',
-            )
+        role, event = Role.SECURITY_MANAGE, AuditEvent.ADMIN_SECRET_WRITE
+        dims: dict[str, AuditDimension] = {"reference": reference}
+        admin, tenant_id = await self._permitted(request, role, event, dims)
+        async with self._audited_refusals(admin, tenant_id, role, event, dims):
+            body = await read_json_object(request)
+            value = body.get("value")
+            if not isinstance(value, str) or not value or set(body) != {"value"}:
+                raise AdminError(
+                    AdminErrorCode.ESRA_INVALID_REQUEST,
+                    'The body must be {"value": "<the secret>"} with a non-empty string.',
+                )
+            versioned = _versioned(request)
         return await self._checked(
-            self._secrets.put_secret(admin, tenant_id, reference, value, **_versioned(request))
+            self._secrets.put_secret(admin, tenant_id, reference, value, **versioned)
         )
 
     async def model_source(self, request: Request) -> Response:
         """PUT /sources/{id} ``{"source": {...}, "mappings": [...]}``: model a source."""
-        admin, tenant_id = await self._permitted(
-            request,
-            Role.ESRA_DATA_MANAGE,
-            AuditEvent.ADMIN_SOURCE_MODEL,
-            {"source_id": request.path_params["source_id"]},
-        )
-        body = await read_json_object(request)
-        unknown = set(body) - {"source", "mappings"}
-        if unknown or "source" not in body:
-            raise AdminError(
-                AdminErrorCode.ESRA_INVALID_REQUEST,
-                'The body must be {"source": {...}, "mappings": [...]}.',
-            )
-        source = self._part(body["source"], Source, tenant_id, "source")
-        self._same("source id", request.path_params["source_id"], source.id)
-        raw_mappings = body.get("mappings", [])
-        if not isinstance(raw_mappings, list):
-            raise AdminError(AdminErrorCode.ESRA_INVALID_REQUEST, "'mappings' must be a list.")
-        mappings = [
-            self._part(m, Mapping, tenant_id, f"mappings[{i}]") for i, m in enumerate(raw_mappings)
-        ]
+        role, event = Role.ESRA_DATA_MANAGE, AuditEvent.ADMIN_SOURCE_MODEL
+        dims: dict[str, AuditDimension] = {"source_id": request.path_params["source_id"]}
+        admin, tenant_id = await self._permitted(request, role, event, dims)
+        async with self._audited_refusals(admin, tenant_id, role, event, dims):
+            body = await read_json_object(request)
+            unknown = set(body) - {"source", "mappings"}
+            if unknown or "source" not in body:
+                raise AdminError(
+                    AdminErrorCode.ESRA_INVALID_REQUEST,
+                    'The body must be {"source": {...}, "mappings": [...]}.',
+                )
+            source = self._part(body["source"], Source, tenant_id, "source")
+            self._same("source id", request.path_params["source_id"], source.id)
+            raw_mappings = body.get("mappings", [])
+            if not isinstance(raw_mappings, list):
+                raise AdminError(AdminErrorCode.ESRA_INVALID_REQUEST, "'mappings' must be a list.")
+            mappings = [
+                self._part(m, Mapping, tenant_id, f"mappings[{i}]")
+                for i, m in enumerate(raw_mappings)
+            ]
+            versioned = _versioned(request)
         return await self._checked(
-            self._model.model_source(admin, tenant_id, source, mappings, **_versioned(request))
+            self._model.model_source(admin, tenant_id, source, mappings, **versioned)
         )
 
     async def define_capability(self, request: Request) -> Response:
         """PUT /capabilities/{id}: add or replace a capability."""
-        admin, tenant_id = await self._permitted(
-            request,
-            Role.ESRA_DATA_MANAGE,
-            AuditEvent.ADMIN_CAPABILITY_DEFINE,
-            {"capability_id": request.path_params["capability_id"]},
-        )
-        capability = self._part(
-            await read_json_object(request), Capability, tenant_id, "capability"
-        )
-        self._same("capability id", request.path_params["capability_id"], capability.id)
+        role, event = Role.ESRA_DATA_MANAGE, AuditEvent.ADMIN_CAPABILITY_DEFINE
+        dims: dict[str, AuditDimension] = {"capability_id": request.path_params["capability_id"]}
+        admin, tenant_id = await self._permitted(request, role, event, dims)
+        async with self._audited_refusals(admin, tenant_id, role, event, dims):
+            capability = self._part(
+                await read_json_object(request), Capability, tenant_id, "capability"
+            )
+            self._same("capability id", request.path_params["capability_id"], capability.id)
+            versioned = _versioned(request)
         return await self._checked(
-            self._model.define_capability(admin, tenant_id, capability, **_versioned(request))
+            self._model.define_capability(admin, tenant_id, capability, **versioned)
         )
 
     async def author_policy(self, request: Request) -> Response:
         """PUT /access-policies/{slug}: the access policy of a tool."""
-        admin, tenant_id = await self._permitted(
-            request,
-            Role.GOVERNANCE_MANAGE,
-            AuditEvent.ADMIN_POLICY_AUTHOR,
-            {"slug": request.path_params["slug"]},
-        )
-        policy = self._part(await read_json_object(request), AccessPolicy, tenant_id, "policy")
-        self._same("slug", request.path_params["slug"], policy.slug)
+        role, event = Role.GOVERNANCE_MANAGE, AuditEvent.ADMIN_POLICY_AUTHOR
+        dims: dict[str, AuditDimension] = {"slug": request.path_params["slug"]}
+        admin, tenant_id = await self._permitted(request, role, event, dims)
+        async with self._audited_refusals(admin, tenant_id, role, event, dims):
+            policy = self._part(await read_json_object(request), AccessPolicy, tenant_id, "policy")
+            self._same("slug", request.path_params["slug"], policy.slug)
+            versioned = _versioned(request)
         return await self._checked(
-            self._policies.author_policy(admin, tenant_id, policy, **_versioned(request))
+            self._policies.author_policy(admin, tenant_id, policy, **versioned)
         )
 
     async def bind_exposure(self, request: Request) -> Response:
         """PUT /exposures/{slug}: bind an exposure as a draft (unpublished)."""
-        admin, tenant_id = await self._permitted(
-            request,
-            Role.ESRA_EXPOSURE_MANAGE,
-            AuditEvent.ADMIN_EXPOSURE_BIND,
-            {"slug": request.path_params["slug"]},
-        )
-        exposure = self._part(await read_json_object(request), Exposure, tenant_id, "exposure")
-        self._same("slug", request.path_params["slug"], exposure.slug)
+        role, event = Role.ESRA_EXPOSURE_MANAGE, AuditEvent.ADMIN_EXPOSURE_BIND
+        dims: dict[str, AuditDimension] = {"slug": request.path_params["slug"]}
+        admin, tenant_id = await self._permitted(request, role, event, dims)
+        async with self._audited_refusals(admin, tenant_id, role, event, dims):
+            exposure = self._part(await read_json_object(request), Exposure, tenant_id, "exposure")
+            self._same("slug", request.path_params["slug"], exposure.slug)
+            versioned = _versioned(request)
         return await self._checked(
-            self._exposures.bind_exposure(admin, tenant_id, exposure, **_versioned(request))
+            self._exposures.bind_exposure(admin, tenant_id, exposure, **versioned)
         )
 
     async def publish(self, request: Request) -> Response:
         """POST /exposures/{slug}/publish: re-validate and make the draft the running config."""
-        admin, tenant_id = await self._admin(request)
         slug = request.path_params["slug"]
-        return await self._checked(
-            self._exposures.publish(admin, tenant_id, slug, **_versioned(request))
-        )
+        role, event = Role.ESRA_EXPOSURE_MANAGE, AuditEvent.ADMIN_EXPOSURE_PUBLISH
+        dims: dict[str, AuditDimension] = {"slug": slug}
+        admin, tenant_id = await self._permitted(request, role, event, dims)
+        async with self._audited_refusals(admin, tenant_id, role, event, dims):
+            versioned = _versioned(request)
+        return await self._checked(self._exposures.publish(admin, tenant_id, slug, **versioned))

@@ -7,6 +7,11 @@ not have (or has deleted) 404, an action that does not apply to the document's s
 and documents cannot be uploaded until the store is Ready (409 ``ESRA_STORE_NOT_READY``).
 Release, re-index and delete of a connector-owned document answer 409
 ``ESRA_DOCUMENT_READ_ONLY``: its connector owns its changes.
+
+A refused attempt at a managing action is handed to the core before the 403, so the core
+audits the denial with the operator and tenant — whether the caller reads the store
+(``ESRA_DATA_READ``) or, on its own tenant, holds no ESRA role at all. A caller naming
+another tenant on which it holds no grant never reaches that tenant's store.
 """
 
 from __future__ import annotations
@@ -108,6 +113,24 @@ class StoreApi:
             )
         return operator, store
 
+    async def _manager_and_store(
+        self, request: Request, attempt: Callable[[TenantStore, Operator], Awaitable[Any]]
+    ) -> tuple[Operator, TenantStore]:
+        """As ``_operator_and_store``, for a managing action ``attempt``.
+
+        A caller without even ``ESRA_DATA_READ`` on its own tenant has ``attempt`` made for
+        it (the core refuses it and audits the denial) before the 403, as each action does
+        for a reader without ``ESRA_DATA_MANAGE``. A tenant without a store has no core to
+        audit it; another tenant's store is never reached by a caller with no grant there.
+        """
+        operator = operator_of(request, self._role_claims)
+        if not operator.may(Role.ESRA_DATA_READ):
+            store = self._stores.get(operator.tenant_id)
+            if store is not None and not operator.cross_tenant:
+                await self._swallow(attempt(store, operator))
+            raise _forbidden()
+        return self._operator_and_store(request)
+
     @staticmethod
     async def _checked(call: Awaitable[_T]) -> _T:
         try:
@@ -123,8 +146,10 @@ class StoreApi:
         action: Callable[[TenantStore, Operator, str], Awaitable[Any]],
         conflict: str,
     ) -> Response:
-        operator, store = self._operator_and_store(request)
         document_id = request.path_params["document_id"]
+        operator, store = await self._manager_and_store(
+            request, lambda store, operator: action(store, operator, document_id)
+        )
         if not operator.may(Role.ESRA_DATA_MANAGE):
             # The core audits the denial with the operator; the answer is 403 either way.
             await self._swallow(action(store, operator, document_id))
@@ -166,13 +191,17 @@ class StoreApi:
 
     async def enable(self, request: Request) -> Response:
         """POST /store/enable: turn the store on for the tenant (ESRA_DATA_MANAGE)."""
-        operator, store = self._operator_and_store(request)
+        operator, store = await self._manager_and_store(
+            request, lambda store, operator: store.lifecycle.enable(operator)
+        )
         state = await self._checked(store.lifecycle.enable(operator))
         return JSONResponse(state_view(state))
 
     async def initialise(self, request: Request) -> Response:
         """POST /store/initialise: start initialisation; 202, then poll GET /store."""
-        operator, store = self._operator_and_store(request)
+        operator, store = await self._manager_and_store(
+            request, lambda store, operator: store.lifecycle.initialise(operator)
+        )
         state = await self._checked(store.lifecycle.initialise(operator))
         return JSONResponse(
             state_view(state),
@@ -221,7 +250,10 @@ class StoreApi:
         (a ``.docx`` that broke a safety limit, on the review screen with its remedy), and
         ``refused`` those not kept at all.
         """
-        operator, store = self._operator_and_store(request)
+        operator, store = await self._manager_and_store(
+            request,
+            lambda store, operator: store.documents.upload(operator, (), scope=store.default_scope),
+        )
         if not operator.may(Role.ESRA_DATA_MANAGE):
             await self._swallow(store.documents.upload(operator, (), scope=store.default_scope))
             raise _forbidden()
@@ -282,8 +314,10 @@ class StoreApi:
 
     async def delete(self, request: Request) -> Response:
         """DELETE /store/documents/{id}: soft delete; gone from search, fetch and the list."""
-        operator, store = self._operator_and_store(request)
         document_id = request.path_params["document_id"]
+        operator, store = await self._manager_and_store(
+            request, lambda store, operator: store.documents.delete(operator, document_id)
+        )
         if not operator.may(Role.ESRA_DATA_MANAGE):
             await self._swallow(store.documents.delete(operator, document_id))
             raise _forbidden()
@@ -298,8 +332,10 @@ class StoreApi:
 
     async def download(self, request: Request) -> Response:
         """GET /store/documents/{id}/download: the original bytes (ESRA_DATA_MANAGE only)."""
-        operator, store = self._operator_and_store(request)
         document_id = request.path_params["document_id"]
+        operator, store = await self._manager_and_store(
+            request, lambda store, operator: store.documents.download(operator, document_id)
+        )
         if not operator.may(Role.ESRA_DATA_MANAGE):
             await self._swallow(store.documents.download(operator, document_id))
             raise _forbidden()

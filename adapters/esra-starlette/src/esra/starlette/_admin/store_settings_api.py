@@ -64,6 +64,10 @@ def settings_view(configuration: StoreConfiguration) -> dict[str, Any]:
     }
 
 
+def _forbidden() -> AdminError:
+    return AdminError(AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this.")
+
+
 def _etag(configuration: StoreConfiguration) -> dict[str, str]:
     return {"ETag": f'"{configuration.revision}"', "cache-control": "no-store"}
 
@@ -85,7 +89,7 @@ class StoreSettingsApi:
     def _operator_and_store(self, request: Request) -> tuple[Operator, TenantStore]:
         operator = operator_of(request, self._role_claims)
         if not operator.may(Role.ESRA_DATA_READ):
-            raise AdminError(AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this.")
+            raise _forbidden()
         store = self._stores.get(operator.tenant_id)
         if store is None:
             raise AdminError(
@@ -109,12 +113,22 @@ class StoreSettingsApi:
 
     async def configure(self, request: Request) -> Response:
         """PUT /store/settings: change any of the settings, at the revision If-Match names."""
+        refused = operator_of(request, self._role_claims)
+        if not refused.may(Role.ESRA_DATA_READ):
+            # Not even a reader, on its own tenant: the core audits the refused attempt all
+            # the same (a tenant without a store has no core to audit it; another tenant's
+            # store is never reached by a caller with no grant there); the body is never read.
+            store = self._stores.get(refused.tenant_id)
+            if store is not None and not refused.cross_tenant:
+                with contextlib.suppress(NotPermittedError):
+                    await store.configuration.configure(refused, {}, expected_revision=0)
+            raise _forbidden()
         operator, store = self._operator_and_store(request)
         if not operator.may(Role.ESRA_DATA_MANAGE):
             # The core audits the refused attempt; the body is never read.
             with contextlib.suppress(NotPermittedError):
                 await store.configuration.configure(operator, {}, expected_revision=0)
-            raise AdminError(AdminErrorCode.ESRA_FORBIDDEN, "Your roles do not permit this.")
+            raise _forbidden()
         expected = expected_version(request)
         body = await read_json_object(request)
         unknown = sorted(name for name in body if name not in SETTING_NAMES)
