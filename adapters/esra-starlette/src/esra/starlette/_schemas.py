@@ -4,8 +4,9 @@ Every search tool (``esra_{slug}``) shares one output schema, and every fetch to
 (``esra_{slug}_fetch``) one input and one output schema. A search tool's input schema differs
 only in ``filters``: it lists, per field, exactly the fields this caller may filter on through
 this exposure, with their operators and value types (``search_input_schema``). Arguments are
-parsed here rather than trusted to the client: an unknown argument, a wrong type or a value
-out of range is ``ESRA_INVALID_REQUEST``, and the message names the argument, never its value.
+parsed here rather than trusted to the client: an unknown argument, a wrong type, a value
+out of range or text that is not Unicode (a lone surrogate) is ``ESRA_INVALID_REQUEST``, and
+the message names the argument, never its value.
 
 The schemas use one dialect every model client reads: JSON Schema 2020-12 without an
 array-valued ``type`` (a nullable value or a union is ``anyOf``) and without ``const`` (a
@@ -315,15 +316,33 @@ def _integer(arguments: Mapping[str, Any], name: str, low: int, high: int | None
     return value
 
 
+def _unicode(value: str) -> bool:
+    """Whether ``value`` is Unicode text: no lone surrogate, which UTF-8 cannot carry.
+
+    JSON's ``\\uD800`` escapes let a client send one, and the MCP SDK's 2026-07-28 entry parses
+    bodies with ``json.loads``, which keeps it; past this point it would fail wherever the
+    text is encoded (a cache key, a driver, an audit store) as an unclassified error.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _string(arguments: Mapping[str, Any], name: str, max_chars: int) -> str:
     value = arguments.get(name)
     if not isinstance(value, str) or not value.strip() or len(value) > max_chars:
         raise _invalid(f"The argument {name} must be a string of 1 to {max_chars} characters.")
+    if not _unicode(value):
+        raise _invalid(f"The argument {name} is not Unicode text (it holds a lone surrogate).")
     return value
 
 
 def _scalar(value: object) -> Scalar:
     if isinstance(value, str) and len(value) <= MAX_FILTER_VALUE_CHARS:
+        if not _unicode(value):
+            raise _invalid("A filter's value is not Unicode text (it holds a lone surrogate).")
         return value
     if isinstance(value, bool | int | float):
         return value
@@ -350,6 +369,8 @@ def _filters(arguments: Mapping[str, Any]) -> tuple[PlannedFilter, ...]:
             raise _invalid(
                 f"A filter's field must be a name of 1 to {MAX_FILTER_FIELD_CHARS} characters."
             )
+        if not _unicode(field):
+            raise _invalid("A filter's field is not Unicode text (it holds a lone surrogate).")
         if operator not in operators:
             raise _invalid(f"A filter's operator must be one of {', '.join(sorted(operators))}.")
         value: FilterValue

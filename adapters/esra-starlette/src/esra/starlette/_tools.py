@@ -11,7 +11,9 @@ A call runs authenticate (the SDK's bearer middleware, before this module) → a
 tool is in the caller's list) → audit (one ``esra.invoke`` record, denials included) → the
 core's pipeline. Every failure reaches the client as a classified tool error; a failed
 ``tools/list`` (which has no tool error to give) as a JSON-RPC ``INTERNAL_ERROR`` reading
-``ESRA_INTERNAL: …`` with the core's fixed text — the detail is logged, never returned.
+``ESRA_INTERNAL: …`` with the core's fixed text — the detail is logged, never returned. A
+``tools/call`` the SDK refuses as malformed (``arguments`` not an object, no tool name) keeps
+the SDK's ``INVALID_PARAMS`` answer, the same for every name, and is audited all the same.
 
 A search tool's input schema lists the fields this caller may filter on through that exposure
 (``esra.core.hosting.listed_filter_fields``), so two callers of one tool may
@@ -33,11 +35,12 @@ from enum import StrEnum
 from typing import Any
 
 import attrs
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
@@ -46,6 +49,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 from opentelemetry import trace
+from pydantic import ValidationError
 
 from esra.core import DocumentFetcher, InvocationContext, RetrievalRequest, Retriever, SystemClock
 from esra.core.audit import AuditRecord, AuditUnavailableError, deferred_audit_waits
@@ -184,7 +188,7 @@ class EsraTools:
 
     def server(self) -> Server[Any]:
         """A low-level ``mcp`` server answering ``tools/list`` and ``tools/call``."""
-        return Server(
+        server: Server[Any] = Server(
             "esra",
             version=__version__,
             title="ESRA enterprise search",
@@ -194,6 +198,49 @@ class EsraTools:
             # lookup would run outside the caller's authorization.
             get_tool_input_schema=lambda _name: None,
         )
+        server.middleware.append(self._audit_refused_calls)
+        return server
+
+    async def _audit_refused_calls(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Audit a ``tools/call`` the SDK refuses before the handler runs.
+
+        The SDK validates a call's params itself (``arguments`` an object, ``name`` a string)
+        and answers a malformed one with JSON-RPC ``INVALID_PARAMS`` without calling
+        ``_on_call_tool``. That answer is kept — it is the same whatever tool was named — but
+        the call is audited like any refused call: ``denied`` when it names no tool this
+        caller can see, else ``rejected`` as invalid arguments.
+        """
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        try:
+            return await call_next(ctx)
+        except (MCPError, ValidationError) as exc:
+            if isinstance(exc, MCPError) and exc.code != INVALID_PARAMS:
+                raise
+            try:
+                await self._record_refused(current_caller(), ctx.params)
+            except Exception:
+                # As for any call whose audit record cannot be written: ESRA_INTERNAL, no detail.
+                _log.exception("auditing a malformed tool call failed")
+                raise _internal_error() from None
+            raise
+
+    async def _record_refused(
+        self, caller: AuthenticatedCaller | None, params: Mapping[str, Any] | None
+    ) -> None:
+        if caller is None:
+            return
+        name = params.get("name") if isinstance(params, Mapping) else None
+        name = name if isinstance(name, str) else ""
+        tool = (await self.visible_to(caller)).get(name)
+        ctx = caller.context(tool.exposure.slug if tool else "", uuid.uuid4().hex)
+        if tool is None:
+            await self._record(ctx, caller, name, outcome="denied", error=ExposureNotFoundError())
+            return
+        error = InvalidRequestError("The arguments must be an object.")
+        await self._record(ctx, caller, name, outcome="rejected", error=error)
 
     async def visible_to(self, caller: AuthenticatedCaller) -> dict[str, PublishedTool]:
         """The tools ``caller`` may see and call, by name."""
