@@ -65,9 +65,7 @@ def _pairs_hold_credential(text: str) -> bool:
     # history and the audit trail all the same: its credentials are judged as a query's.
     return any(
         value and _SECRET_REFERENCE.fullmatch(value) is None
-        for name, value in (
-            (name, _unquoted(value)) for name, value in _PAIR.findall(text)
-        )
+        for name, value in ((name, _unquoted(value)) for name, value in _PAIR.findall(text))
         if _CREDENTIAL_NAME.search(_NOT_ALPHANUMERIC.sub("", name.casefold()))
     )
 
