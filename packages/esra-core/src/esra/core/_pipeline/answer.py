@@ -75,6 +75,8 @@ _AFTER_OPEN = re.compile(r"([\[(])[\s,;]+")
 _BEFORE_CLOSE = re.compile(r"[\s,;]+([\])])")
 _EMPTY_BRACKETS = re.compile(r"\[\]|\(\)")
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+([.,;:!?])")
+# Format characters (zero-width and bidirectional controls) and unpaired surrogates.
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cs"})
 
 
 @attrs.frozen
@@ -171,7 +173,9 @@ def sanitize_answer_text(text: str, *, datamark: str | None) -> str:
     """
     if datamark is not None:
         text = text.replace(datamark, " ")
-    visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    # Cs: an unpaired surrogate, which JSON can spell ("\ud800") and no UTF-8 response can
+    # carry — it would fail the whole response, not only the answer.
+    visible = "".join(c for c in text if unicodedata.category(c) not in _INVISIBLE_CATEGORIES)
     return sanitize_text(strip_markers(visible), MAX_ANSWER_TEXT_CHARS)
 
 

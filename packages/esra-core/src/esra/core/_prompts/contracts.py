@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 import attrs
@@ -102,7 +101,7 @@ ANSWER_CONTRACT = (
     'answer the request, answer {"answer": "", "citations": []}.'
 )
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+_FENCE = "```"
 
 
 def _only_keys(value: dict[str, Any], allowed: frozenset[str], what: str) -> None:
@@ -119,12 +118,26 @@ def _bounded(value: list[Any], bound: int, what: str) -> list[Any]:
     return value
 
 
+def _unfenced(text: str) -> str:
+    """``text`` stripped, and without the Markdown code fence (```` ``` ```` or
+    ```` ```json ````) around it, if any.
+
+    String operations, not a regular expression: a pattern that looks for whitespace before
+    and after a lazily matched body tries every split of a whitespace run, and an answer of
+    a fence and 200,000 spaces would hold the event loop for hours.
+    """
+    body = text.strip()
+    if len(body) < 2 * len(_FENCE) or not (body.startswith(_FENCE) and body.endswith(_FENCE)):
+        return body
+    inner = body[len(_FENCE) : -len(_FENCE)]
+    return inner.removeprefix("json").strip()
+
+
 def _load_object(text: str, allowed: frozenset[str]) -> dict[str, Any]:
     if len(text) > MAX_ANSWER_CHARS:
         msg = "model answer too long"
         raise ModelOutputError(msg)
-    fenced = _FENCE.match(text)
-    body = fenced.group(1) if fenced else text.strip()
+    body = _unfenced(text)
     try:
         value = json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -254,10 +267,18 @@ def parse_rerank(text: str) -> dict[str, float]:
         if not isinstance(result_id, str) or isinstance(score, bool):
             msg = "a score needs a string id and a numeric score"
             raise ModelOutputError(msg)
-        if not isinstance(score, int | float) or not math.isfinite(score):
+        if not isinstance(score, int | float):
             msg = "a score must be a finite number"
             raise ModelOutputError(msg)
-        scores.setdefault(result_id, min(1.0, max(0.0, float(score))))
+        try:
+            # An integer of hundreds of digits is valid JSON and too large for a float.
+            value = float(score)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            msg = "a score must be a finite number"
+            raise ModelOutputError(msg)
+        scores.setdefault(result_id, min(1.0, max(0.0, value)))
     return scores
 
 
