@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import re
+import zlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +56,14 @@ _WAIT_JITTER_S = 0.2
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
 _ERROR_TYPE = re.compile(r"[a-z_]{1,64}")
+
+# The content codings a response may come in, decoded here with a bound on their output
+# (httpx's own decoders inflate each network chunk whole, and a chain of them multiplies the
+# ratio: a few hundred bytes of "gzip, gzip" expand to gigabytes before any cap could count
+# them). Only these are asked for; any other coding, or a chain of them, is refused.
+_ACCEPT_ENCODING = "gzip, deflate"
+_GZIP_CODINGS = frozenset({"gzip", "x-gzip"})
+_DEFLATE_CODINGS = frozenset({"deflate"})
 
 # Failures of the exchange itself that another attempt may not meet. UnsupportedProtocol,
 # LocalProtocolError and the like are configuration faults and are not retried.
@@ -265,7 +274,12 @@ class JsonPoster:
             self._client.stream(
                 "POST",
                 url,
-                headers=headers,
+                # Only the codings _Inflater decodes within the cap (a host's client that has
+                # brotli or zstandard installed would otherwise offer those too).
+                headers={
+                    **{k: v for k, v in headers.items() if k.lower() != "accept-encoding"},
+                    "Accept-Encoding": _ACCEPT_ENCODING,
+                },
                 params=params,
                 json=payload,
                 timeout=httpx.Timeout(self._timeout_s),
@@ -303,19 +317,89 @@ class JsonPoster:
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    """Return the decoded body, reading and inflating at most ``limit`` bytes of either.
+
+    The raw bytes are read (``aiter_raw``) and inflated here, never more than the room left
+    under the cap per chunk, so a compression bomb costs the cap, not what it expands to.
+    """
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        msg = "the model endpoint's answer is too large"
-        raise ModelOutputError(msg)
+        raise _too_large()
+    inflater = _inflater(response.headers.get("content-encoding", ""))
     chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            msg = "the model endpoint's answer is too large"
-            raise ModelOutputError(msg)
-        chunks.append(chunk)
+    raw_size = size = 0
+    try:
+        async for raw in response.aiter_raw():
+            raw_size += len(raw)
+            if raw_size > limit:
+                raise _too_large()
+            chunk = inflater.inflate(raw, limit - size) if inflater is not None else raw
+            size += len(chunk)
+            if size > limit:
+                raise _too_large()
+            chunks.append(chunk)
+        if inflater is not None:
+            tail = inflater.finish(limit - size)
+            if size + len(tail) > limit:
+                raise _too_large()
+            chunks.append(tail)
+    except zlib.error as exc:
+        msg = "the model endpoint's answer cannot be read"
+        raise ModelOutputError(msg) from exc
     return b"".join(chunks)
+
+
+def _too_large() -> ModelOutputError:
+    return ModelOutputError("the model endpoint's answer is too large")
+
+
+def _inflater(header: str) -> _Inflater | None:
+    """Return the decoder of a Content-Encoding header's one coding (``None``: identity).
+
+    Raises:
+        ModelOutputError: a coding other than gzip or deflate, or more than one.
+    """
+    codings = [c for c in (part.strip().lower() for part in header.split(",")) if c]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return None
+    if len(codings) == 1 and codings[0] in _GZIP_CODINGS | _DEFLATE_CODINGS:
+        return _Inflater(gzip=codings[0] in _GZIP_CODINGS)
+    # The codings are not quoted: they are the endpoint's text.
+    msg = "the model endpoint's answer is in a content coding that was not asked for"
+    raise ModelOutputError(msg)
+
+
+class _Inflater:
+    """Bounded zlib inflation of a gzip or deflate body, chunk by chunk.
+
+    Like httpx's decoder, "deflate" is read as zlib data, or as raw deflate data when its
+    first bytes are not zlib's.
+    """
+
+    def __init__(self, *, gzip: bool) -> None:
+        self._gzip = gzip
+        self._fresh = True
+        self._obj = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
+
+    def inflate(self, data: bytes, room: int) -> bytes:
+        """Return what ``data`` inflates to, cut at ``room + 1`` bytes: a result longer than
+        ``room`` means the body is over the cap, and nothing past that is ever made."""
+        try:
+            out = self._obj.decompress(data, room + 1)
+        except zlib.error:
+            if self._gzip or not self._fresh:
+                raise
+            self._obj = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self._obj.decompress(data, room + 1)
+        self._fresh = False
+        return out
+
+    def finish(self, room: int) -> bytes:
+        """Return what is left once the body has been read, cut at ``room + 1`` bytes."""
+        # Every chunk was inflated to its end unless it went over the cap, so nothing waits
+        # in the tail; it is cut all the same.
+        return self._obj.decompress(self._obj.unconsumed_tail, room + 1)
 
 
 def _kind(body: bytes) -> str:

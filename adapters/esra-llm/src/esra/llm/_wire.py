@@ -30,9 +30,16 @@ def user_text(prompt: Prompt) -> str:
     )
 
 
+# The largest token count believed: a double's exact integers, which OTLP, JSON readers and
+# the audit store all hold (an invocation's few dozen calls summed stay within 64 bits). JSON
+# allows integers of thousands of digits; a figure past this is garbled, not usage.
+_MAX_TOKENS = 2**53 - 1
+
+
 def token_count(value: object) -> int | None:
-    """Return ``value`` if it is a token count (a non-negative integer), else ``None``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    """Return ``value`` if it is a token count (an integer from 0 to 2**53 - 1), else
+    ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_TOKENS:
         return None
     return value
 
