@@ -137,7 +137,8 @@ class DocumentFetcher:
             DocumentNotFoundError: the reference does not name a record this caller may
                 read now — for every reason alike.
             SourceUnavailableError: the record's source failed or is down; retry later.
-            FetchQuotaExceededError: the page would exceed the caller's hourly budget.
+            FetchQuotaExceededError: what is returned (page, title and fields) would exceed
+                the caller's hourly budget.
             EsraError: ``ESRA_INTERNAL`` for anything unclassified (detail logged only).
         """
         # Only an integer offset is an audit dimension: anything else is the caller's object.
