@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from esra.core._fetch.tokens import Keyring
 from esra.core._static_config import StaticConfigRepository
 from esra.core.config import AccessPolicy, ConfigSnapshot, Exposure
-from esra.core.ports import AuditSink
+from esra.core.ports import AuditSink, Cache
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
 from esra.core.testing._provider import InMemorySearchProvider
 from esra.starlette._app import create_app
@@ -112,8 +112,11 @@ class World:
 
 
 @contextlib.asynccontextmanager
-async def open_world(*, audit: AuditSink | None = None) -> AsyncIterator[World]:
-    """Build the two-tenant host and run its lifespan."""
+async def open_world(
+    *, audit: AuditSink | None = None, cache: Cache | None = None
+) -> AsyncIterator[World]:
+    """Build the two-tenant host (with ``cache`` as its result and selection cache, if given)
+    and run its lifespan."""
     sink = InMemoryAuditSink()
     providers = {tenant: InMemorySearchProvider({"m-s-1": rows}) for tenant, rows in ROWS.items()}
     app = create_app(
@@ -125,6 +128,7 @@ async def open_world(*, audit: AuditSink | None = None) -> AsyncIterator[World]:
         resource_url=AUDIENCE,
         keyring=Keyring.generate(),
         clock=FakeClock(NOW),
+        cache=cache,
     )
     async with app.router.lifespan_context(app):
         yield World(app=app, audit=sink, providers=providers)

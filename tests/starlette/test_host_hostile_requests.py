@@ -6,56 +6,15 @@ visibility, argument parsing, request guards) with hostile input, and pins its f
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from esra.core._fetch.tokens import Keyring
-from esra.core._static_config import StaticConfigRepository
 from esra.core.codes import AuditEvent
-from esra.core.testing import (
-    FakeClock,
-    FakeLanguageModel,
-    InMemoryAuditSink,
-    InMemoryCache,
-    InMemorySearchProvider,
-)
-from esra.starlette._app import create_app
-from tests.starlette._tokens import AUDIENCE, NOW, idp, other_idp
-from tests.starlette._world import (
-    ROWS,
-    TENANT_A,
-    TENANT_B,
-    World,
-    http,
-    open_world,
-    snapshot_a,
-    snapshot_b,
-)
-
-
-@contextlib.asynccontextmanager
-async def _cached_world() -> AsyncIterator[World]:
-    """``open_world``'s two-tenant host, with a result and selection cache."""
-    sink = InMemoryAuditSink()
-    providers = {tenant: InMemorySearchProvider({"m-s-1": rows}) for tenant, rows in ROWS.items()}
-    app = create_app(
-        config=StaticConfigRepository([snapshot_a(), snapshot_b()]),
-        providers={tenant: {"s-1": provider} for tenant, provider in providers.items()},
-        model=FakeLanguageModel(),
-        audit=sink,
-        issuers=[idp().trusted(), other_idp().trusted(tenants=(TENANT_B,))],
-        resource_url=AUDIENCE,
-        keyring=Keyring.generate(),
-        clock=FakeClock(NOW),
-        cache=InMemoryCache(),
-    )
-    async with app.router.lifespan_context(app):
-        yield World(app=app, audit=sink, providers=providers)
-
+from esra.core.testing import InMemoryCache
+from tests.starlette._tokens import idp
+from tests.starlette._world import TENANT_A, http, open_world
 
 # --- A tool argument that is not Unicode text -----------------------------------------------
 #
@@ -137,7 +96,7 @@ async def test_a_modern_call_with_text_arguments_is_served() -> None:
 @pytest.mark.parametrize("case", sorted(NOT_UNICODE))
 async def test_an_argument_that_is_not_unicode_text_is_refused_and_audited(case: str) -> None:
     tool, arguments = NOT_UNICODE[case]
-    async with _cached_world() as world, http(world.app, idp().token()) as client:
+    async with open_world(cache=InMemoryCache()) as world, http(world.app, idp().token()) as client:
         body, headers = _modern_call(tool, arguments)
         response = await client.post("/mcp", content=body, headers=headers)
     assert response.status_code == 200
