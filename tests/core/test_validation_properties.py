@@ -259,7 +259,8 @@ claims_strategy: st.SearchStrategy[dict[str, ClaimValue]] = st.dictionaries(
 def _bindable_text_claim(claim: object) -> tuple[str, ...] | None:
     """The values a text record filter binds ``claim`` to, or ``None`` if it must drop the
     source: a non-empty text without control, format or separator characters (collations
-    ignore those), an integer as its digits, or a set of 1-1000 such texts."""
+    ignore those), an integer within signed 64 bits as its digits, or a set of 1-1000 such
+    texts."""
 
     def text(value: object) -> bool:
         return (
@@ -272,7 +273,7 @@ def _bindable_text_claim(claim: object) -> tuple[str, ...] | None:
         ok = 0 < len(claim) <= 1000 and all(text(v) for v in claim)
         return claim if ok else None
     if isinstance(claim, int) and not isinstance(claim, bool):
-        return (str(claim),)
+        return (str(claim),) if -(2**63) <= claim < 2**63 else None
     return (claim,) if isinstance(claim, str) and text(claim) else None
 
 
