@@ -50,7 +50,7 @@ from tests.core.factories import (
 )
 
 _FOLDED_TOKEN = re.compile(r"(?i)esra[\s_-]*data")
-# A watchdog for the two tests below whose failure mode is running (practically) forever:
+# A watchdog for the test below, whose failure mode is running (practically) forever:
 # the fixed code finishes in well under a second, the broken one would take hours or years.
 _WATCHDOG_S = 120
 
