@@ -139,6 +139,11 @@ HOSTILE: dict[str, tuple[Any, TokenRejection]] = {
     ),
     "missing subject": (lambda: idp().token(sub=None), TokenRejection.MISSING_CLAIM),
     "missing client application": (lambda: idp().token(azp=None), TokenRejection.MISSING_CLAIM),
+    # Blank names no one: a blank subject would be one caller, one quota and one audit
+    # subject for every user of the issuer whose tokens carried it.
+    "blank subject": (lambda: idp().token(sub=" \t"), TokenRejection.MISSING_CLAIM),
+    "blank tenant claim": (lambda: idp().token(esra_tenant="\n "), TokenRejection.MISSING_CLAIM),
+    "blank client application": (lambda: idp().token(azp="\u3000"), TokenRejection.MISSING_CLAIM),
     "tenant the issuer may not assert": (
         lambda: other_idp().token(esra_tenant="tenant-a"),
         TokenRejection.TENANT_NOT_TRUSTED,

@@ -317,8 +317,9 @@ def _number(value: object) -> float | None:
 
 
 def _text_claim(payload: Mapping[str, Any], name: str) -> str | None:
+    """The claim ``name`` when it is a string that names something: blank is missing."""
     value = payload.get(name)
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def _caller(payload: Mapping[str, Any], issuer: TrustedIssuer) -> AuthenticatedCaller:
