@@ -301,13 +301,17 @@ class _BrokenCapabilities(InMemorySearchProvider):
 
 async def test_an_unclassified_failure_becomes_esra_internal_without_detail() -> None:
     """Anything unexpected is ESRA_INTERNAL; the raw text never reaches the caller."""
-    retriever, _, _ = _retriever(
+    retriever, audit, _ = _retriever(
         providers={"s-1": _BrokenCapabilities(ROWS), "s-2": _BrokenCapabilities(ROWS)}
     )
     with pytest.raises(EsraError) as raised:
         await retriever.retrieve(make_context(), "leave")
     assert raised.value.code is ErrorCode.ESRA_INTERNAL
     assert "secret-host" not in str(raised.value)
+    # The failed invocation is on the trail too, with its code and without the detail.
+    [failed] = audit.events(AuditEvent.RETRIEVE)
+    assert (failed.outcome, failed.reason) == ("failed", "ESRA_INTERNAL")
+    assert "secret-host" not in repr(audit.records)
 
 
 async def test_a_guessed_mapping_id_is_rejected_and_never_echoed_into_audit() -> None:

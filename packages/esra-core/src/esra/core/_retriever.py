@@ -198,7 +198,19 @@ class Retriever:
             raise
         except Exception as exc:
             _log.exception("unclassified failure in invocation %s", ctx.correlation_id)
-            raise EsraError from exc
+            failure = EsraError()
+            # The invocation's outcome is on the trail whatever ended it, as a fetch's is: the
+            # classified ends record themselves, an unclassified one is recorded here. A sink
+            # that fails unclassified too (it may be what failed) leaves the failure as it is.
+            try:
+                await self._record(
+                    ctx, AuditEvent.RETRIEVE, outcome="failed", reason=failure.code.value
+                )
+            except EsraError:
+                raise
+            except Exception:
+                _log.exception("could not audit failed invocation %s", ctx.correlation_id)
+            raise failure from exc
 
     async def explain(
         self,
