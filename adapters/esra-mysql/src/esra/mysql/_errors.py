@@ -66,6 +66,13 @@ ERROR_CODES: dict[int, ProviderErrorCode] = {
     1116: _C.SYNTAX_ERROR,
     1390: _C.SYNTAX_ERROR,  # ER_PS_MANY_PARAM: more than 65,535 placeholders
     1104: _C.SYNTAX_ERROR,  # ER_TOO_BIG_SELECT: would examine more than max_join_size rows
+    # A value the column's character set cannot hold (an emoji against a ``utf8mb3``
+    # column: the session binds ``utf8mb4``) cannot be compared with it, on every attempt
+    # alike. As UNKNOWN it counted against the breaker: an emoji in any caller's search
+    # would have taken a legacy source away from every caller.
+    1267: _C.SYNTAX_ERROR,  # ER_CANT_AGGREGATE_2COLLATIONS
+    1270: _C.SYNTAX_ERROR,  # ER_CANT_AGGREGATE_3COLLATIONS
+    1271: _C.SYNTAX_ERROR,  # ER_CANT_AGGREGATE_NCOLLATIONS
     # Capacity.
     1040: _C.RESOURCE_EXHAUSTED,  # ER_CON_COUNT_ERROR
     1203: _C.RESOURCE_EXHAUSTED,  # ER_TOO_MANY_USER_CONNECTIONS
