@@ -80,6 +80,9 @@ _READ_ONLY_LIMITS = (
     "set_config('search_path', %(path)s, true)"
 )
 DEFAULT_HEALTH_TIMEOUT_S = HEALTH_TIMEOUT_S
+# ``statement_timeout`` is an int of milliseconds (about 24.8 days): past it ``set_config``
+# fails (22023), and a capability's timeout has no upper bound.
+_MAX_STATEMENT_TIMEOUT_MS = 2**31 - 1
 _CANCEL_TIMEOUT_S = 5.0
 _MAPPING_READY = (
     "SELECT c.oid IS NOT NULL, "
@@ -189,6 +192,7 @@ class _PostgresEngine:
             raise ProviderError(ProviderErrorCode.TIMEOUT)
         schema = query.mapping.schema or self._search_path
         params = {name: scrub(value) for name, value in built.params.items()}
+        limit_ms = str(min(remaining_ms, _MAX_STATEMENT_TIMEOUT_MS))
         try:
             # One pipeline, one round trip, one transaction (see the module's docstring): the
             # limits and the statement are sent together and committed by the pipeline's Sync;
@@ -196,7 +200,7 @@ class _PostgresEngine:
             async with conn.pipeline():
                 await conn.execute(
                     _READ_ONLY_LIMITS,
-                    {"ms": str(remaining_ms), "path": search_path_value(schema)},
+                    {"ms": limit_ms, "path": search_path_value(schema)},
                 )
                 cursor = await conn.execute(built.sql, params)
             rows = await cursor.fetchall()
