@@ -144,6 +144,21 @@ HOSTILE: dict[str, tuple[Any, TokenRejection]] = {
     "blank subject": (lambda: idp().token(sub=" \t"), TokenRejection.MISSING_CLAIM),
     "blank tenant claim": (lambda: idp().token(esra_tenant="\n "), TokenRejection.MISSING_CLAIM),
     "blank client application": (lambda: idp().token(azp="\u3000"), TokenRejection.MISSING_CLAIM),
+    # A control character or a lone surrogate names no one either: kept, it reached the
+    # caller key, the audit records and the quota table, which cannot all hold it.
+    "subject with a NUL": (lambda: idp().token(sub="alice\x00"), TokenRejection.MISSING_CLAIM),
+    "subject with a lone surrogate": (
+        lambda: idp().token(sub="alice\ud800"),
+        TokenRejection.MISSING_CLAIM,
+    ),
+    "tenant with a line break": (
+        lambda: idp().token(esra_tenant="tenant-a\n"),
+        TokenRejection.MISSING_CLAIM,
+    ),
+    "client application with an escape": (
+        lambda: idp().token(azp="app\x1b[31m"),
+        TokenRejection.MISSING_CLAIM,
+    ),
     "tenant the issuer may not assert": (
         lambda: other_idp().token(esra_tenant="tenant-a"),
         TokenRejection.TENANT_NOT_TRUSTED,

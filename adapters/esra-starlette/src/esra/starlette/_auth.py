@@ -317,9 +317,15 @@ def _number(value: object) -> float | None:
 
 
 def _text_claim(payload: Mapping[str, Any], name: str) -> str | None:
-    """The claim ``name`` when it is a string that names something: blank is missing."""
+    """The claim ``name`` when it is a string that names something, else ``None``.
+
+    Blank names no one, and neither does a control character or a lone surrogate (JSON's
+    ``"\ud800"``, which PyJWT keeps): a subject, tenant or client application becomes a
+    caller key, audit dimensions and quota rows, and not every store can hold such text.
+    """
     value = payload.get(name)
-    return value if isinstance(value, str) and value.strip() else None
+    usable = isinstance(value, str) and value.strip() and value.isprintable()
+    return value if usable else None
 
 
 def _caller(payload: Mapping[str, Any], issuer: TrustedIssuer) -> AuthenticatedCaller:
