@@ -39,6 +39,7 @@ from esra.core.docstore import (
     StoreInitialisationError,
     StoreMetadata,
     StoreRequest,
+    store_isolation_problem,
     store_source,
 )
 from esra.core.exceptions import ProviderError
@@ -217,8 +218,9 @@ def open_store_provider(request: ProviderRequest) -> OpenedProvider:
     """The read-only ``PostgresProvider`` searching the store through its mapping.
 
     Raises:
-        ProviderOptionError: an unknown or unusable option, or a mapping of the source
-            outside the store's schema.
+        ProviderOptionError: an unknown or unusable option, a mapping of the source outside
+            the store's schema, or one that does not keep tenants and scopes apart
+            (``esra.core.docstore.store_isolation_problem``).
     """
     request.refuse_unknown_options(STORE_OPTIONS)
     schema = _schema(request)
@@ -228,6 +230,10 @@ def open_store_provider(request: ProviderRequest) -> OpenedProvider:
                 f"source {request.source.id!r}: mapping {mapping.id!r} reads schema "
                 f"{mapping.schema!r}, but the store's schema option is {schema!r}"
             )
+            raise ProviderOptionError(msg)
+        problem = store_isolation_problem(mapping)
+        if problem is not None:
+            msg = f"source {request.source.id!r}: mapping {mapping.id!r} {problem}"
             raise ProviderOptionError(msg)
     provider = PostgresProvider(
         tenant_id=request.tenant_id,

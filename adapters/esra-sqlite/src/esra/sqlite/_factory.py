@@ -2,7 +2,8 @@
 
 A SQLite source's ``connection_ref`` names its database file inside the tenant's databases
 directory (never outside it); a document store's file is searched like any other SQLite
-source, through the FTS5 index its schema keeps.
+source, through the FTS5 index its schema keeps, but only through a mapping that keeps its
+record filters (``esra.core.docstore.store_isolation_problem``).
 
 The ``sqlite`` factory states which names SQLite cannot hold (``sqlite_identifier_problem``),
 so a mapping naming one is refused when it is published rather than by every search of it:
@@ -12,9 +13,11 @@ statement's text can encode.
 
 from __future__ import annotations
 
+from esra.core.docstore import store_isolation_problem
 from esra.core.providers import (
     CheckedProviderFactory,
     OpenedProvider,
+    ProviderOptionError,
     ProviderRequest,
     close_synchronously,
     option_value,
@@ -22,7 +25,12 @@ from esra.core.providers import (
 )
 from esra.sqlite._provider import SqliteFts5Provider
 
-__all__ = ["OPTIONS", "open_sqlite_provider", "sqlite_identifier_problem"]
+__all__ = [
+    "OPTIONS",
+    "open_sqlite_provider",
+    "open_sqlite_store_provider",
+    "sqlite_identifier_problem",
+]
 
 OPTIONS = frozenset({"pool_size", "max_rows"})
 
@@ -57,4 +65,22 @@ def _open_sqlite_provider(request: ProviderRequest) -> OpenedProvider:
     return OpenedProvider(provider, close_synchronously(provider.close))
 
 
+def _open_sqlite_store_provider(request: ProviderRequest) -> OpenedProvider:
+    """The ``SqliteFts5Provider`` over a document store's file, through its store mapping.
+
+    Raises:
+        ProviderOptionError: as for ``sqlite``, or a mapping that does not keep the store's
+            record filters (over the documents table, say, which holds quarantined text).
+    """
+    for mapping in request.mappings:
+        problem = store_isolation_problem(mapping)
+        if problem is not None:
+            msg = f"source {request.source.id!r}: mapping {mapping.id!r} {problem}"
+            raise ProviderOptionError(msg)
+    return _open_sqlite_provider(request)
+
+
 open_sqlite_provider = CheckedProviderFactory(_open_sqlite_provider, sqlite_identifier_problem)
+open_sqlite_store_provider = CheckedProviderFactory(
+    _open_sqlite_store_provider, sqlite_identifier_problem
+)

@@ -78,6 +78,7 @@ from esra.core._docstore.store_source import (
     DEFAULT_SCOPE_CLAIM,
     StoreMetadata,
     check_scope_claim,
+    store_isolation_problem,
     store_mapping,
     store_source,
 )
@@ -158,6 +159,7 @@ __all__ = [
     "sandbox_peak_rss_kb",
     "sanitize_filename",
     "scan_text",
+    "store_isolation_problem",
     "store_mapping",
     "store_source",
     "stored_document",

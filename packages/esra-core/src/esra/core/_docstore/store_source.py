@@ -38,6 +38,7 @@ __all__ = [
     "STORE_NAME",
     "StoreMetadata",
     "check_scope_claim",
+    "store_isolation_problem",
     "store_mapping",
     "store_source",
 ]
@@ -54,6 +55,8 @@ _FRESHNESS = "updated when documents are uploaded, re-indexed or deleted"
 # claim named so would never arrive, and would read as one the core sets itself.
 _RESERVED_PREFIX = "esra."
 _CHOICE = frozenset({Operator.EQ, Operator.NE, Operator.IN})
+# The operators a scope filter may bind with: each admits the caller's scopes only.
+_ADMITTING = frozenset({Operator.EQ, Operator.IN})
 
 
 def check_scope_claim(scope_claim: str) -> None:
@@ -65,6 +68,42 @@ def check_scope_claim(scope_claim: str) -> None:
     if not scope_claim or scope_claim.startswith(_RESERVED_PREFIX):
         msg = "the scope claim must be a non-empty caller claim outside the reserved esra.*"
         raise ValueError(msg)
+
+
+def store_isolation_problem(mapping: Mapping) -> str | None:
+    """Why a store source searched through ``mapping`` could reach past the caller's tenant,
+    scopes or searchable documents (``None``: it cannot).
+
+    The two record filters of ``store_mapping`` are what keeps tenants and scopes apart, and
+    the spec lets neither be disabled; but a store source's mapping is the tenant's
+    configuration, which its data managers edit, and tenants whose stores are one database
+    share its tables. So every engine's store provider opens only over a mapping that reads
+    the ``searchable_segments`` view (Indexed, live segments only: never the ``documents``
+    table, which holds quarantined, failed and deleted text too), binds the ``tenant_id``
+    column to the invocation's tenant (the reserved claim, never one a caller sends) and
+    binds the ``scope`` column to a caller claim, admitting only. Further filters narrow
+    what a caller sees and are allowed.
+    """
+    if mapping.relation != SEARCHABLE_VIEW:
+        return f"reads {mapping.relation!r}, not the store's {SEARCHABLE_VIEW} view"
+    columns = {spec.name: spec.column for spec in mapping.fields}
+    bound = [(columns.get(f.field), f.claim, f.operator) for f in mapping.record_filters]
+    if ("tenant_id", TENANT_CLAIM, Operator.EQ) not in bound:
+        return "does not bind tenant_id to the invocation's tenant"
+    if not any(
+        column == "scope" and operator in _ADMITTING and _is_caller_claim(claim)
+        for column, claim, operator in bound
+    ):
+        return "does not bind scope to a caller's scope claim"
+    return None
+
+
+def _is_caller_claim(claim: str) -> bool:
+    try:
+        check_scope_claim(claim)
+    except ValueError:
+        return False
+    return True
 
 
 class StoreMetadata(TypedDict, total=False):
