@@ -4,24 +4,30 @@ For a visitor holding ``ESRA_EXPOSURE_MANAGE`` on the tenant they act on; anyone
 403 page, and the refusal is recorded as ``esra.explain`` like the admin API's. The form
 (CSRF-checked) names the exposure, the question, and the caller: subject, client
 application and claims, one ``NAME=VALUE`` a line (a name on several lines is a list). The
-answer page shows the explanation (``esra.core._explain``) as tables: stage times, the
-decisions in order (the scope funnel, selection, rejections, answer gating), every plan,
-each validation verdict, each statement with its parameter names and rows, and the final
-order with its scores. Nothing on it is ever sent to a model or to an MCP client.
+form is read into the admin API's request body and checked by the admin API's own
+``explain_request_of``, so both front doors of the one service refuse the same values (a
+subject with a line break, a control character or 300 characters never reaches the audit
+record). The answer page shows the explanation (``esra.core._explain``) as tables: stage
+times, the decisions in order (the scope funnel, selection, rejections, answer gating),
+every plan, each validation verdict, each statement with its parameter names and rows, and
+the final order with its scores. Nothing on it is ever sent to a model or to an MCP client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from esra.core import CallerIdentity, ClaimValue, Explanation
+from esra.core import Explanation
 from esra.core.admin import ExplainRequest, ExplainService, NotPermittedError
 from esra.core.exceptions import ExposureNotFoundError, InvalidRequestError
+from esra.starlette._admin.errors import AdminError
+from esra.starlette._admin.explain_api import explain_request_of
 from esra.starlette._claim_pairs import MalformedClaimError, parse_claim_pairs
 from esra.starlette._portal.access import Access, forbidden
 from esra.starlette._portal.errors import PortalError
@@ -39,19 +45,45 @@ _MAX_FIELD_CHARS = 4_000
 def _text(form: FormData, name: str, label: str, *, required: bool = True) -> str:
     value = form.get(name)
     text = value.strip() if isinstance(value, str) else ""
-    if (required and not text) or len(text) > _MAX_FIELD_CHARS:
+    if required and not text:
         raise PortalError(400, "Not explained", f"{label} is required.", links=_BACK)
+    if len(text) > _MAX_FIELD_CHARS:
+        raise PortalError(
+            400,
+            "Not explained",
+            f"{label} is too long: at most {_MAX_FIELD_CHARS} characters.",
+            links=_BACK,
+        )
     return text
 
 
-def _claims(text: str) -> dict[str, ClaimValue]:
+def _claims(text: str) -> dict[str, str | list[str]]:
+    """The claims, as the admin API's body names them (a repeated name is a list)."""
     lines = [line for line in text.splitlines() if line.strip()]
     try:
-        return dict(parse_claim_pairs(lines, strip_values=True))
+        pairs = parse_claim_pairs(lines, strip_values=True)
     except MalformedClaimError:
         raise PortalError(
             400, "Not explained", "Write each claim as NAME=VALUE on its own line.", links=_BACK
         ) from None
+    return {name: value if isinstance(value, str) else list(value) for name, value in pairs.items()}
+
+
+def _explain_request(form: FormData) -> ExplainRequest:
+    """The form's request, checked exactly as ``POST /admin/v1/explain`` checks its body."""
+    body: dict[str, Any] = {
+        "exposure": _text(form, "exposure", "The exposure"),
+        "arguments": {"prompt": _text(form, "question", "The question")},
+        "caller": {
+            "subject": _text(form, "subject", "The caller subject"),
+            "clientApp": _text(form, "client_app", "The client application"),
+            "claims": _claims(_text(form, "claims", "Claims", required=False)),
+        },
+    }
+    try:
+        return explain_request_of(body)
+    except AdminError as refused:
+        raise PortalError(400, "Not explained", refused.message, links=_BACK) from None
 
 
 def _form(base: str, visitor: Visitor, values: Mapping[str, str]) -> Markup:
@@ -248,15 +280,7 @@ class ExplainPages:
             name: value if isinstance(value := form.get(name), str) else ""
             for name in ("exposure", "question", "subject", "client_app", "claims")
         }
-        explain_request = ExplainRequest(
-            exposure=_text(form, "exposure", "The exposure"),
-            request=_text(form, "question", "The question"),
-            caller=CallerIdentity(
-                subject=_text(form, "subject", "The caller subject"),
-                claims=_claims(_text(form, "claims", "Claims", required=False)),
-            ),
-            client_app_id=_text(form, "client_app", "The client application"),
-        )
+        explain_request = _explain_request(form)
         tenant_id = visitor.operator.tenant_id
         try:
             explanation = await self._service.explain(
