@@ -10,8 +10,9 @@ on any number of instances can never together exceed a caller's budget::
 
 A row comes back exactly when the amount fitted; the conflict branch's ``WHERE`` leaves the
 row untouched otherwise. The hour is the caller's clock (the ``Clock`` port), not the
-server's ``now()``, so a fake clock moves it in tests; rows of past hours are deleted as each
-instance sees a new hour begin.
+server's ``now()``, so a fake clock moves it in tests. As each instance sees a new hour begin
+it deletes the rows of hours before the one just ended: an instance whose clock lags still
+counts into that hour, and deleting its rows would grant its callers the hour's budget again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -104,19 +106,30 @@ class PostgresQuotaStore:
         try:
             async with asyncio.timeout(self._timeout_s):
                 return await self._consume(tenant_id, caller, amount, limit)
-        except (psycopg.Error, psycopg_pool.PoolTimeout, TimeoutError, OSError) as exc:
+        except (
+            psycopg.Error,
+            psycopg_pool.PoolTimeout,
+            TimeoutError,
+            OSError,
+            # A tenant or caller PostgreSQL text cannot hold (a token subject's lone
+            # surrogate): no counter can be kept for it, so it is refused, never unmetered.
+            UnicodeEncodeError,
+        ) as exc:
             # The type only: a driver's message can name the host or the role.
             _log.warning("fetch quota store unavailable: %s", type(exc).__name__)
             raise QuotaUnavailableError from None
 
     async def _consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
-        hour = self._clock.now().strftime("%Y%m%d%H")
+        now = self._clock.now()
+        hour = now.strftime("%Y%m%d%H")
         async with self._pool.connection() as conn:
             if hour != self._swept_hour:
-                # Hours sort as text; anything older than this one is spent.
+                # Hours sort as text. The hour just ended is kept: an instance whose clock
+                # lags this one's still counts into it, and must find what was spent there.
+                ended = (now - timedelta(hours=1)).strftime("%Y%m%d%H")
                 await conn.execute(
-                    sql.SQL("DELETE FROM {t} WHERE hour < %(hour)s").format(t=self._table),
-                    {"hour": hour},
+                    sql.SQL("DELETE FROM {t} WHERE hour < %(ended)s").format(t=self._table),
+                    {"ended": ended},
                 )
                 self._swept_hour = hour
             cursor = await conn.execute(
