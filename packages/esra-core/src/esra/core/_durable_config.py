@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from esra.core._admin.store import WorkspaceStore
 from esra.core._config.snapshot import ConfigSnapshot
+from esra.core.exceptions import ConfigurationError
 from esra.core.ports import ConfigRepository
 
 __all__ = ["DurableConfigRepository"]
@@ -84,9 +85,18 @@ class DurableConfigRepository:
         self, tenant_id: str, versions: Mapping[str, int]
     ) -> tuple[int, ConfigSnapshot | None]:
         """The tenant's publication at its version in ``versions``, read but NOT served yet:
-        ``adopt`` serves it. ``None`` when the tenant never published."""
+        ``adopt`` serves it. ``None`` when the tenant never published.
+
+        Raises:
+            ConfigurationError: the stored publication is another tenant's snapshot.
+        """
         version = versions.get(tenant_id, 0)
         snapshot = await self._store.published_at(tenant_id, version) if version else None
+        if snapshot is not None and snapshot.tenant_id != tenant_id:
+            # A row written by hand or restored from the wrong backup: serving it would run
+            # another tenant's configuration (and open its providers) for this one.
+            msg = "the stored publication belongs to another tenant"
+            raise ConfigurationError(msg)
         return version, snapshot
 
     def adopt(self, tenant_id: str, version: int, snapshot: ConfigSnapshot | None) -> None:
