@@ -94,6 +94,11 @@ class EncryptedSecretStore:
             raise ConfigurationError(msg)
         try:
             return seal(tenant_id, reference, value, self._keys)
+        except UnicodeEncodeError:
+            # Python's message names the character and its position in the value: the
+            # refusal becomes an API error and an audit reason, which never describe a value.
+            msg = "a secret's value, tenant id and reference must be text UTF-8 can encode"
+            raise ConfigurationError(msg) from None
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
 
