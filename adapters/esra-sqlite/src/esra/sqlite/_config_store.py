@@ -45,6 +45,7 @@ from esra.core.admin import (
 from esra.core.audit import AuditRecord, record_document, record_from_document
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
 from esra.core.docstore import StoreState, StoreStatus
+from esra.core.exceptions import ConfigurationError
 from esra.sqlite._audit_outbox import OutboxClaim
 from esra.sqlite._config_schema import apply_config_schema
 from esra.sqlite._dedicated_connection import DedicatedConnection
@@ -61,6 +62,16 @@ def _ts(moment: datetime) -> str:
 def _json(document: dict[str, Any]) -> str:
     # Sorted keys: a stored row diffs like an exported file.
     return json.dumps(document, sort_keys=True, ensure_ascii=False)
+
+
+def _stored(text: str) -> Any:
+    """The JSON document a row holds; a row written by hand that is no JSON is refused as
+    invalid configuration (what it holds is checked as it is read), never unclassified."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        msg = "a stored configuration document is not JSON"
+        raise ConfigurationError(msg) from None
 
 
 def _change(row: sqlite3.Row) -> ConfigChange:
@@ -121,7 +132,7 @@ class SqliteConfigStore:
             return str(row["document"]) if row is not None else None
 
         document = await self._db.run(query)
-        return workspace_from_document(json.loads(document)) if document is not None else None
+        return workspace_from_document(_stored(document)) if document is not None else None
 
     async def save(
         self,
@@ -241,7 +252,7 @@ class SqliteConfigStore:
             return str(row["document"]) if row is not None else None
 
         document = await self._db.run(query)
-        return workspace_from_document(json.loads(document)) if document is not None else None
+        return workspace_from_document(_stored(document)) if document is not None else None
 
     async def published(self, tenant_id: str) -> ConfigSnapshot | None:
         """The tenant's latest publication, or ``None`` if it never published."""
@@ -264,7 +275,7 @@ class SqliteConfigStore:
             return str(row["snapshot"]) if row is not None else None
 
         text = await self._db.run(query)
-        return load_snapshot(json.loads(text)) if text is not None else None
+        return load_snapshot(_stored(text)) if text is not None else None
 
     # -- the document stores' shared lifecycle state (``StoreStateTable``) -------------------
 

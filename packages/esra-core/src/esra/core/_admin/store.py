@@ -169,25 +169,31 @@ def workspace_document(workspace: AdminWorkspace) -> dict[str, Any]:
     }
 
 
-def workspace_from_document(document: Mapping[str, Any]) -> AdminWorkspace:
+def workspace_from_document(document: object) -> AdminWorkspace:
     """Read back what ``workspace_document`` wrote; the snapshot is checked on the way in.
 
     Raises:
-        ConfigurationError: the document is not a workspace this version of ESRA wrote.
+        ConfigurationError: the document is not a workspace this version of ESRA wrote —
+            whatever else it is: whoever can write the state database can put anything in
+            a row, and an unclassified error would fail every request of the tenant as
+            ``ESRA_INTERNAL``.
     """
-    if document.get("format") != WORKSPACE_DOCUMENT_FORMAT:
+    if not isinstance(document, Mapping) or document.get("format") != WORKSPACE_DOCUMENT_FORMAT:
         raise ConfigurationError("the stored workspace has an unknown format")
     rotations = document.get("secret_rotations")
     if not isinstance(rotations, Mapping):
         raise ConfigurationError("the stored workspace has no secret references")
     published = document.get("published_version")
-    return AdminWorkspace(
-        tenant_id=str(document["tenant_id"]),
-        version=int(document["version"]),
-        snapshot=load_snapshot(dict(document["snapshot"])),
-        secret_rotations={str(k): int(v) for k, v in rotations.items()},
-        published_version=int(published) if published is not None else None,
-    )
+    try:
+        return AdminWorkspace(
+            tenant_id=str(document["tenant_id"]),
+            version=int(document["version"]),
+            snapshot=load_snapshot(dict(document["snapshot"])),
+            secret_rotations={str(k): int(v) for k, v in rotations.items()},
+            published_version=int(published) if published is not None else None,
+        )
+    except (KeyError, TypeError, ValueError):  # a key missing, or of the wrong type
+        raise ConfigurationError("the stored workspace is malformed") from None
 
 
 ADOPT_ACTION = "esra.admin.workspace.adopt"

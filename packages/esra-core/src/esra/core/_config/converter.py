@@ -62,7 +62,25 @@ CONVERTER.register_structure_hook(
 )
 CONVERTER.register_structure_hook(int, _strict(int, "an integer", _is_integer))
 CONVERTER.register_structure_hook(float, _number)
-CONVERTER.register_structure_hook(str, _strict(str, "a string", lambda v: isinstance(v, str)))
+
+
+_string = _strict(str, "a string", lambda v: isinstance(v, str))
+
+
+def _text(value: object, kind: type) -> Any:
+    # A lone surrogate ("\ud800" in JSON) is no text UTF-8 can encode: kept, it fails the
+    # state database's save unclassified (SQLite and PostgreSQL alike) and every prompt,
+    # audit record and log line it reaches. Refused here, where every document is read.
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            msg = "expected Unicode text, not a lone surrogate"
+            raise ValueError(msg) from None
+    return _string(value, kind)
+
+
+CONVERTER.register_structure_hook(str, _text)
 
 # A string where a list belongs would be structured as the set (or tuple) of its characters:
 # ``"audience": "app-1"`` an audience of ``a``, ``p``, ``-``, ``1``. Collections accept only
