@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 from esra.core._config.mapping import Mapping
 from esra.core._config.source import Source
-from esra.core._docstore.encodable import has_lone_surrogate
+from esra.core._encodable import has_lone_surrogate
 from esra.core.exceptions import ConfigurationError
 
 __all__ = [

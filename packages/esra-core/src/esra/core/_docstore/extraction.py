@@ -20,7 +20,6 @@ import re
 
 import attrs
 
-from esra.core._docstore.encodable import encodable
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.refusals import DocumentRefusedError
 from esra.core._docstore.sandbox import (
@@ -38,6 +37,7 @@ from esra.core._docstore.segments import (
 )
 from esra.core._docstore.upload import AcceptedUpload
 from esra.core._docstore.zipguard import ZipLimits
+from esra.core._encodable import encodable
 from esra.core.codes import DocumentRefusal
 
 __all__ = [

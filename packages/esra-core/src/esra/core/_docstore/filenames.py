@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from esra.core._docstore.encodable import encodable
+from esra.core._encodable import encodable
 
 __all__ = ["MAX_FILENAME_CHARS", "sanitize_filename"]
 
