@@ -11,12 +11,15 @@ Connect it as the host's role (``grant_audit_writer``): it needs only ``INSERT``
 ``SELECT``. ``prune_before`` (retention) is for the owner's connection.
 
 Text that PostgreSQL cannot hold (NUL, lone surrogates) is replaced by U+FFFD before it is
-bound, so a hostile value in a dimension can never make a batch unwritable.
+bound, and a float ``jsonb`` cannot hold (NaN, an infinity) becomes the text Python's
+``json`` writes for it (``"NaN"``, ``"Infinity"``), so a hostile value in a dimension can
+never make a batch unwritable.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
@@ -31,6 +34,7 @@ from esra.core.audit import (
     AuditQuery,
     AuditRecord,
     audit_subject,
+    audit_text,
     dimensions_from_json,
     page_of,
 )
@@ -43,7 +47,9 @@ __all__ = ["PostgresAuditLog", "prune_audit_before"]
 
 
 def _text(value: str) -> str:
-    return str(scrub(value))
+    # Each lone surrogate one U+FFFD, as the codec replaces them (a record forwarded from an
+    # outbox arrives so), then NUL, which PostgreSQL text cannot hold.
+    return str(scrub(audit_text(value)))
 
 
 def _optional(value: str | None) -> str | None:
@@ -55,6 +61,9 @@ def _dimension(value: AuditDimension) -> AuditDimension:
         return _text(value)
     if isinstance(value, tuple):
         return tuple(_text(item) for item in value)
+    if isinstance(value, float) and not math.isfinite(value):
+        # json.dumps writes the bare token, which jsonb refuses (the whole batch with it).
+        return json.dumps(value)
     return value
 
 
@@ -181,7 +190,7 @@ class PostgresAuditLog:
     async def query(self, query: AuditQuery) -> AuditPage:
         """The page of ``query``: the tenant's matching records, newest first."""
         clauses = [sql.SQL("tenant_id = %(tenant)s")]
-        params: dict[str, Any] = {"tenant": query.tenant_id, "limit": query.limit + 1}
+        params: dict[str, Any] = {"tenant": _text(query.tenant_id), "limit": query.limit + 1}
         if query.events:
             clauses.append(sql.SQL("event = ANY(%(events)s::text[])"))
             params["events"] = sorted(e.value for e in query.events)

@@ -8,6 +8,10 @@ committed batch survives a power cut, not only a killed process.
 
 Times are stored as UTC ISO-8601 text with microseconds, which sorts in time order. Every
 value is a bound parameter; the statement text is assembled from this module's constants.
+
+Text UTF-8 cannot carry (a lone surrogate, from a token's ``sub`` or a command line's
+undecodable bytes) is replaced by U+FFFD before it is bound, in records and in filters
+alike, so a hostile value can never make a batch unwritable.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from esra.core.audit import (
     AuditQuery,
     AuditRecord,
     audit_subject,
+    audit_text,
     dimensions_from_json,
     dimensions_json,
     page_of,
@@ -47,15 +52,23 @@ def _ts(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def _text(value: str | None) -> str | None:
+    # sqlite3 encodes every bound str as UTF-8 and refuses the whole statement for one lone
+    # surrogate; the sink would then retry that batch for ever, holding every record behind
+    # it. Replaced one for one, as the codec replaces them in the dimensions, so the subject
+    # column and the subject dimension a reviewer is shown stay the same text.
+    return None if value is None else audit_text(value)
+
+
 def _row(record: AuditRecord) -> tuple[object, ...]:
     return (
-        record.tenant_id,
+        _text(record.tenant_id),
         _ts(record.at),
         record.event.value,
-        record.correlation_id,
-        audit_subject(record),
-        record.outcome,
-        record.reason,
+        _text(record.correlation_id),
+        _text(audit_subject(record)),
+        _text(record.outcome),
+        _text(record.reason),
         dimensions_json(record),
     )
 
@@ -74,17 +87,17 @@ def _record(row: sqlite3.Row) -> AuditRecord:
 
 def _select(query: AuditQuery) -> tuple[str, list[object]]:
     clauses: list[str] = [_SELECT]
-    params: list[object] = [query.tenant_id]
+    params: list[object] = [_text(query.tenant_id)]
     if query.events:
         events = sorted(e.value for e in query.events)
         clauses.append(f"AND event IN ({', '.join('?' for _ in events)})")
         params.extend(events)
     if query.subject is not None:
         clauses.append("AND subject = ?")
-        params.append(query.subject)
+        params.append(_text(query.subject))
     if query.correlation_id is not None:
         clauses.append("AND correlation_id = ?")
-        params.append(query.correlation_id)
+        params.append(_text(query.correlation_id))
     if query.since is not None:
         clauses.append("AND at >= ?")
         params.append(_ts(query.since))

@@ -12,6 +12,7 @@ from esra.core._audit.batching import (
     deferred_audit_waits,
 )
 from esra.core._audit.codec import (
+    audit_text,
     dimensions_from_json,
     dimensions_json,
     record_document,
@@ -51,6 +52,7 @@ __all__ = [
     "LoggingAuditSink",
     "TraceLinkedAuditSink",
     "audit_subject",
+    "audit_text",
     "deferred_audit_waits",
     "dimensions_from_json",
     "dimensions_json",

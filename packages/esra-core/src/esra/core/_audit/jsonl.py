@@ -7,6 +7,9 @@ without interleaving lines, and a rotation (the file renamed away by ``logrotate
 honoured at the next batch, which creates a fresh file — no ``copytruncate`` is needed. The
 file is created ``0600``: records name tenants and callers.
 
+Lines are standard JSON in UTF-8 (``record_document`` makes every value carryable), and a
+query's text filters are made whole the same way as the records they are compared with.
+
 Reading parses the file as it is now (rotated files are not read). A line's ``seq`` is its
 byte offset, which an append-only file never changes; a torn last line (a crash mid-write)
 or any line that does not parse is skipped and counted in the log, never fatal.
@@ -15,16 +18,20 @@ or any line that does not parse is skipped and counted in the log, never fatal.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import logging
 import os
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
+
+import attrs
 
 from esra.core._audit.codec import record_document, record_from_document
 from esra.core._audit.query import AuditPage, AuditQuery, page_of
 from esra.core._audit.record import AuditRecord
+from esra.core._encodable import encodable
 
 __all__ = ["JsonLinesAuditLog"]
 
@@ -74,7 +81,20 @@ class JsonLinesAuditLog:
         return await asyncio.to_thread(self._query, query)
 
     def _query(self, query: AuditQuery) -> AuditPage:
-        entries: list[tuple[AuditRecord, int]] = []
+        # Records read back hold whole text; so must what they are compared with.
+        query = attrs.evolve(
+            query,
+            tenant_id=encodable(query.tenant_id),
+            subject=None if query.subject is None else encodable(query.subject),
+            correlation_id=None
+            if query.correlation_id is None
+            else encodable(query.correlation_id),
+        )
+        # The newest limit + 1 matches only, in a heap whose head is the oldest kept: the file
+        # is never pruned, and holding every match would make one read's memory grow with
+        # the tenant's whole history. (at, seq) is unique, so records are never compared.
+        kept: list[tuple[datetime, int, AuditRecord]] = []
+        size = query.limit + 1
         skipped = 0
         try:
             handle = self._path.open("rb")
@@ -95,8 +115,12 @@ class JsonLinesAuditLog:
                     skipped += 1
                     continue
                 if query.matches(record) and query.after_cursor(record.at, seq):
-                    entries.append((record, seq))
+                    entry = (record.at.astimezone(UTC), seq, record)
+                    if len(kept) < size:
+                        heapq.heappush(kept, entry)
+                    elif entry[:2] > kept[0][:2]:
+                        heapq.heapreplace(kept, entry)
         if skipped:
             _log.warning("audit file: %d unreadable lines skipped", skipped)
-        entries.sort(key=lambda entry: (entry[0].at.astimezone(UTC), entry[1]), reverse=True)
-        return page_of(entries[: query.limit + 1], query.limit)
+        kept.sort(key=lambda entry: entry[:2], reverse=True)
+        return page_of([(record, seq) for _, seq, record in kept], query.limit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+from esra.core._audit.codec import record_document
 from esra.core._audit.record import AuditRecord
 
 __all__ = ["LoggingAuditSink"]
@@ -22,13 +23,6 @@ class LoggingAuditSink:
 
     async def record(self, record: AuditRecord) -> None:
         """Log ``record`` at INFO as a JSON line."""
-        document = {
-            "event": record.event.value,
-            "tenant_id": record.tenant_id,
-            "correlation_id": record.correlation_id,
-            "at": record.at.isoformat(),
-            "outcome": record.outcome,
-            "reason": record.reason,
-            "dimensions": dict(record.dimensions),
-        }
-        self._logger.info(json.dumps(document, sort_keys=True, default=str))
+        # record_document: standard JSON (no bare NaN, no surrogate escape) that a log
+        # pipeline parses, as every other sink writes it.
+        self._logger.info(json.dumps(record_document(record), sort_keys=True, default=str))
