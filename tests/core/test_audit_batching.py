@@ -119,6 +119,30 @@ async def test_wait_for_write_fails_when_the_backend_is_unavailable() -> None:
         await sink.aclose()
 
 
+async def test_a_write_that_never_returns_makes_the_sink_unavailable_meanwhile() -> None:
+    """A backend that stops answering fails nothing: the write hangs (until the kernel gives
+    up on the connection). Past unavailable_after_s its waiter is told, new records are
+    refused at once, and the write is left to finish: when it does, the sink is available
+    again and the record is written once."""
+    log = InMemoryAuditLog()
+    gated = GatedBackend(log)
+    sink = BatchingAuditSink(
+        gated, flush_interval_s=0.001, wait_for_write=True, unavailable_after_s=0.05
+    )
+    waiting = asyncio.create_task(sink.record(contract_record(1)))
+    with pytest.raises(AuditUnavailableError):
+        async with asyncio.timeout(_PATIENCE_S):  # without the watchdog: for ever
+            await waiting
+    assert gated.waiting == 1  # still writing: not cancelled
+    with pytest.raises(AuditUnavailableError):
+        await sink.record(contract_record(2))
+    gated.gate.set()
+    await _until(lambda: sink.available)
+    await sink.record(contract_record(3))
+    assert [r.correlation_id for r in log.records] == ["corr-1", "corr-3"]
+    await sink.aclose()
+
+
 async def test_flush_writes_everything_accepted_so_far() -> None:
     """flush() under an hour-long interval: everything accepted is written when it returns."""
     log = InMemoryAuditLog()

@@ -24,7 +24,10 @@ The guarantee, precisely:
   keeps retrying, but ``record()`` refuses at once with ``AuditUnavailableError`` instead of
   letting invocations wait without end, so nothing proceeds unaudited. The refused record
   goes to the ``esra.audit.unwritten`` logger at ERROR — never silently anywhere. The first
-  successful write makes the sink available again.
+  successful write makes the sink available again. A write that has not returned after
+  ``unavailable_after_s`` makes the sink unavailable too, while it goes on: a backend that
+  stops answering (a database dropping packets fails nothing until the kernel gives up on
+  the connection, a quarter of an hour later) would otherwise hold every invocation.
 - ``flush()`` returns once everything accepted before it is written; ``aclose()`` flushes
   and stops the writer. If the backend is unavailable at close, every record not written is
   logged to ``esra.audit.unwritten`` and ``aclose()`` raises ``AuditUnavailableError``.
@@ -196,6 +199,8 @@ class BatchingAuditSink:
         self._changed: asyncio.Condition | None = None
         self._writer: asyncio.Task[None] | None = None
         self._abandoned: list[AuditRecord] = []
+        # The task telling waiters a write hangs (kept: the loop holds tasks weakly).
+        self._hang_notice: asyncio.Task[None] | None = None
 
     # -- observation -------------------------------------------------------------------
 
@@ -369,7 +374,7 @@ class BatchingAuditSink:
         # nearly every batch is written at the first try, so the loop starts only after a
         # failure; from then on its attempts, backoff and test mode are stamina's.
         try:
-            await self._backend.write_batch(batch)
+            await self._watched_write(batch)
         except Exception as exc:
             failing_since = await self._failed(batch, exc, None)
         else:
@@ -393,7 +398,7 @@ class BatchingAuditSink:
                     with attempt:
                         await self._check_give_up()
                         try:
-                            await self._backend.write_batch(batch)
+                            await self._watched_write(batch)
                         except Exception as exc:
                             failing_since = await self._failed(batch, exc, failing_since)
                             raise
@@ -403,6 +408,39 @@ class BatchingAuditSink:
             except Exception:  # stamina's testing mode caps attempts: keep going
                 await asyncio.sleep(self._retry_max)
                 continue
+
+    async def _watched_write(self, batch: Sequence[AuditRecord]) -> None:
+        """The backend's write of ``batch``; one that has not returned after
+        ``unavailable_after_s`` makes the sink unavailable while it goes on.
+
+        The write is not cancelled: it may still commit, and the first write that returns
+        makes the sink available again (``_run``). A timer rather than a task beside the
+        write: it costs nearly nothing on the write that returns in time, which is every one.
+        """
+        loop = asyncio.get_running_loop()
+        watchdog = loop.call_later(self._unavailable_after, self._write_hangs)
+        try:
+            await self._backend.write_batch(batch)
+        finally:
+            watchdog.cancel()
+
+    def _write_hangs(self) -> None:
+        # Set here, in the timer's own callback, never in a task that could run after the
+        # write returned: _run clears the flag once the write returns, so it cannot stay set
+        # with no write to clear it (a sink refusing every record would never write again).
+        if not self._unavailable:
+            _log.error(
+                "audit backend unavailable: a batch write has not returned for %.1f s; "
+                "refusing new audit records until it does",
+                self._unavailable_after,
+            )
+        self._unavailable = True
+        self._hang_notice = asyncio.get_running_loop().create_task(self._notify_waiters())
+
+    async def _notify_waiters(self) -> None:
+        changed = self._condition()
+        async with changed:
+            changed.notify_all()
 
     async def _failed(
         self, batch: Sequence[AuditRecord], exc: Exception, failing_since: float | None
