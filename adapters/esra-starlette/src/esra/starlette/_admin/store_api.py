@@ -116,12 +116,12 @@ class StoreApi:
     async def _manager_and_store(
         self, request: Request, attempt: Callable[[TenantStore, Operator], Awaitable[Any]]
     ) -> tuple[Operator, TenantStore]:
-        """As ``_operator_and_store``, for a managing action ``attempt``.
-
-        A caller without even ``ESRA_DATA_READ`` on its own tenant has ``attempt`` made for
-        it (the core refuses it and audits the denial) before the 403, as each action does
-        for a reader without ``ESRA_DATA_MANAGE``. A tenant without a store has no core to
-        audit it; another tenant's store is never reached by a caller with no grant there.
+        """As ``_operator_and_store``, for a managing action ``attempt``: 403 for a caller
+        without ``ESRA_DATA_MANAGE``, after ``attempt`` is made for it — the core refuses it
+        and audits the denial with the operator, so a refused action is on the trail whoever
+        asked. A caller without even ``ESRA_DATA_READ`` is refused so too on its own
+        tenant's store; a tenant without a store has no core to audit it, and another
+        tenant's store is never reached by a caller with no grant there.
         """
         operator = operator_of(request, self._role_claims)
         if not operator.may(Role.ESRA_DATA_READ):
@@ -129,7 +129,11 @@ class StoreApi:
             if store is not None and not operator.cross_tenant:
                 await self._swallow(attempt(store, operator))
             raise _forbidden()
-        return self._operator_and_store(request)
+        operator, store = self._operator_and_store(request)
+        if not operator.may(Role.ESRA_DATA_MANAGE):
+            await self._swallow(attempt(store, operator))
+            raise _forbidden()
+        return operator, store
 
     @staticmethod
     async def _checked(call: Awaitable[_T]) -> _T:
@@ -150,10 +154,6 @@ class StoreApi:
         operator, store = await self._manager_and_store(
             request, lambda store, operator: action(store, operator, document_id)
         )
-        if not operator.may(Role.ESRA_DATA_MANAGE):
-            # The core audits the denial with the operator; the answer is 403 either way.
-            await self._swallow(action(store, operator, document_id))
-            raise _forbidden()
         self._require_ready(store)
         if await store.documents.document(operator, document_id) is None:
             raise _not_found()
@@ -254,9 +254,6 @@ class StoreApi:
             request,
             lambda store, operator: store.documents.upload(operator, (), scope=store.default_scope),
         )
-        if not operator.may(Role.ESRA_DATA_MANAGE):
-            await self._swallow(store.documents.upload(operator, (), scope=store.default_scope))
-            raise _forbidden()
         self._require_ready(store)
         if not request.headers.get("content-type", "").startswith("multipart/form-data"):
             raise AdminError(
@@ -318,9 +315,6 @@ class StoreApi:
         operator, store = await self._manager_and_store(
             request, lambda store, operator: store.documents.delete(operator, document_id)
         )
-        if not operator.may(Role.ESRA_DATA_MANAGE):
-            await self._swallow(store.documents.delete(operator, document_id))
-            raise _forbidden()
         self._require_ready(store)
         try:
             await store.documents.delete(operator, document_id)
@@ -336,9 +330,6 @@ class StoreApi:
         operator, store = await self._manager_and_store(
             request, lambda store, operator: store.documents.download(operator, document_id)
         )
-        if not operator.may(Role.ESRA_DATA_MANAGE):
-            await self._swallow(store.documents.download(operator, document_id))
-            raise _forbidden()
         self._require_ready(store)
         try:
             title, data = await store.documents.download(operator, document_id)
