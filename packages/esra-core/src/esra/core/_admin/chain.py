@@ -91,7 +91,9 @@ class _AdminService:
     its would-be record logged to ``esra.audit.unwritten``. A saved change's ``ok`` record is
     saved with it into the store's audit outbox and then forwarded to the sink; a sink that
     fails after the save leaves it held there (logged at WARNING), to be delivered by the next
-    change or the host's next start, and the change is answered as made.
+    change or the host's next start, and the change is answered as made. A save that fails
+    otherwise (the state database down) saved nothing, its record with it: the attempt is
+    audited ``failed`` on the sink directly (``_save_failed``) and the save's error raised.
     """
 
     def __init__(self, workspaces: WorkspaceStore, *, audit: AuditSink, clock: Clock) -> None:
@@ -134,6 +136,7 @@ class _AdminService:
             await self._record(event, tenant_id, "conflict", str(conflict), dims, by=admin)
             raise conflict
         try:
+            _check_text("a change reason", reason)
             updated = change(current)
             if check is not None:
                 await check()
@@ -170,6 +173,10 @@ class _AdminService:
             del dims["version"]
             await self._record(event, tenant_id, "conflict", str(exc), dims, by=admin)
             raise
+        except Exception as exc:
+            del dims["version"]
+            await self._save_failed(event, tenant_id, exc, dims, by=admin)
+            raise
         if effect is not None:
             await self._run_effect(
                 admin,
@@ -183,6 +190,30 @@ class _AdminService:
             )
         await self._forward(tenant_id, event, target=target, version=updated.version)
         return updated
+
+    async def _save_failed(
+        self,
+        event: AuditEvent,
+        tenant_id: str,
+        error: Exception,
+        dimensions: dict[str, AuditDimension],
+        *,
+        by: Administrator,
+    ) -> None:
+        """Audit a change whose save failed (not a conflict): ``failed``, nothing saved.
+
+        The record cannot be held in the outbox, which is in the database whose write just
+        failed, so it goes to the sink directly. When the sink refuses it too — often the
+        same database — it is logged as unwritten: the attempt is never silent, and the
+        caller gets the save's own error either way.
+        """
+        record = self._admin_record(
+            event, tenant_id, "failed", _failure_reason(error), dimensions, by=by
+        )
+        try:
+            await self._audit.record(record)
+        except Exception as exc:
+            log_unwritten([record], f"refused ({type(exc).__name__}) after a failed save")
 
     async def _run_effect(
         self,
@@ -422,6 +453,16 @@ class _AdminService:
         )
 
 
+def _check_text(what: str, text: str | None) -> None:
+    """Refuse NUL in text a change stores beside its configuration (a reason, a reference).
+
+    PostgreSQL text and ``jsonb`` cannot hold it: the save would fail with a driver's error.
+    The configuration itself is refused NUL by the converter, where it is read.
+    """
+    if text is not None and "\x00" in text:
+        raise ConfigurationError(f"{what} must not contain NUL (U+0000)")
+
+
 def _template_changes(before: Iterable[Mapping], after: Iterable[Mapping]) -> tuple[str, ...]:
     """``{mapping_id}:{fingerprint}`` for each mapping whose record-filter template changes.
 
@@ -490,6 +531,7 @@ class ConnectionSecretService(_AdminService):
             nonlocal previous
             if not reference:
                 raise ConfigurationError("a secret reference must not be empty")
+            _check_text("a secret reference", reference)
             previous = ws.secret_rotations.get(reference)
             rotations = dict(ws.secret_rotations)
             rotations[reference] = (previous or 0) + 1

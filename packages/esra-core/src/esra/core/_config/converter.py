@@ -71,6 +71,11 @@ def _text(value: object, kind: type) -> Any:
     # A lone surrogate ("\ud800" in JSON) is no text UTF-8 can encode: kept, it fails the
     # state database's save unclassified (SQLite and PostgreSQL alike) and every prompt,
     # audit record and log line it reaches. Refused here, where every document is read.
+    # NUL likewise: PostgreSQL text and jsonb cannot hold it, so a description or an id
+    # carrying one failed the state database's save unclassified (and unaudited).
+    if isinstance(value, str) and "\x00" in value:
+        msg = "expected text without NUL (U+0000)"
+        raise ValueError(msg)
     if isinstance(value, str) and not value.isascii():
         try:
             value.encode("utf-8")
