@@ -10,7 +10,8 @@ no field values; see ``esra.core._explain``).
 Every explain is audited as its own event, ``esra.explain``: who explained, the exposure, the
 caller explained (subject and client application; claim values are never recorded) and the
 explained invocation's correlation id, whose own records carry ``explain: true`` and
-``explained_by``. A refusal is recorded as ``denied``.
+``explained_by``. A refusal is recorded as ``denied``; an explain the pipeline refuses or
+fails (an exposure it does not serve, a source down) as ``failed``, with the error's code.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from esra.core._explain import Explanation
 from esra.core._query import PlannedFilter
 from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent
-from esra.core.exceptions import ExposureNotFoundError
+from esra.core.exceptions import EsraError, ExposureNotFoundError
 from esra.core.ports import AuditSink, Clock
 
 __all__ = ["EXPLAIN_ROLE", "ExplainRequest", "ExplainService"]
@@ -94,9 +95,16 @@ class ExplainService:
             correlation_id=correlation_id,
             authorized_source_ids=request.authorized_source_ids,
         )
-        explanation = await retriever.explain(
-            ctx, request.request, explained_by=admin.subject, filters=request.filters
-        )
+        try:
+            explanation = await retriever.explain(
+                ctx, request.request, explained_by=admin.subject, filters=request.filters
+            )
+        except Exception as exc:
+            # Refused or failed, the explain is still an administrative action: audited with
+            # a classified reason, never the exception's text (it may be a driver's).
+            reason = exc.code.value if isinstance(exc, EsraError) else "unexpected_error"
+            await self._record(admin, tenant_id, "failed", reason, dims)
+            raise
         dims["status"] = explanation.status
         await self._record(admin, tenant_id, "ok", explanation.error, dims)
         return explanation
