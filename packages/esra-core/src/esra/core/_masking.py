@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import date, datetime
 
 from esra.core._config.mapping import Mapping, MaskingKind
+from esra.core._encodable import encodable
 from esra.core._query import RowValue
 
 __all__ = ["MASK", "PART_SEPARATOR", "mask", "masked_record", "masked_values", "render_value"]
@@ -71,7 +72,8 @@ def _is_single_address(value: str, domain: str) -> bool:
 
 
 def render_value(value: RowValue) -> str | None:
-    """Return a row value as response text: dates in ISO format, booleans lowercase.
+    """Return a row value as response text: dates in ISO format, booleans lowercase, each
+    lone surrogate U+FFFD.
 
     ``None`` (no value) stays ``None`` so callers can leave the field out.
     """
@@ -81,7 +83,10 @@ def render_value(value: RowValue) -> str | None:
         return "true" if value else "false"
     if isinstance(value, datetime | date):
         return value.isoformat()
-    return str(value)
+    # A lone surrogate (a driver decoding UTF-16 that holds one) has no UTF-8 form: kept, it
+    # fails the whole response or fetch when the host encodes it. One U+FFFD each keeps every
+    # length, so masking and fetch offsets are unchanged.
+    return encodable(str(value))
 
 
 def masked_values(values: AbcMapping[str, RowValue], mapping: Mapping) -> dict[str, str]:

@@ -23,6 +23,7 @@ from esra.core._config.client_snapshot import ClientSnapshotCache
 from esra.core._config.exposure import RetentionClass
 from esra.core._config.snapshot import ConfigSnapshot
 from esra.core._context import InvocationContext
+from esra.core._encodable import has_lone_surrogate
 from esra.core._explain import ExplainingAuditSink, ExplainRecorder, Explanation, current_recorder
 from esra.core._fetch.refs import DEFAULT_REF_TTL_S, DocumentRefMinter
 from esra.core._fetch.tokens import Keyring
@@ -635,6 +636,11 @@ def _checked(request: RetrievalRequest | str, filters: Sequence[PlannedFilter]) 
     text = asked.prompt.strip()
     if not text or len(text) > MAX_REQUEST_CHARS:
         msg = f"The request must be 1 to {MAX_REQUEST_CHARS} characters."
+        raise InvalidRequestError(msg)
+    if has_lone_surrogate(text):
+        # No prompt, audit record or model request can carry it; refused as the MCP host
+        # refuses such an argument, rather than failing later as ESRA_INTERNAL.
+        msg = "The request must be Unicode text: it holds a lone surrogate."
         raise InvalidRequestError(msg)
     if len(asked.filters) > MAX_CALLER_FILTERS:
         msg = f"At most {MAX_CALLER_FILTERS} filters may be given."

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from esra.core._context import InvocationContext
+from esra.core._encodable import has_lone_surrogate
 from esra.core._fetch.tokens import DocumentLocator, Keyring, TokenBinding, mint, mint_all
 from esra.core._pipeline.validation import MAX_RECORD_KEY_CHARS
 from esra.core.ports import Clock
@@ -63,6 +64,9 @@ def fetchable(locator: DocumentLocator) -> bool:
 
     A key longer than a lookup takes is "not found" on every fetch, so its reference would
     only mislead; and a key past what a reference can hold would make minting raise, failing
-    the whole search that surfaced the record. Such a result carries no reference.
+    the whole search that surfaced the record. So would a key holding a lone surrogate,
+    which no reference can seal (and which providers bind as U+FFFD, so no lookup finds it).
+    Such a result carries no reference.
     """
-    return 0 < len(locator.record_key) <= MAX_RECORD_KEY_CHARS
+    key = locator.record_key
+    return 0 < len(key) <= MAX_RECORD_KEY_CHARS and not has_lone_surrogate(key)

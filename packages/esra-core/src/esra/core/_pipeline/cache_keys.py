@@ -41,7 +41,10 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # "surrogatepass": a caller's prompt may hold a lone surrogate, which strict UTF-8 cannot
+    # encode (the whole invocation failed on its key); valid text encodes as before, and
+    # distinct texts still give distinct bytes.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def normalize_prompt(text: str) -> str:

@@ -132,15 +132,19 @@ def _fits(drafts: Sequence[_Draft], fragment_chars: int, cap: int) -> bool:
 
 
 def _size_cap(drafts: list[_Draft], cap: int) -> tuple[list[_Draft], ResponseWarning | None]:
-    """Shorten fragments (not below the floor), then drop trailing results, to fit ``cap``."""
+    """Shorten fragments (not below the floor), then drop trailing results, to fit ``cap``;
+    a result too large to fit alone is dropped first."""
     if not drafts or sum(d.chars() for d in drafts) <= cap:
         return drafts, None
     longest = max(len(d.fragment) for d in drafts)
     floor = min(FRAGMENT_FLOOR_CHARS, longest)
-    kept = len(drafts)
-    while kept > 0 and not _fits(drafts[:kept], floor, cap):
+    # A result that cannot fit even alone is left out wherever it ranks: kept in the prefix
+    # below, one oversized record ranked first would empty the whole response.
+    fitting = [d for d in drafts if _fits([d], floor, cap)]
+    kept = len(fitting)
+    while kept > 0 and not _fits(fitting[:kept], floor, cap):
         kept -= 1
-    survivors = drafts[:kept]
+    survivors = fitting[:kept]
     # The longest fragment budget that still fits: binary search, since fitting is monotone.
     low, high = floor, longest
     while low < high:

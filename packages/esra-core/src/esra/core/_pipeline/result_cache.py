@@ -33,6 +33,7 @@ from esra.core._pipeline.cache_keys import (
 )
 from esra.core._pipeline.scope import EffectiveScope
 from esra.core._response import ResponseStatus, RetrievalResponse
+from esra.core.exceptions import DocumentNotFoundError
 from esra.core.ports import Cache, Clock
 
 __all__ = ["CachedResult", "ResultCache"]
@@ -129,9 +130,18 @@ class ResultCache:
         )
 
     async def store(self, response: RetrievalResponse) -> None:
-        """Keep ``response`` if it is complete; a backend failure is logged, never raised."""
+        """Keep ``response`` if it is complete; a backend failure is logged, never raised,
+        and a response whose references can no longer be opened is not kept."""
         ttl = self._scope.limits.result_cache_ttl_s
         if ttl <= 0 or response.status is not ResponseStatus.COMPLETE:
+            return
+        try:
+            locators = tuple(self._locator(r.document_ref) for r in response.results)
+        except DocumentNotFoundError:
+            # A reference expired between minting and now (the answer model ran in between,
+            # and references may live a second): the response stands, only caching it is
+            # given up — kept without its locators, a hit would drop references it had.
+            _log.info("result not cached for %s: a reference expired", self._ctx.correlation_id)
             return
         entry = CachedResult(
             format=_FORMAT,
@@ -140,7 +150,7 @@ class ResultCache:
                 results=tuple(attrs.evolve(r, document_ref=None) for r in response.results),
                 correlation_id="",
             ),
-            locators=tuple(self._locator(r.document_ref) for r in response.results),
+            locators=locators,
         )
         try:
             await self._cache.set(self.key, _CONVERTER.dumps(entry).encode(), ttl)
