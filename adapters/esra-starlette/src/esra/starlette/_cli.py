@@ -222,7 +222,8 @@ def _add_ingest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     ingest = commands.add_parser(
         "ingest",
         help="upload files into a tenant's document store and index them",
-        description="Upload files (directories recursively, hidden files skipped) into a "
+        description="Upload files (directories recursively, hidden files and symbolic links "
+        "inside them skipped) into a "
         "tenant's document store, each inspected like an API upload, then index them so they "
         "are searchable at once. Prints one line per file: outcome, state and remedy. Exit "
         "status 0 when every file was stored and indexed, 1 otherwise, 2 for usage errors. "

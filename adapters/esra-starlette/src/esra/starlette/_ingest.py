@@ -41,6 +41,7 @@ __all__ = [
     "collect_files",
     "ingest",
     "render_table",
+    "shown",
     "summarize",
 ]
 
@@ -76,15 +77,18 @@ def _walk(directory: Path) -> Iterator[Path]:
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
             path = Path(root) / name
-            if not name.startswith(".") and path.is_file():
+            # A link inside the tree may point anywhere (``notes.txt -> /etc/shadow``):
+            # whoever can write into a shared directory must not choose what the
+            # operator uploads from outside it. A link named on the command line is read.
+            if not name.startswith(".") and not path.is_symlink() and path.is_file():
                 yield path
 
 
 def collect_files(paths: Sequence[Path]) -> list[Path]:
     """The files to ingest: files as named, directories walked recursively and sorted.
 
-    Hidden files and directories inside a walked directory are skipped; a file reached
-    twice is ingested once.
+    Hidden files and directories and symbolic links inside a walked directory are skipped;
+    a file reached twice is ingested once.
 
     Raises:
         IngestUsageError: a path does not exist or is neither a file nor a directory, or
@@ -123,6 +127,7 @@ class _Progress:
         self._tty = stream.isatty()
 
     def step(self, done: int, label: str, note: str) -> None:
+        note = shown(note)
         if not self._tty:
             self._stream.write(f"{label} [{done}/{self._total}] {note}\n")
             self._stream.flush()
@@ -138,6 +143,28 @@ class _Progress:
         if self._tty:
             self._stream.write("\n")
             self._stream.flush()
+
+
+def shown(text: str) -> str:
+    """``text`` as one line of printable characters, whatever a file name holds.
+
+    A name is chosen by whoever wrote the file: a newline in it would forge a row of the
+    table, an escape sequence would rewrite the terminal, and a byte that is not UTF-8
+    (a surrogate here) would fail a strict stream. Each such character is written as its
+    escape instead (``\\n``, ``\\x1b``, ``\\xff``).
+    """
+    if text.isprintable():
+        return text
+    return "".join(_escaped(character) for character in text)
+
+
+def _escaped(character: str) -> str:
+    if character.isprintable():
+        return character
+    code = ord(character)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte
+        return f"\\x{code - 0xDC00:02x}"
+    return character.encode("unicode_escape").decode("ascii")
 
 
 def _read(path: Path, limit: int) -> bytes:
@@ -373,7 +400,13 @@ async def _upload(
 def render_table(rows: Sequence[IngestRow]) -> str:
     """The per-file table: FILE, OUTCOME, STATE, DETAIL, columns aligned."""
     header = IngestRow("FILE", "OUTCOME", "STATE", "DETAIL")
-    table = [header, *rows]
+    table = [
+        header,
+        *(
+            attrs.evolve(r, file=shown(r.file), state=shown(r.state), detail=shown(r.detail))
+            for r in rows
+        ),
+    ]
     widths = [
         max(len(getattr(r, column)) for r in table) for column in ("file", "outcome", "state")
     ]
