@@ -95,6 +95,7 @@ from esra.core.providers import ProviderRegistry, ProviderRequest
 from esra.core.secrets import ReferencePolicy
 from esra.llm import LocalModel, RemoteModelClient
 from esra.sqlite import STORE_PROVIDER_KIND
+from esra.starlette._data_dir import prepare_data_dir
 from esra.starlette._durable_state import (
     EMBEDDED_DATABASES_DIR,
     embedded_state,
@@ -512,7 +513,7 @@ async def bootstrap(
                 if data_dir is None:
                     msg = "the embedded default needs a data directory"
                     raise ValueError(msg)
-                data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                prepare_data_dir(data_dir)
                 state, policies = embedded_state(data_dir), {}
             durable = await open_state(
                 stack,

@@ -169,6 +169,13 @@ def _host_state(args: argparse.Namespace) -> StateSettings:
         except SettingsError as exc:
             raise _ImportError(f"{args.config}: {exc}") from None
     else:
+        from esra.starlette._data_dir import prepare_data_dir  # noqa: PLC0415
+
+        if args.database is None:
+            try:  # the embedded default's databases, owner-only as the host creates them
+                prepare_data_dir(_data_dir(args))
+            except OSError as exc:
+                raise _StateUnavailableError(type(exc).__name__) from None
         state = embedded_state(_data_dir(args))
     # Settings without a [state] database keep drafts in the host's memory; the import then
     # writes to the embedded default's database, as it always has.
@@ -268,7 +275,13 @@ def _export(args: argparse.Namespace) -> int:
     from esra.core.exceptions import ConfigurationError  # noqa: PLC0415
 
     async def read() -> ConfigSnapshot | None:
-        store = await _open_store(args)
+        try:
+            store = await _open_store(args)
+        except (_ImportError, _StateUnavailableError, ConfigurationError):
+            raise
+        except Exception as exc:  # a driver's failure or a path that cannot be made:
+            # its class only, as import says it — a driver's text may name the DSN.
+            raise _StateUnavailableError(type(exc).__name__) from None
         try:
             if args.draft:
                 workspace = await store.load(args.tenant)
@@ -281,6 +294,8 @@ def _export(args: argparse.Namespace) -> int:
         snapshot = asyncio.run(read())
     except _ImportError as exc:
         return _fail(f"export: {exc}")
+    except _StateUnavailableError as exc:
+        return _fail(f"export: cannot open the configuration database ({exc})", EXIT_FAILED)
     except ConfigurationError as exc:
         return _fail(f"export: {exc}", EXIT_FAILED)
     if snapshot is None:

@@ -110,7 +110,14 @@ async def _migrate(template: str, state: Any, grant_to: str | None) -> int:
         plan.append((audit_schema, AUDIT_SCHEMA_VERSION, apply_audit_schema))
     kwargs = await postgres_connect_kwargs(template)
     kwargs["application_name"] = "esra-migrate"
-    async with await psycopg.AsyncConnection.connect(**kwargs) as conn:
+    try:
+        connection = await psycopg.AsyncConnection.connect(**kwargs)
+    except psycopg.Error as exc:
+        # An unreachable server or a refused login: the class only, as for a refused
+        # schema below — the driver's text may quote the connection's parameters.
+        sys.stderr.write(f"esra migrate: cannot connect ({type(exc).__name__})\n")
+        return _EXIT_FAILED
+    async with connection as conn:
         for schema, version, apply in plan:
             try:
                 applied = await apply(conn, schema)

@@ -444,8 +444,8 @@ def _url(table: _Table, name: str, default: str | None = None) -> str | None:
     try:
         parts = urlsplit(value)
         host = parts.hostname
-    except ValueError:
-        host = None
+    except ValueError:  # "http://[::1": an unbalanced or invalid bracketed host
+        raise table.fail(name, "must be an absolute http(s) URL") from None
     if parts.scheme not in ("http", "https") or not host or not value.isprintable() or " " in value:
         raise table.fail(name, "must be an absolute http(s) URL")
     # A credential in a URL would be shown wherever the URL is; a query would be dropped.
