@@ -47,6 +47,9 @@ def test_request_targets_keep_names_and_lose_credentials(target: str, shown: str
         "set-cookie: esra_portal_session=s3cr3t",
         "sent Bearer s3cr3t upstream",
         f"token {JWT} refused",
+        "connect to postgresql://esra:s3cr3t@db.internal:5432/esra failed",
+        "redis://:s3cr3t@cache:6379/0 unreachable",
+        "mysql://root:s3cr3t@10.0.0.5/test?ssl=true",
     ],
 )
 def test_headers_bearer_values_and_jwts_are_redacted_in_free_text(text: str) -> None:

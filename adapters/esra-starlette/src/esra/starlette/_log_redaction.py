@@ -9,8 +9,10 @@ record before it is formatted:
 - in a request target, the value of every query parameter whose name suggests a credential
   (``access_token``, ``api_key``, ``password``, ``code``, ``session``, …), and every value
   that itself carries one once percent-decoded (``next=%2F…%3Faccess_token%3D…``);
-- anywhere in a message or a traceback, a JWT-shaped string, a ``Bearer`` credential, and
-  the value of an ``Authorization``, ``Cookie`` or ``Set-Cookie`` header.
+- anywhere in a message or a traceback, a JWT-shaped string, a ``Bearer`` credential, the
+  value of an ``Authorization``, ``Cookie`` or ``Set-Cookie`` header, and the password of a
+  URL's user information (``postgresql://esra:…@db``: a driver's message or a traceback may
+  quote a resolved connection string).
 
 Parameter names and the rest of the line stay, so the log still says what was requested.
 """
@@ -57,6 +59,11 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
 _HEADER = re.compile(
     r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie)(\s*[:=]\s*)[^\r\n]*"
 )
+# A URL's password: "scheme://user:" up to the last "@" before the host (a password may
+# hold "@" and ":"; the user name holds neither, and nothing here spans whitespace or "/").
+# A scheme starts only where a word does, so a long word is scanned once, not once per
+# letter: the pattern stays linear on whatever a log line holds.
+_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)[^\s/]*(?=@)")
 # A query parameter inside free text: after "?", "&" or ";", up to a delimiter.
 _PARAMETER = re.compile(r"([?&;])([^=&;#\s\"'?]+)=([^&;#\s\"']*)")
 
@@ -82,6 +89,7 @@ def redact_text(text: str) -> str:
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _JWT.sub(REDACTED, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     return _PARAMETER.sub(_redact_parameter, text)
 
 
