@@ -62,6 +62,15 @@ SQLSERVER_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
     8003: _P.SYNTAX_ERROR,  # too many parameters (2,100 at most)
     8623: _P.SYNTAX_ERROR,  # the query processor could not produce a plan (too complex)
     8632: _P.SYNTAX_ERROR,  # an expression services limit has been reached
+    # A value the column's type cannot take (a filter value, a claim) fails the same on
+    # every attempt: the query's fault, as PostgreSQL's class 22 is. As UNKNOWN it counted
+    # against the breaker, so one caller's values could take the source from every caller.
+    241: _P.SYNTAX_ERROR,  # conversion failed: date and/or time from character string
+    242: _P.SYNTAX_ERROR,  # character string to datetime: out-of-range value
+    245: _P.SYNTAX_ERROR,  # conversion failed when converting a value to data type int
+    8114: _P.SYNTAX_ERROR,  # error converting data type (e.g. nvarchar to numeric)
+    8115: _P.SYNTAX_ERROR,  # arithmetic overflow error converting expression to data type
+    220: _P.SYNTAX_ERROR,  # arithmetic overflow error for data type
     1222: _P.TIMEOUT,  # Lock request time out period exceeded (SET LOCK_TIMEOUT)
     3980: _P.CANCELLED,  # batch aborted by an abort signal from the client
     3951: _P.SNAPSHOT_ISOLATION_UNAVAILABLE,  # transaction did not start in snapshot isolation

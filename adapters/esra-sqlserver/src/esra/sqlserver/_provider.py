@@ -56,6 +56,7 @@ from esra.sqlserver._rendering import (
 )
 from esra.sqlserver._rpc import RpcStatement, bindable, execute_rpc, rpc_statement
 from esra.sqlserver._session import ROLLBACK_SQL, Isolation, session_sql
+from esra.sqlserver._values import rpc_values
 
 __all__ = [
     "FULLTEXT_INDEX_SQL",
@@ -171,9 +172,7 @@ class _SqlServerEngine:
     ) -> Sequence[Any]:
         """Bind the statement as an RPC, then run it fenced on a slot's thread."""
         try:
-            statement = rpc_statement(
-                built.sql, {name: bindable(value) for name, value in built.params.items()}
-            )
+            statement = rpc_statement(built.sql, rpc_values(built, query))
         except (ValueError, TypeError) as exc:
             # Too long for one RPC parameter, or unbindable: refused before anything is sent.
             # SYNTAX_ERROR, the statement cannot run as built: the query's fault, never the

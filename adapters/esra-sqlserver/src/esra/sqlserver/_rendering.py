@@ -22,6 +22,7 @@ from esra.core.providers import ValidatedQuery
 from esra.sql import SearchTerms, StatementBuilder
 from esra.sqlserver._fulltext import SqlServerFullText, renders_empty
 from esra.sqlserver._rpc import MAX_NVARCHAR_UNITS, bindable, compose_rpc, utf16_units
+from esra.sqlserver._values import rpc_values
 
 __all__ = ["MAX_COMMAND_UNITS", "MAX_TEXT_CONDITION_UNITS", "SqlServerTextRendering"]
 
@@ -61,9 +62,7 @@ class SqlServerTextRendering:
         )
         try:
             built = self._builder.build(query)
-            statement = compose_rpc(
-                built.sql, {name: bindable(value) for name, value in built.params.items()}
-            )
+            statement = compose_rpc(built.sql, rpc_values(built, query))
         except RecursionError:
             # Only some hundreds of ranked joins (one per required term and phrase) are
             # deeper than SQLAlchemy can walk, and each writes at least its function's name:
