@@ -60,6 +60,19 @@ ORA_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
     # query's fault, never retried and never counted against the source's breaker.
     1795: _P.SYNTAX_ERROR,  # maximum number of expressions in a list is 1000
     939: _P.SYNTAX_ERROR,  # too many arguments for function
+    # A value the column's type cannot take (a filter value, a claim) fails the same on
+    # every attempt: the query's fault, as PostgreSQL's class 22 is. As UNKNOWN it counted
+    # against the breaker, so one caller's values could take the source from every caller.
+    1722: _P.SYNTAX_ERROR,  # invalid number
+    1858: _P.SYNTAX_ERROR,  # a non-numeric character was found where a numeric was expected
+    1861: _P.SYNTAX_ERROR,  # literal does not match format string
+    1843: _P.SYNTAX_ERROR,  # not a valid month
+    1847: _P.SYNTAX_ERROR,  # day of month must be between 1 and last day of month
+    1830: _P.SYNTAX_ERROR,  # date format picture ends before converting entire input string
+    1841: _P.SYNTAX_ERROR,  # (full) year must be between -4713 and +9999, and not be 0
+    1426: _P.SYNTAX_ERROR,  # numeric overflow
+    1460: _P.SYNTAX_ERROR,  # unimplemented or unreasonable conversion requested
+    1489: _P.SYNTAX_ERROR,  # result of string concatenation is too long
     18: _P.RESOURCE_EXHAUSTED,  # maximum number of sessions exceeded
     20: _P.RESOURCE_EXHAUSTED,  # maximum number of processes exceeded
     1652: _P.RESOURCE_EXHAUSTED,  # unable to extend temp segment
@@ -79,6 +92,9 @@ DRG_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {
     50901: _P.SYNTAX_ERROR,  # text query parser syntax error
     # Wildcard query expansion resulted in too many terms: the same on every attempt.
     51030: _P.SYNTAX_ERROR,
+    # A query token over 256 bytes (86 CJK characters without a space): the same on every
+    # attempt, however the error is wrapped (ORA-20000 alone when evaluated functionally).
+    50943: _P.SYNTAX_ERROR,
 }
 
 DPY_ERROR_CODES: MappingABC[int, ProviderErrorCode] = {

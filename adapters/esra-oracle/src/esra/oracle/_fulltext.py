@@ -2,10 +2,11 @@
 
 Oracle Text reads ``AND OR NOT NEAR ABOUT ACCUM MINUS WITHIN ...`` and
 ``, & = ? { } \\ ( ) [ ] - ; ~ | $ ! > * % _`` as operators, so user text is never given to it
-raw. Each term is split on whitespace and every token becomes ``{token}`` (braces escape
-everything inside; a ``}`` in the token is doubled); tokens of one term side by side form a
-phrase. The operators between terms come from this module alone, and the whole expression
-travels as ONE bind parameter (``q``), so the command text never changes with the content.
+raw. Each term is split on whitespace (NUL and backslash count as whitespace) and every
+token becomes ``{token}`` (braces escape everything inside; a ``}`` in the token is doubled);
+tokens of one term side by side form a phrase. The operators between terms come from this
+module alone, and the whole expression travels as ONE bind parameter (``q``), so the command
+text never changes with the content.
 
 Semantics over the mapping's CONTEXT index (on its first searchable column, typically with a
 ``MULTI_COLUMN_DATASTORE`` covering every searchable column):
@@ -36,15 +37,25 @@ def _escape(token: str) -> str:
     return "{" + token.replace("}", "}}") + "}"
 
 
+def _separated(term: str) -> str:
+    # NUL is never part of a word. Nor is a backslash to the default lexer (a character
+    # that is no letter, digit, printjoin or skipjoin separates words), and Oracle Text's
+    # reference leaves open whether one inside braces escapes the next character: there, a
+    # token ending in ``\`` would hide its closing brace and let the rest of the term out of
+    # the escape as operators. As a separator it can do neither.
+    return term.replace("\x00", " ").replace("\\", " ")
+
+
 def oracle_text_term(term: str) -> str:
     """Return ``term`` as escaped tokens (``{a} {b}``: a phrase), never an operator.
 
-    NUL separates tokens like whitespace. A term without tokens stays one escaped token
-    (``{ }``), which matches nothing rather than vanishing from the expression.
+    NUL and backslash separate tokens like whitespace. A term without tokens stays one
+    escaped token (``{ }``), which matches nothing rather than vanishing from the expression.
     """
-    tokens = term.replace("\x00", " ").split()
+    separated = _separated(term)
+    tokens = separated.split()
     if not tokens:
-        return _escape(term.replace("\x00", " "))
+        return _escape(separated)
     return " ".join(_escape(token) for token in tokens)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,6 +13,8 @@ from esra.oracle._identifiers import oracle_dialect
 __all__ = ["searchable_columns", "text_index_statements"]
 
 _dialect: Any = oracle_dialect()
+# A nonquoted Oracle identifier (ASCII only: no character set can change its meaning).
+_PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_$#]*")
 _preparer = _dialect.identifier_preparer
 
 
@@ -33,7 +36,9 @@ def text_index_statements(mapping: Mapping, *, sync: str = "ON COMMIT") -> list[
     choice (``ON COMMIT`` or ``MANUAL``).
 
     Raises:
-        ValueError: no ``text_index``, or another ``sync``.
+        ValueError: no ``text_index``, or another ``sync``; or several searchable columns
+            and a ``text_index`` that is not a plain identifier (its preference's name
+            stands unquoted in the ``PARAMETERS`` string).
         ProviderError: ``RELATION_NOT_FOUND`` when a name holds ``"`` or NUL, which no
             Oracle identifier can (``esra.oracle._identifiers``).
     """
@@ -51,6 +56,12 @@ def text_index_statements(mapping: Mapping, *, sync: str = "ON COMMIT") -> list[
     statements: list[str] = []
     parameters = f"SYNC ({sync})"
     if len(columns) > 1:
+        if not _PLAIN_NAME.fullmatch(mapping.text_index):
+            # The preference is named inside the PARAMETERS string, which Oracle Text reads
+            # as keyword/value pairs with no quoting or escape: any other name would end the
+            # literal (``'``) or add keywords of its own (a space) to the administrator's DDL.
+            msg = "with several searchable columns, text_index must be a plain identifier"
+            raise ValueError(msg)
         preference = f"{_dialect.denormalize_name(mapping.text_index)}_DS"
         column_list = ",".join(_preparer.quote(c) for c in columns).replace("'", "''")
         literal = preference.replace("'", "''")

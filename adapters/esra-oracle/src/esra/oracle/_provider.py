@@ -37,6 +37,7 @@ from esra.core.providers import ResolvedFilter, ValidatedQuery, predicate_values
 from esra.oracle._errors import classify
 from esra.oracle._fulltext import OracleTextFullText
 from esra.oracle._identifiers import is_oracle_identifier, oracle_dialect
+from esra.oracle._rendering import MAX_TEXT_QUERY_BYTES, OracleTextRendering
 from esra.sql import (
     HEALTH_TIMEOUT_S,
     BuiltStatement,
@@ -275,7 +276,13 @@ class OracleTextProvider(SqlSearchProvider[_OracleEngine]):
             connect_timeout_s=connect_timeout_s,
             cache=cache,
         )
-        super().__init__(engine, mappings=mappings, max_rows=max_rows)
+        super().__init__(
+            engine,
+            mappings=mappings,
+            max_rows=max_rows,
+            rendering=OracleTextRendering(engine.builder),
+            max_text_condition_length=MAX_TEXT_QUERY_BYTES,
+        )
 
     async def connection_kwargs(self) -> dict[str, Any]:
         """Resolve the template (once) and return ``oracledb.connect`` arguments; no socket.
