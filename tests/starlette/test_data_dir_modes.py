@@ -1,8 +1,9 @@
-"""The embedded default's state database is its owner's only, even in a data directory that
+"""The embedded default's databases are their owner's only, even in a data directory that
 already existed with looser permissions (``--data-dir /srv/esra`` made by ``mkdir``).
 
-``state.db`` holds the audit log (who asked what) and the wrapped connection secrets:
-readable by any local user, it would bypass the controls ESRA applies to a caller.
+``state.db`` holds the audit log (who asked what) and the wrapped connection secrets, and
+``document-store.db`` every uploaded document: readable by any local user, they would
+bypass the controls ESRA applies to a caller.
 """
 
 from __future__ import annotations
@@ -34,4 +35,7 @@ def test_ingest_into_an_existing_open_data_dir_keeps_the_state_database_private(
     assert status == 0, capsys.readouterr().err
     state = data_dir / STATE_DATABASE_FILE
     assert state.is_file()
-    assert _mode(state) & 0o077 == 0, oct(_mode(state))
+    databases = sorted(data_dir.glob("*.db*"))
+    assert any(path.name.startswith("document-store.db") for path in databases), databases
+    for path in databases:  # the -wal and -shm files included
+        assert _mode(path) & 0o077 == 0, (path.name, oct(_mode(path)))

@@ -16,6 +16,7 @@ databases: those connections can never write; these exist to write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
@@ -51,7 +52,9 @@ def open_writable(
 
     Raises:
         sqlite3.Error: if the file cannot be opened or set up (the connection is closed).
+        OSError: if the absent file cannot be created.
     """
+    _create_owner_only(database)
     connection = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
     try:
         connection.row_factory = sqlite3.Row
@@ -65,6 +68,22 @@ def open_writable(
         connection.close()
         raise
     return connection
+
+
+def _create_owner_only(database: str | os.PathLike[str]) -> None:
+    """Create ``database`` empty and readable by its owner only, unless it exists.
+
+    These files hold audit records, configuration, wrapped secrets and documents; SQLite
+    would create one with the process umask's mode (``0644`` commonly), readable by every
+    local user wherever the directory lets them in. SQLite gives the ``-wal`` and ``-shm``
+    files the database's mode. ``O_EXCL`` never follows a link, and a file that exists is
+    the operator's to set.
+    """
+    path = os.fspath(database)
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _switch_to_wal(connection: sqlite3.Connection) -> None:
