@@ -54,6 +54,7 @@ PUBLIC_MODULES: dict[str, frozenset[str]] = {
             "esra.core.testing.config_contract",
             "esra.core.testing.contract",
             "esra.core.testing.docstore_audit_contract",
+            "esra.core.testing.docstore_claim_fence_contract",
             "esra.core.testing.docstore_configuration_contract",
             "esra.core.testing.docstore_contract",
             "esra.core.testing.docstore_failure_contract",

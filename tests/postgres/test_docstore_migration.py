@@ -58,13 +58,13 @@ async def test_a_version_1_store_migrates_in_place_once(
     assert "owner_kind" not in await _columns(conn, schema)
     assert await apply_store_schema(conn, schema, "simple") is True
     assert await apply_store_schema(conn, schema, "simple") is False
-    assert await store_schema_version(conn, schema) == STORE_SCHEMA_VERSION == 3
+    assert await store_schema_version(conn, schema) == STORE_SCHEMA_VERSION == 4
     cursor = await conn.execute(
         sql.SQL("SELECT version, text_search_config FROM {} ORDER BY version").format(
             sql.Identifier(schema, "schema_version")
         )
     )
-    assert await cursor.fetchall() == [(1, "simple"), (2, "simple"), (3, "simple")]
+    assert await cursor.fetchall() == [(1, "simple"), (2, "simple"), (3, "simple"), (4, "simple")]
     columns = await _columns(conn, schema)
     nullable, default, _ = columns["owner_kind"]
     assert (nullable, default) == ("NO", "'uploaded'::text")

@@ -33,10 +33,10 @@ def test_a_version_1_store_migrates_in_place_once(tmp_path: Path) -> None:
     with closing(sqlite3.connect(database, isolation_level=None)) as connection:
         assert store_schema_version(connection) == 1
         assert "owner_kind" not in _columns(connection)
-        assert apply_store_schema(connection) == STORE_SCHEMA_VERSION == 3
+        assert apply_store_schema(connection) == STORE_SCHEMA_VERSION == 4
         assert apply_store_schema(connection) == STORE_SCHEMA_VERSION
         versions = connection.execute("SELECT version FROM store_schema ORDER BY version")
-        assert [v for (v,) in versions] == [1, 2, 3]
+        assert [v for (v,) in versions] == [1, 2, 3, 4]
         columns = _columns(connection)
         assert columns["owner_kind"] == (True, "'uploaded'")
         assert columns["owner_connector"] == (False, None)

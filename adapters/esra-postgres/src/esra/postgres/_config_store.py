@@ -54,7 +54,7 @@ from esra.postgres._config_schema import (
     DEFAULT_CONFIG_SCHEMA,
     apply_config_schema,
 )
-from esra.postgres._connection import scrub
+from esra.postgres._connection import storable_json
 from esra.postgres._pool import Pool, open_pool, ping_pool
 
 __all__ = ["PostgresConfigStore"]
@@ -231,7 +231,7 @@ class PostgresConfigStore:
         """Insert ``audit`` into the outbox, in the transaction ``conn`` is in."""
         await conn.execute(
             self._q("INSERT INTO {o} (correlation_id, record) VALUES (%(id)s, %(record)s)"),
-            {"id": audit.correlation_id, "record": Jsonb(_storable(record_document(audit)))},
+            {"id": audit.correlation_id, "record": Jsonb(storable_json(record_document(audit)))},
         )
 
     async def pending_audit(self) -> list[AuditRecord]:
@@ -365,19 +365,6 @@ class PostgresConfigStore:
                 self._q("SELECT tenant_id, max(version) FROM {p} GROUP BY tenant_id")
             )
             return {str(tenant): int(version) for tenant, version in await cursor.fetchall()}
-
-
-def _storable(value: Any) -> Any:
-    """``value`` with every NUL in its text (keys too) replaced by U+FFFD, as the PostgreSQL
-    audit log stores it: ``jsonb`` refuses NUL, and a record that cannot be held would fail
-    the change it describes. Lone surrogates are already replaced (``record_document``)."""
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, dict):
-        return {_storable(key): _storable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_storable(item) for item in value]
-    return value
 
 
 def _state_params(tenant_id: str, state: StoreState) -> dict[str, object]:

@@ -36,6 +36,7 @@ __all__ = [
     "SCHEMES",
     "connect_kwargs",
     "scrub",
+    "storable_json",
 ]
 
 SCHEMES = {"postgresql": 5432, "postgres": 5432}
@@ -154,6 +155,19 @@ def _invalid(note: str) -> ProviderError:
     error = ProviderError(ProviderErrorCode.CONNECTION_TEMPLATE_INVALID)
     error.add_note(note)  # for the log only
     return error
+
+
+def storable_json(value: Any) -> Any:
+    """A JSON document with every NUL in its text (keys too) replaced by U+FFFD, as
+    ``scrub`` replaces it in a bound value: ``jsonb`` refuses NUL, and an audit record held
+    in an outbox that could not be stored would fail the action it records."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {storable_json(key): storable_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable_json(item) for item in value]
+    return value
 
 
 def scrub(value: object) -> object:

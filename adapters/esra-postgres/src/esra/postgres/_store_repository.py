@@ -9,7 +9,7 @@ The queue follows the anchors (procrastinate, River, graphile-worker)::
         ORDER BY created_at, seq LIMIT :n
         FOR UPDATE SKIP LOCKED)
     UPDATE documents d SET state = 'processing', attempts = d.attempts + 1,
-           locked_by = :worker, lease_until = :now + :lease
+           claim_seq = d.claim_seq + 1, locked_by = :worker, lease_until = :now + :lease
     FROM picked WHERE d.id = picked.id RETURNING ..., d.data
 
 - attempts increase at claim, so a file that kills its worker still uses up attempts;
@@ -17,7 +17,11 @@ The queue follows the anchors (procrastinate, River, graphile-worker)::
 - the claim hands the bytes over in the statement that takes the lease: no document is
   claimed without its content;
 - completion, failure and heartbeat are fenced ``WHERE id = :id AND locked_by = :worker AND
-  attempts = :n AND state = 'processing'``: a worker that lost its lease changes nothing;
+  attempts = :n AND claim_seq = :seq AND state = 'processing'``: a worker that lost its lease
+  changes nothing. ``claim_seq`` counts the document's claims and nothing resets it, so the
+  fence never repeats: a re-index resets ``attempts``, and one worker process claims under
+  one worker id, so (worker, attempt) alone would let a claim from before a re-index write
+  over the current one's;
 - segments are replaced in the completing transaction, so a document is never Indexed
   with half its segments.
 
@@ -73,7 +77,7 @@ from esra.core.docstore import (
     stored_document,
 )
 from esra.postgres._audit_outbox import claim_held_record
-from esra.postgres._connection import scrub
+from esra.postgres._connection import scrub, storable_json
 from esra.postgres._pool import Pool, open_pool, ping_pool
 from esra.postgres._store_schema import DEFAULT_STORE_SCHEMA
 
@@ -92,7 +96,7 @@ _COLUMNS = (
 )
 _OWNED = (
     "id = %(id)s AND tenant_id = %(tenant)s AND locked_by = %(worker)s "
-    "AND attempts = %(attempt)s AND state = 'processing'"
+    "AND attempts = %(attempt)s AND claim_seq = %(claim_seq)s AND state = 'processing'"
 )
 _CLAIMABLE = (
     "deleted_at IS NULL AND attempts < %(max)s AND data IS NOT NULL "
@@ -193,7 +197,10 @@ class PostgresDocumentRepository:
                 record = audit(row)
                 await cur.execute(
                     self._q("INSERT INTO {o} (correlation_id, record) VALUES (%(id)s, %(record)s)"),
-                    {"id": record.correlation_id, "record": Jsonb(record_document(record))},
+                    {
+                        "id": scrub(record.correlation_id),
+                        "record": Jsonb(storable_json(record_document(record))),
+                    },
                 )
             return row
 
@@ -279,9 +286,10 @@ class PostgresDocumentRepository:
             " SELECT id FROM {d} WHERE tenant_id = %(tenant)s AND {claimable}"
             " ORDER BY created_at, seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
             " UPDATE {d} AS t SET state = 'processing', attempts = t.attempts + 1,"
-            " locked_by = %(worker)s, lease_until = %(now)s + %(lease)s, updated_at = %(now)s"
+            " claim_seq = t.claim_seq + 1, locked_by = %(worker)s,"
+            " lease_until = %(now)s + %(lease)s, updated_at = %(now)s"
             " FROM picked WHERE t.id = picked.id AND t.tenant_id = %(tenant)s"
-            " RETURNING t.id, t.attempts, t.title, t.format, t.data, t.lease_until,"
+            " RETURNING t.id, t.attempts, t.claim_seq, t.title, t.format, t.data, t.lease_until,"
             " t.created_at, t.seq"
         )
 
@@ -322,6 +330,7 @@ class PostgresDocumentRepository:
             "tenant": claim.tenant_id,
             "worker": claim.worker_id,
             "attempt": claim.attempt,
+            "claim_seq": claim.claim_seq,
         }
 
     async def heartbeat(self, claim: Claim, *, lease_s: float, now: datetime) -> bool:
@@ -718,7 +727,7 @@ class PostgresDocumentRepository:
                     "DELETE FROM {o} WHERE seq ="
                     " (SELECT min(seq) FROM {o} WHERE correlation_id = %(id)s)"
                 ),
-                {"id": correlation_id},
+                {"id": scrub(correlation_id)},
             )
 
     def claim_audit(self) -> AbstractAsyncContextManager[AuditRecord | None]:

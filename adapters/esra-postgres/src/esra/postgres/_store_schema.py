@@ -32,6 +32,11 @@ reindex, delete), each inserted in the action's transaction and deleted once the
 has it (``seq`` keeps their order; ``correlation_id`` is not unique, two actions on one
 document share it). The store principal owns it, as every table of the schema.
 
+Version 4 adds ``claim_seq`` to ``documents``: the document's claim counter, which every
+claim increments and nothing resets (a re-index resets ``attempts``, so an attempt number
+repeats). Heartbeat, completion and failure are fenced on it. Earlier rows start at 0 (a
+constant default: no row is rewritten).
+
 ``apply_store_schema`` runs in one transaction under a transaction-scoped advisory lock, so
 concurrent initialisations serialise and a failure leaves nothing half-applied.
 """
@@ -237,6 +242,19 @@ def _audit_outbox(schema: str) -> tuple[sql.Composed, ...]:
     )
 
 
+def _claim_seq(schema: str) -> tuple[sql.Composed, ...]:
+    """Version 4's DDL: the claim counter a claim's writes are fenced on."""
+    return (
+        sql.SQL(
+            "ALTER TABLE {d} ADD COLUMN claim_seq bigint NOT NULL DEFAULT 0"
+            " CONSTRAINT {named} CHECK (claim_seq >= 0)"
+        ).format(
+            d=sql.Identifier(schema, "documents"),
+            named=sql.Identifier("documents_claim_seq_counts"),
+        ),
+    )
+
+
 def store_schema_migrations(
     schema: str = DEFAULT_STORE_SCHEMA, config: str = DEFAULT_TEXT_SEARCH_CONFIG
 ) -> dict[int, tuple[sql.Composed, ...]]:
@@ -249,6 +267,7 @@ def store_schema_migrations(
         1: store_schema_statements(schema, config),
         2: _owner_and_reserved_edits(schema),
         3: _audit_outbox(schema),
+        4: _claim_seq(schema),
     }
 
 

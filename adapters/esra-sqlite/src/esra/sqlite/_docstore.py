@@ -11,8 +11,11 @@ Queue rules, each enforced in SQL:
   ORDER BY created_at, seq LIMIT :n) RETURNING …``: it takes the write lock first, so two
   workers (threads or processes) can never claim the same row, and it increments
   ``attempts`` as it hands the bytes over;
-- heartbeat, complete and fail are ``UPDATE``s fenced to ``(tenant, worker, attempt)`` in
-  the Processing state; a stale owner's statement matches no row and changes nothing;
+- heartbeat, complete and fail are ``UPDATE``s fenced to ``(tenant, worker, attempt,
+  claim_seq)`` in the Processing state; a stale owner's statement matches no row and
+  changes nothing. ``claim_seq`` is what makes the fence unique: every claim increments it
+  and nothing resets it, whereas a re-index resets ``attempts`` and one worker process
+  claims under one worker id;
 - completion replaces the document's segments in the same transaction (the FTS5 index
   follows through triggers), and drops the original bytes only when the store does not
   retain them — a failure never drops them.
@@ -87,7 +90,7 @@ _COLUMNS = (
 )
 _OWNED = (
     "id = :id AND tenant_id = :tenant AND state = 'processing' "
-    "AND worker_id = :worker AND attempts = :attempt"
+    "AND worker_id = :worker AND attempts = :attempt AND claim_seq = :claim_seq"
 )
 _CLAIMABLE = (
     "tenant_id = :tenant AND deleted = 0 AND attempts < :max_attempts "
@@ -270,10 +273,12 @@ class SqliteDocumentRepository:
         def take(connection: sqlite3.Connection) -> list[Claim]:
             rows = connection.execute(
                 "UPDATE store_documents SET state = 'processing', attempts = attempts + 1, "  # noqa: S608 - constant predicate
+                "claim_seq = claim_seq + 1, "
                 "worker_id = :worker, lease_until = :lease, updated_at = :now "
                 f"WHERE seq IN (SELECT seq FROM store_documents WHERE {_CLAIMABLE} "
                 "ORDER BY created_at, seq LIMIT :limit) "
-                "RETURNING seq, id, attempts, title, format, original AS data, created_at",
+                "RETURNING seq, id, attempts, claim_seq, title, format, original AS data, "
+                "created_at",
                 params,
             ).fetchall()
             # RETURNING follows no order: restore the queue's.
@@ -292,6 +297,7 @@ class SqliteDocumentRepository:
             "tenant": claim.tenant_id,
             "worker": claim.worker_id,
             "attempt": claim.attempt,
+            "claim_seq": claim.claim_seq,
         }
 
     async def heartbeat(self, claim: Claim, *, lease_s: float, now: datetime) -> bool:

@@ -25,6 +25,10 @@ Version 3 adds ``store_audit_outbox`` — the audit records of the operators' ac
 (release, reindex, delete), each written in the action's transaction and deleted once the
 audit sink has it (``seq`` keeps their order).
 
+Version 4 adds ``claim_seq`` to ``store_documents``: the document's claim counter, which
+every claim increments and nothing resets (a re-index resets ``attempts``, so an attempt
+number repeats). Heartbeat, completion and failure are fenced on it. Earlier rows start at 0.
+
 The version applied is recorded in ``store_schema``; applying is safe to repeat and takes the
 write lock (``BEGIN IMMEDIATE``), so two processes initialising at once apply it once.
 """
@@ -205,6 +209,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             record TEXT NOT NULL
         )
         """,
+    ),
+    4: (
+        # Counts the document's claims and is never reset, unlike ``attempts`` (a re-index
+        # zeroes those): what a claim's writes are fenced on.
+        "ALTER TABLE store_documents ADD COLUMN claim_seq INTEGER NOT NULL DEFAULT 0",
     ),
 }
 

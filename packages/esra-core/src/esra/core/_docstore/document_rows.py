@@ -103,8 +103,9 @@ def stored_document(row: _Row) -> StoredDocument:
 
 
 def claimed(row: _Row, *, tenant_id: str, worker_id: str, lease_until: datetime) -> Claim:
-    """The ``Claim`` a claim statement's row hands over (``id``, ``attempts``, ``title``,
-    ``format`` and the bytes as ``data``), leased to ``worker_id`` until ``lease_until``."""
+    """The ``Claim`` a claim statement's row hands over (``id``, ``attempts``, ``claim_seq``,
+    ``title``, ``format`` and the bytes as ``data``), leased to ``worker_id`` until
+    ``lease_until``."""
     return Claim(
         document_id=row["id"],
         tenant_id=tenant_id,
@@ -114,4 +115,5 @@ def claimed(row: _Row, *, tenant_id: str, worker_id: str, lease_until: datetime)
         format=DocumentFormat(row["format"]),
         data=bytes(row["data"]),
         lease_until=lease_until,
+        claim_seq=int(row["claim_seq"]),
     )

@@ -114,7 +114,14 @@ class StoredDocument:
 
 @attrs.frozen
 class Claim:
-    """A worker's lease on one document: ownership is (worker, attempt), fenced on completion."""
+    """A worker's lease on one document; every write it makes is fenced to it.
+
+    ``claim_seq`` is what fences: the document's claim counter, which each claim increments
+    and nothing resets. ``attempt`` cannot fence on its own: a re-index resets it to 0 (spec
+    004), and one worker process claims under one ``worker_id``, so a claim that outlived
+    its lease from before a re-index can share both with the current claim. A store's claims
+    number from 1; the default 0 is only for a claim built by hand, and owns nothing.
+    """
 
     document_id: str
     tenant_id: str
@@ -124,6 +131,7 @@ class Claim:
     format: DocumentFormat
     data: bytes = attrs.field(repr=False)
     lease_until: datetime
+    claim_seq: int = 0
 
 
 @attrs.frozen

@@ -45,9 +45,11 @@ class DocumentRepository(AuditOutbox, Protocol):
     Claims follow the queue rules of the anchors: claiming increments ``attempts`` (so a
     file that kills its worker still uses up attempts), each claimed document holds its own
     lease (owner and ``lease_until``, per document) which ``heartbeat`` renews from ``now``,
-    completion is fenced to the claim's (worker, attempt) so a worker that lost its lease
-    cannot overwrite the retry's outcome, and an expired lease makes only its own document
-    claimable again (at its next attempt) until the attempt ceiling. Workers claim with
+    heartbeat, completion and failure are fenced to the claim's (worker, ``claim_seq``) so a
+    worker that lost its lease cannot overwrite the retry's outcome (``claim_seq`` counts the
+    document's claims and, unlike ``attempts``, is never reset, not even by ``reindex``: a
+    claim from before a re-index owns nothing after it), and an expired lease makes only its
+    own document claimable again (at its next attempt) until the attempt ceiling. Workers claim with
     ``limit=1`` as they start each document, so a claim never holds one not being worked on.
     """
 

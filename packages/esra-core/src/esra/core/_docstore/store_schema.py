@@ -14,7 +14,9 @@ __all__ = ["SEARCHABLE_VIEW", "STORE_SCHEMA_VERSION"]
 # Version 1: documents, segments, the searchable view. Version 2: ownership, the reserved
 # edit columns, uploaded_by, failure_breach and store_settings. Version 3: the audit outbox
 # (the operators' actions' records, held with the action until the audit sink has them).
-STORE_SCHEMA_VERSION = 3
+# Version 4: each document's ``claim_seq``, the claim counter that fences a claim's writes
+# (``attempts`` cannot: a re-index resets it).
+STORE_SCHEMA_VERSION = 4
 
 # The relation a store source's mapping names; each engine's DDL creates it under this name.
 SEARCHABLE_VIEW = "searchable_segments"

@@ -45,6 +45,8 @@ class _Row:
     segments: tuple[StoredSegment, ...] = ()
     worker_id: str | None = None
     lease_until: datetime | None = None
+    # Counts the document's claims and is never reset (a re-index resets attempts): the fence.
+    claim_seq: int = 0
 
 
 class InMemoryDocumentRepository:
@@ -169,6 +171,7 @@ class InMemoryDocumentRepository:
                 attempt = row.document.attempts + 1
                 self._update(row, now, state=DocumentState.PROCESSING, attempts=attempt)
                 row.worker_id, row.lease_until = worker_id, lease_until
+                row.claim_seq += 1
                 assert row.data is not None
                 claims.append(
                     Claim(
@@ -180,6 +183,7 @@ class InMemoryDocumentRepository:
                         format=row.document.format,
                         data=row.data,
                         lease_until=lease_until,
+                        claim_seq=row.claim_seq,
                     )
                 )
             return claims
@@ -192,6 +196,7 @@ class InMemoryDocumentRepository:
             or row.document.state is not DocumentState.PROCESSING
             or row.worker_id != claim.worker_id
             or row.document.attempts != claim.attempt
+            or row.claim_seq != claim.claim_seq
         ):
             return None
         return row

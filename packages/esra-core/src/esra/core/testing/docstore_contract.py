@@ -43,6 +43,7 @@ from esra.core._docstore.scanner import Finding
 from esra.core._docstore.upload import AcceptedUpload
 from esra.core.codes import DocumentRefusal
 from esra.core.testing.docstore_audit_contract import DocumentAuditOutboxContract
+from esra.core.testing.docstore_claim_fence_contract import ClaimFenceContract
 from esra.core.testing.docstore_configuration_contract import StoreConfigurationContract
 from esra.core.testing.docstore_failure_contract import DocumentFailureContract
 from esra.core.testing.docstore_ownership_contract import DocumentOwnershipContract
@@ -109,6 +110,7 @@ class DocumentRepositoryContract(
     StoreConfigurationContract,
     QueueStatsContract,
     DocumentAuditOutboxContract,
+    ClaimFenceContract,
 ):
     """Tests every ``DocumentRepository`` must pass; subclass and implement ``make_repository``."""
 
