@@ -34,6 +34,7 @@ from esra.core._docstore.repository import DocumentRepository
 from esra.core._docstore.scanner import Finding
 from esra.core._docstore.search import DocumentCursor, DocumentSearch
 from esra.core._docstore.upload import UploadLimits
+from esra.core._encodable import encodable
 from esra.core._pipeline.content_generation import renew_content_generation
 from esra.core.codes import AuditEvent, ErrorCode
 from esra.core.ports import AuditSink, Cache, Clock
@@ -170,6 +171,17 @@ class StoreSearchPage:
     next_cursor: DocumentCursor | None
 
 
+def _bindable_id(document_id: str) -> str:
+    """``document_id`` as every engine can bind it and every audit store can hold it.
+
+    Ids come from a URL, so they may hold NUL (``%00``), which PostgreSQL text refuses, or a
+    lone surrogate, which UTF-8 cannot carry: binding either failed the request with the
+    driver's error instead of not-found. Each becomes U+FFFD, which no id the store mints
+    (hex) holds, so the id still names no document — as it did not before.
+    """
+    return encodable(document_id).replace("\x00", "\ufffd")
+
+
 class DocumentStoreService:
     """Management actions over one repository, each checked and audited.
 
@@ -262,6 +274,7 @@ class DocumentStoreService:
 
     async def document(self, operator: Operator, document_id: str) -> DocumentRow | None:
         """One non-deleted document's row, or None; needs ``ESRA_DATA_READ``."""
+        document_id = _bindable_id(document_id)
         operator.require(DATA_READ)
         document = await self._repository.get(operator.tenant_id, document_id)
         if document is None or document.deleted:
@@ -300,6 +313,7 @@ class DocumentStoreService:
 
     async def findings(self, operator: Operator, document_id: str) -> tuple[Finding, ...]:
         """What the scanner matched: shown to the operator before a release."""
+        document_id = _bindable_id(document_id)
         operator.require(DATA_READ)
         document = await self._repository.get(operator.tenant_id, document_id)
         if document is None or document.deleted:
@@ -313,6 +327,7 @@ class DocumentStoreService:
             NotPermittedError: no ``ESRA_DATA_MANAGE``, or the document is not Quarantined.
             DocumentReadOnlyError: a connector owns the document (the refusal is audited).
         """
+        document_id = _bindable_id(document_id)
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_RELEASE, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_RELEASE, document_id)
         await require_accepting(self._audit)
@@ -346,6 +361,7 @@ class DocumentStoreService:
             NotPermittedError: no ``ESRA_DATA_MANAGE``, no retained bytes, or being processed.
             DocumentReadOnlyError: a connector owns the document (the refusal is audited).
         """
+        document_id = _bindable_id(document_id)
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_REINDEX, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_REINDEX, document_id)
         await require_accepting(self._audit)
@@ -372,6 +388,7 @@ class DocumentStoreService:
             NotPermittedError: no ``ESRA_DATA_MANAGE``, or no such live document.
             DocumentReadOnlyError: a connector owns the document (the refusal is audited).
         """
+        document_id = _bindable_id(document_id)
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DELETE, document_id)
         await self._refuse_read_only(operator, AuditEvent.DOCUMENT_DELETE, document_id)
         await require_accepting(self._audit)
@@ -424,6 +441,7 @@ class DocumentStoreService:
         Serve them as ``application/octet-stream`` with an attachment disposition: the
         store never renders a document.
         """
+        document_id = _bindable_id(document_id)
         await self._require(operator, DATA_MANAGE, AuditEvent.DOCUMENT_DOWNLOAD, document_id)
         document = await self._repository.get(operator.tenant_id, document_id)
         data = await self._repository.original(operator.tenant_id, document_id)
