@@ -159,7 +159,8 @@ def retry_after_s(headers: httpx.Headers, *, now: datetime | None = None) -> flo
         return seconds
     try:
         when = email.utils.parsedate_to_datetime(raw.strip())
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
+        # OverflowError: a year, hour or zone offset too large for a C integer.
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)

@@ -130,6 +130,11 @@ class OpenAIChatModel(RemoteModelClient):
             api_version: a chat completions API version that supports structured outputs,
                 e.g. ``2024-10-21``.
         """
+        if deployment in {".", ".."}:
+            # quote() leaves dots alone and the URL resolves them: the request (key and
+            # prompt) would go to another path of the endpoint than any deployment's.
+            msg = "deployment must name a deployment, not a dot segment"
+            raise ValueError(msg)
         base = f"{endpoint.rstrip('/')}/openai/deployments/{quote(deployment, safe='')}"
         return cls(
             base,
