@@ -26,4 +26,4 @@ def encodable(text: str) -> str:
 
 def has_lone_surrogate(text: str) -> bool:
     """Whether ``text`` holds a lone surrogate, which no UTF-8 or UTF-16 text can carry."""
-    return _LONE_SURROGATE.search(text) is not None
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None

@@ -53,7 +53,24 @@ def _carried(value: AuditDimension) -> AuditDimension:
 
 
 def _dimensions(record: AuditRecord) -> dict[str, AuditDimension]:
-    return {encodable(name): _carried(value) for name, value in record.dimensions.items()}
+    dimensions = record.dimensions
+    # Every record is encoded, a few per call, and nearly every one's names and values are
+    # ASCII text and finite numbers: checking (inline, no call per value) costs less than
+    # rebuilding, which only a record holding something else needs.
+    for name, value in dimensions.items():
+        if not name.isascii():
+            break
+        if isinstance(value, str):
+            if not value.isascii():
+                break
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                break
+        elif isinstance(value, tuple) and not all(item.isascii() for item in value):
+            break
+    else:
+        return dict(dimensions)
+    return {encodable(name): _carried(value) for name, value in dimensions.items()}
 
 
 def dimensions_json(record: AuditRecord) -> str:
