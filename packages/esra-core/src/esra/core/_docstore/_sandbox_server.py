@@ -49,6 +49,10 @@ WARM_UP_PDF = text_pdf(["warm up"])
 def _child(read: _Extractor, data: bytes, header: dict[str, Any], write_fd: int) -> None:
     memory, cpu = int(header["memory"]), int(header["cpu"])
     try:
+        # No core file: a child killed at its CPU limit (SIGXCPU) or crashed by its reader
+        # would otherwise write the tenant's document, bytes and text, to wherever the host
+        # keeps cores — outside the store, unencrypted, readable by whoever reads crashes.
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         result = read(data, int(header.get("chars", 1 << 62)), header.get("options") or {})
@@ -143,6 +147,14 @@ def _unknown_reader(_data: bytes, _chars: int, _options: Mapping[str, Any]) -> d
 
 def main() -> None:
     """Announce readiness (or the missing extra), then serve requests until stdin closes."""
+    # Ctrl-C signals the owner's whole process group, and a service manager may signal
+    # every process of the unit: a server (or child, which inherits this) that died with
+    # its owner's stop failed the document in hand for good, as malformed. Its lifetime is
+    # its owner's: it ends when its input closes, or is killed by the owner.
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_IGN)
+    # The server holds each request's bytes too: no core of it either (see ``_child``).
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     readers, missing = _readers()
     if missing:

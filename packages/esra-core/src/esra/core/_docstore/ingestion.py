@@ -34,6 +34,7 @@ from esra.core._docstore.model import (
 )
 from esra.core._docstore.refusals import DocumentRefusedError
 from esra.core._docstore.repository import DocumentRepository
+from esra.core._docstore.sandbox import SandboxUnavailableError
 from esra.core._docstore.scanner import MAX_FINDINGS, Finding, ScanPolicy, scan_text
 from esra.core._docstore.upload import AcceptedUpload, UploadLimits, inspect_upload
 from esra.core._pipeline.metrics import count_ingestion
@@ -330,7 +331,10 @@ class IngestionWorker:
             async with heartbeat:
                 extracted = await self._extract_classified(claim, upload, settings)
         except DocumentRefusedError as refused:
-            final = refused.refusal in _FINAL or claim.attempt >= settings.max_attempts
+            # A sandbox server that died says nothing of the document: retried, as transient.
+            final = (
+                refused.refusal in _FINAL and not isinstance(refused, SandboxUnavailableError)
+            ) or claim.attempt >= settings.max_attempts
             owned = await self._repository.fail(
                 claim,
                 refused.refusal,

@@ -14,7 +14,9 @@ other upload of the process — every tenant's — for up to its wall limit (60 
 past ``max_servers`` waits for a server to come free. A request names its ``holder`` (the
 tenant it is made for), and one holder is lent at most ``max_servers - 1`` servers at once:
 however many hostile packages one tenant sends together, a server stays free for the
-others. A server is restarted when it dies, and none is used across a fork. Every server
+others. A server is restarted when it dies (the request it was serving fails as
+``SandboxUnavailableError``, which an ingestion worker retries: a server's death says nothing
+of the document), and none is used across a fork. Every server
 process is always reaped: ``close()`` (or leaving the ``with`` block) ends the idle ones at
 once and the busy ones as their requests end, a garbage-collected sandbox ends them through
 finalizers, and the process-wide default used by ``extract`` is closed at interpreter exit.
@@ -51,6 +53,7 @@ __all__ = [
     "DEFAULT_MAX_SERVERS",
     "ExtractionSandbox",
     "SandboxLimits",
+    "SandboxUnavailableError",
     "answer_refusal",
     "default_sandbox",
 ]
@@ -65,6 +68,18 @@ PACKAGE_CHECK = "docx_package"
 # limits, leave the other uploads a server. Each costs an interpreter with the readers
 # imported while it lives, and each request's child its own limits.
 DEFAULT_MAX_SERVERS = 4
+
+
+class _ServerFailure(dict[str, object]):
+    """The answer this side makes up when the server itself failed: a type no JSON answer
+    decodes to, so a child broken into by its document cannot claim the server died."""
+
+
+class SandboxUnavailableError(DocumentRefusedError):
+    """The sandbox server died under the request, or did not start: nothing was learnt about
+    the document (its child's own deaths are classified where the server reaps it), so
+    an ingestion worker retries it, within the attempt ceiling, rather than failing it for
+    good. Classified ``MALFORMED_DOCUMENT`` like any unreadable document when it must be."""
 
 
 @attrs.frozen
@@ -95,7 +110,12 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 def answer_refusal(answer: Mapping[str, object]) -> DocumentRefusedError:
     """A sandbox child's refusal: its reason and breach when they are ours to name, else
-    ``MALFORMED_DOCUMENT`` (a child that died or answered out of shape)."""
+    ``MALFORMED_DOCUMENT`` (a child that died or answered out of shape);
+    ``SandboxUnavailableError`` when the server itself failed."""
+    if isinstance(answer, _ServerFailure):
+        return SandboxUnavailableError(
+            DocumentRefusal.MALFORMED_DOCUMENT, detail=str(answer.get("detail", ""))
+        )
     try:
         refusal = DocumentRefusal(str(answer.get("refusal")))
     except ValueError:
@@ -351,7 +371,9 @@ class ExtractionSandbox:
         answer: object = None
         try:
             if server is None:
-                return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server did not start"}
+                return _ServerFailure(
+                    refusal="MALFORMED_DOCUMENT", detail="sandbox server did not start"
+                )
             assert server.stdin is not None
             assert server.stdout is not None
             try:
@@ -368,7 +390,7 @@ class ExtractionSandbox:
             # left it out of step: it is stopped, and the next request starts another.
             self._give_back(server, generation, holder, reusable=isinstance(answer, dict))
         if not isinstance(answer, dict):
-            return {"refusal": "MALFORMED_DOCUMENT", "detail": "sandbox server died"}
+            return _ServerFailure(refusal="MALFORMED_DOCUMENT", detail="sandbox server died")
         peak = answer.get("sandbox_peak_kb")
         if isinstance(peak, int):
             with self._free:
