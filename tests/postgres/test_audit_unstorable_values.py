@@ -1,8 +1,14 @@
-"""PostgresAuditLog: a float dimension jsonb cannot hold never makes a batch unwritable.
+"""PostgresAuditLog holds what PostgreSQL cannot: it never makes a batch unwritable or a
+tenant's records unreadable.
 
 Python's ``json`` writes NaN and infinities as the bare tokens ``NaN``/``Infinity``, which
 ``jsonb`` refuses; the whole batch fails, the sink retries it for ever, and every record
 queued behind it — every tenant's — is held until the sink refuses all of them.
+
+Records are written with NUL and lone surrogates replaced (PostgreSQL text cannot hold
+them); the subject and correlation filters are replaced the same way, and so must the
+tenant be, or reading the records of such a tenant fails in the driver instead of finding
+them.
 """
 
 from __future__ import annotations
@@ -63,3 +69,13 @@ async def test_a_retried_batch_with_non_finite_floats_is_found_stored(
     records = [contract_record(1, ratio=math.nan)]
     await log.write_batch(records)
     assert await log._stored(_columns(records))
+
+
+@pytest.mark.parametrize("tenant", ["t\x00", "t\ud800"])
+async def test_a_tenant_the_server_cannot_hold_reads_its_records(
+    log: PostgresAuditLog, tenant: str
+) -> None:
+    """Written and read with the same replacement: found, and no other tenant's."""
+    await log.write_batch([contract_record(1, tenant=tenant), contract_record(2)])
+    page = await log.query(AuditQuery(tenant_id=tenant))
+    assert [r.correlation_id for r in page.records] == ["corr-1"]
