@@ -429,8 +429,9 @@ class PostgresDocumentRepository:
         return row is not None
 
     async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
-        """Fail the tenant's documents whose lease expired at the attempt ceiling; return how
-        many (``max_attempts`` is the tenant's own; other tenants may share this schema)."""
+        """Fail the tenant's documents at the attempt ceiling that no claim holds (a lapsed
+        lease, or Pending above a lowered ceiling); return how many (``max_attempts`` is the
+        tenant's own; other tenants may share this schema)."""
         refusal = DocumentRefusal.MALFORMED_DOCUMENT
         async with self._pool.connection() as conn:
             cursor = await conn.execute(
@@ -438,8 +439,9 @@ class PostgresDocumentRepository:
                     "UPDATE {d} SET state = 'failed', failure = %(failure)s, remedy = %(remedy)s,"
                     " failure_breach = NULL, locked_by = NULL, lease_until = NULL,"
                     " updated_at = %(now)s"
-                    " WHERE tenant_id = %(tenant)s AND state = 'processing'"
-                    " AND lease_until <= %(now)s AND attempts >= %(max)s"
+                    " WHERE tenant_id = %(tenant)s AND attempts >= %(max)s"
+                    " AND ((state = 'pending' AND deleted_at IS NULL)"
+                    " OR (state = 'processing' AND lease_until <= %(now)s))"
                 ),
                 {
                     "tenant": tenant_id,

@@ -388,8 +388,9 @@ class SqliteDocumentRepository:
         return await self._db.write(mark)
 
     async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
-        """Fail the tenant's documents whose lease expired at the attempt ceiling; return how
-        many (``max_attempts`` is the tenant's own; other tenants may share this file)."""
+        """Fail the tenant's documents at the attempt ceiling that no claim holds (a lapsed
+        lease, or Pending above a lowered ceiling); return how many (``max_attempts`` is the
+        tenant's own; other tenants may share this file)."""
         params = {
             "tenant": tenant_id,
             "max_attempts": max_attempts,
@@ -403,8 +404,9 @@ class SqliteDocumentRepository:
                 "UPDATE store_documents SET state = 'failed', failure = :failure, "
                 "failure_breach = NULL, remedy = :remedy, worker_id = NULL, lease_until = NULL, "
                 "updated_at = :now "
-                "WHERE tenant_id = :tenant AND state = 'processing' AND lease_until <= :now "
-                "AND attempts >= :max_attempts",
+                "WHERE tenant_id = :tenant AND attempts >= :max_attempts "
+                "AND ((state = 'pending' AND deleted = 0) "
+                "OR (state = 'processing' AND lease_until <= :now))",
                 params,
             )
             return cursor.rowcount

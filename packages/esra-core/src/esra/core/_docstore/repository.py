@@ -128,9 +128,10 @@ class DocumentRepository(AuditOutbox, Protocol):
         ...
 
     async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
-        """Fail the tenant's documents whose lease expired at the attempt ceiling; return how
-        many. Only the tenant's: ``max_attempts`` is its own setting, and tenants may share
-        one store."""
+        """Fail the tenant's documents at the attempt ceiling that no claim holds — a lapsed
+        lease, or a document Pending at or above a ceiling lowered since its last attempt,
+        which could never be claimed again; return how many. Only the tenant's:
+        ``max_attempts`` is its own setting, and tenants may share one store."""
         ...
 
     async def get(self, tenant_id: str, document_id: str) -> StoredDocument | None:

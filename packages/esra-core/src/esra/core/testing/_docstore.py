@@ -263,18 +263,16 @@ class InMemoryDocumentRepository:
             return True
 
     async def fail_exhausted(self, tenant_id: str, *, max_attempts: int, now: datetime) -> int:
-        """Fail the tenant's lease-expired documents that reached the attempt ceiling."""
+        """Fail the tenant's documents at the attempt ceiling that no claim holds."""
         async with self._lock:
             count = 0
             for row in self._rows.values():
                 doc = row.document
                 expired = row.lease_until is not None and row.lease_until <= now
-                if (
-                    doc.tenant_id == tenant_id
-                    and doc.state is DocumentState.PROCESSING
-                    and expired
-                    and doc.attempts >= max_attempts
-                ):
+                unheld = (doc.state is DocumentState.PENDING and not doc.deleted) or (
+                    doc.state is DocumentState.PROCESSING and expired
+                )
+                if doc.tenant_id == tenant_id and unheld and doc.attempts >= max_attempts:
                     refusal = DocumentRefusal.MALFORMED_DOCUMENT
                     row.worker_id = row.lease_until = None
                     self._update(

@@ -446,6 +446,27 @@ class DocumentRepositoryContract(
         assert stored is not None
         assert stored.state is DocumentState.PROCESSING
 
+    async def test_fail_exhausted_fails_a_pending_document_above_a_lowered_ceiling(
+        self, repository: DocumentRepository
+    ) -> None:
+        """A retried document waits Pending at its attempt count; once the tenant's ceiling
+        is lowered to that count it can never be claimed again, so it is failed with the
+        lapsed ones — left Pending it would keep the tenant listed as having work, and the
+        queue gauge counting it, for ever."""
+        document = await self._add(repository, "flaky.txt", "Body.")
+        (claim,) = await self._claim(repository)
+        assert await repository.fail(
+            claim, DocumentRefusal.MALFORMED_DOCUMENT, retry=True, now=_at(1)
+        )
+        assert await repository.fail_exhausted(TENANT, max_attempts=1, now=_at(2)) == 1
+        stored = await repository.get(TENANT, document.id)
+        assert stored is not None
+        assert (stored.state, stored.failure) == (
+            DocumentState.FAILED,
+            DocumentRefusal.MALFORMED_DOCUMENT,
+        )
+        assert await repository.tenants_with_work(now=_at(3)) == []
+
     async def test_fail_exhausted_fails_only_the_given_tenants_documents(
         self, repository: DocumentRepository
     ) -> None:
