@@ -14,8 +14,6 @@ import subprocess
 
 import pytest
 
-pytest.importorskip("pypdf")
-
 from esra.core._docstore import extraction
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.ingestion import IngestionWorker, upload_files
@@ -39,26 +37,30 @@ class _DyingSandbox(ExtractionSandbox):
         return server
 
 
-async def _pending_pdf(repository: InMemoryDocumentRepository, clock: FakeClock) -> str:
+async def _pending_pdf(
+    max_attempts: int = 3,
+) -> tuple[InMemoryDocumentRepository, IngestionWorker, str]:
+    """A store holding one Pending PDF, its id, and a worker over it taking one document a
+    turn, at ``max_attempts``."""
+    repository, clock = InMemoryDocumentRepository(), FakeClock()
     data = text_pdf(["Quarterly figures for the quokka sanctuary."])
     (outcome,) = await upload_files(
         repository, TENANT, [("figures.pdf", data)], scope="all", clock=clock
     )
     assert outcome.document is not None
-    return outcome.document.id
+    worker = IngestionWorker(
+        repository,
+        worker_id="w1",
+        clock=clock,
+        settings_for=lambda _t: StoreSettings(batch_per_tenant=1, max_attempts=max_attempts),
+    )
+    return repository, worker, outcome.document.id
 
 
 async def test_a_dead_sandbox_server_retries_the_document(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    repository, clock = InMemoryDocumentRepository(), FakeClock()
-    document_id = await _pending_pdf(repository, clock)
-    worker = IngestionWorker(
-        repository,
-        worker_id="w1",
-        clock=clock,
-        settings_for=lambda _t: StoreSettings(max_attempts=2, batch_per_tenant=1),
-    )
+    repository, worker, document_id = await _pending_pdf(max_attempts=2)
     with _DyingSandbox(max_servers=1) as dying:
         monkeypatch.setattr(extraction, "default_sandbox", lambda: dying)
         (turn,) = await worker.run_turn()
@@ -81,14 +83,7 @@ async def test_the_sandbox_servers_death_leaves_the_worker_indexing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Retried, the document is indexed by a server that lives."""
-    repository, clock = InMemoryDocumentRepository(), FakeClock()
-    document_id = await _pending_pdf(repository, clock)
-    worker = IngestionWorker(
-        repository,
-        worker_id="w1",
-        clock=clock,
-        settings_for=lambda _t: StoreSettings(batch_per_tenant=1),
-    )
+    repository, worker, document_id = await _pending_pdf()
     with _DyingSandbox(max_servers=1) as dying:
         monkeypatch.setattr(extraction, "default_sandbox", lambda: dying)
         await worker.run_turn()

@@ -15,8 +15,6 @@ import signal
 
 import pytest
 
-pytest.importorskip("pypdf")
-
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.sandbox import ExtractionSandbox, SandboxLimits
