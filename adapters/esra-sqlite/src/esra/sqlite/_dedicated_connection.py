@@ -76,8 +76,9 @@ def _create_owner_only(database: str | os.PathLike[str]) -> None:
     These files hold audit records, configuration, wrapped secrets and documents; SQLite
     would create one with the process umask's mode (``0644`` commonly), readable by every
     local user wherever the directory lets them in. SQLite gives the ``-wal`` and ``-shm``
-    files the database's mode. ``O_EXCL`` never follows a link, and a file that exists is
-    the operator's to set.
+    files the database's mode. Any path that exists is the operator's and is left as it is
+    — a file, or a link (``O_EXCL`` creates nothing through one; SQLite then opens it as
+    placed, a dangling link's target with the umask's mode).
     """
     path = os.fspath(database)
     if path == ":memory:" or path.startswith("file:"):
