@@ -184,8 +184,9 @@ class RetryPolicy:
     attempts: int = attrs.field(validator=attrs.validators.ge(1))
     retry_after_cap_s: float = attrs.field(validator=attrs.validators.ge(0.0))
 
-    def backoff(self, exc: Exception) -> bool | float:
-        """stamina's backoff hook: False to give up, True to back off, seconds to wait."""
+    def backoff(self, exc: BaseException) -> bool | float:
+        """stamina's backoff hook: False to give up, True to back off, seconds to wait
+        (any ``BaseException``, as stamina 26.2 types the hook: a cancellation gives up)."""
         if isinstance(exc, TransientHTTPError):
             if exc.retry_after is not None:
                 return min(exc.retry_after, self.retry_after_cap_s)

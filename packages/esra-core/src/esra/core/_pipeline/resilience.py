@@ -184,8 +184,11 @@ class ProviderLimiters:
         return semaphore
 
 
-def is_retryable(exc: Exception) -> bool:
+def is_retryable(exc: BaseException) -> bool:
     """Return whether ``exc`` is a provider error worth another attempt.
+
+    Any ``BaseException``: stamina's retry hook is typed so since 26.2, and a cancellation
+    is then simply not retryable.
 
     Only CONNECTION_REFUSED, RESOURCE_EXHAUSTED and TIMEOUT are; CIRCUIT_OPEN never is, since
     the breaker already decided, and nothing unclassified is.
