@@ -336,7 +336,9 @@ async def _initialise_store(host: ServeHost) -> None:
         await manager.post("/store/enable")
         await manager.post("/store/initialise")
         deadline = time.monotonic() + _WAIT_S
-        while (await manager.get("/store")).json()["status"] == "initializing":
+        # Initialisation runs in the background: right after the 202 the store may still
+        # read Enabled, before the job has marked it Initializing.
+        while (await manager.get("/store")).json()["status"] in {"enabled", "initializing"}:
             assert time.monotonic() < deadline, "initialisation never finished"
             await asyncio.sleep(0.2)
         assert (await manager.get("/store")).json()["status"] == "ready"
