@@ -102,3 +102,22 @@ async def test_an_unexpected_failure_is_500_without_its_details(
         assert _code(response) == (500, "ESRA_INTERNAL")
         assert "hunter2" not in response.text
         assert "Traceback" not in response.text
+
+
+async def test_the_failure_log_line_cannot_be_forged_through_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The path is logged escaped: a percent-encoded ANSI escape in it (decoded by the
+    ASGI server; a line feed never reaches a mounted app) would otherwise let the rest of
+    the path erase the line shown in a terminal and put a forged entry in its place."""
+    async with open_admin_host(tmp_path) as host, host.client(MANAGER) as client:
+
+        async def broken(*_args: object, **_kwargs: object) -> None:
+            raise RuntimeError
+
+        monkeypatch.setattr(host.store.documents, "document", broken)
+        response = await client.get(f"{ADMIN}/store/documents/x%1B[2K2026-12-07 CRITICAL forged")
+        assert _code(response) == (500, "ESRA_INTERNAL")
+    [line] = [r.getMessage() for r in caplog.records if "admin request" in r.getMessage()]
+    assert line.isprintable()
+    assert "x\\x1b[2K2026-12-07 CRITICAL forged" in line

@@ -279,6 +279,28 @@ async def test_an_unexpected_failure_is_a_plain_page_without_a_trace(
         assert page.headers["referrer-policy"] == "no-referrer"
 
 
+async def test_the_failure_log_line_cannot_be_forged_through_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The path is logged escaped: a percent-encoded ANSI escape in it (decoded by the
+    ASGI server; a line feed never reaches a mounted app) would otherwise let the rest of
+    the path erase the line shown in a terminal and put a forged entry in its place."""
+    async with open_site(tmp_path) as site:
+
+        async def broken(*_args: object, **_kwargs: object) -> None:
+            raise RuntimeError
+
+        monkeypatch.setattr(site.store.documents, "document", broken)
+        transport = httpx2.ASGITransport(app=site.app, raise_app_exceptions=False)
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
+            await sign_in(client, reader_token())
+            page = await client.get("/portal/documents/x%1B[2K2026-12-07 CRITICAL forged")
+        assert page.status_code == 500
+    [line] = [r.getMessage() for r in caplog.records if "portal request failed" in r.getMessage()]
+    assert line.isprintable()
+    assert "x\\x1b[2K2026-12-07 CRITICAL forged" in line
+
+
 async def test_the_list_searches_by_text_and_filters_every_state(tmp_path: Path) -> None:
     """The search box goes through the store's index (a quarantined document's text is found)
     and titles (a failed one's name); filters and paging keep the search; bad input is 400."""

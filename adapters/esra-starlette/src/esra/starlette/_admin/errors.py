@@ -100,7 +100,8 @@ async def handle_http(_request: Request, exc: Exception) -> Response:
 
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
     """Anything unforeseen: logged with its traceback, answered without it."""
-    _log.error("admin request %s %s failed", request.method, request.url.path, exc_info=exc)
+    # %r: the decoded path is the caller's (see the portal's handler).
+    _log.error("admin request %s %r failed", request.method, request.url.path, exc_info=exc)
     return error_response(AdminErrorCode.ESRA_INTERNAL, _MESSAGES[AdminErrorCode.ESRA_INTERNAL])
 
 

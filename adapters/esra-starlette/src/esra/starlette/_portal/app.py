@@ -132,7 +132,9 @@ def portal_app(
         return _error_page(request, sessions, error)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
-        _log.error("portal request failed: %s %s", request.method, request.url.path)
+        # %r: the decoded path is the caller's, and a control character in it (an ANSI
+        # escape, a carriage return) would rewrite the log line a terminal shows.
+        _log.error("portal request failed: %s %r", request.method, request.url.path)
         error = PortalError(
             500,
             "Something went wrong",
