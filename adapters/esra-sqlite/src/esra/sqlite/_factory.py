@@ -50,17 +50,24 @@ def sqlite_identifier_problem(name: str) -> str | None:
 
 
 def _open_sqlite_provider(request: ProviderRequest) -> OpenedProvider:
-    """A ``SqliteFts5Provider`` over the source's file (opened lazily, read-only).
+    """A ``SqliteFts5Provider`` over the source's file (opened lazily, read-only), which
+    refuses ESRA's own files: a tenant's document store lives in the directory its plain
+    sources name their files in, and its isolation must not be one kind choice away.
 
     Raises:
         ProviderOptionError: an unknown or unusable option, or a file outside the directory.
     """
+    return _opened(request, refuse_esra_files=True)
+
+
+def _opened(request: ProviderRequest, *, refuse_esra_files: bool) -> OpenedProvider:
     request.refuse_unknown_options(OPTIONS)
     provider = SqliteFts5Provider(
         request.database_file(),
         mappings=request.mappings,
         pool_size=option_value(request, "pool_size", int, 4),
         max_rows=option_value(request, "max_rows", int, 200),
+        refuse_esra_files=refuse_esra_files,
     )
     return OpenedProvider(provider, close_synchronously(provider.close))
 
@@ -77,7 +84,7 @@ def _open_sqlite_store_provider(request: ProviderRequest) -> OpenedProvider:
         if problem is not None:
             msg = f"source {request.source.id!r}: mapping {mapping.id!r} {problem}"
             raise ProviderOptionError(msg)
-    return _open_sqlite_provider(request)
+    return _opened(request, refuse_esra_files=False)
 
 
 open_sqlite_provider = CheckedProviderFactory(_open_sqlite_provider, sqlite_identifier_problem)

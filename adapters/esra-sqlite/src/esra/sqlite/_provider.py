@@ -96,8 +96,9 @@ class _SqliteEngine:
         pool_size: int,
         progress_interval: int,
         cache: CompiledStatementCache | None,
+        refuse_esra_files: bool,
     ) -> None:
-        self._pool = ConnectionPool(database, size=pool_size)
+        self._pool = ConnectionPool(database, size=pool_size, refuse_esra_files=refuse_esra_files)
         self._pool_size = pool_size
         # Per event loop, a semaphore as wide as the pool (see ``_acquire``). Keyed weakly,
         # so a finished loop (a test's, a restarted server's) takes its semaphore with it.
@@ -268,6 +269,10 @@ class SqliteFts5Provider(SqlSearchProvider[_SqliteEngine]):
         max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
         progress_interval: SQLite VM instructions between deadline checks.
         cache: compiled-statement cache; a fresh 256-entry LRU by default.
+        refuse_esra_files: refuse, at each connection, a file holding one of ESRA's own
+            schemas (``open_readonly``) with ``PERMISSION_DENIED``. The ``sqlite`` kind's
+            sources set it; a document store's own kind, which opens its file through its
+            isolating mapping, does not.
 
     Nothing is opened at construction; call ``close()`` when done.
     """
@@ -281,9 +286,14 @@ class SqliteFts5Provider(SqlSearchProvider[_SqliteEngine]):
         max_rows: int = 200,
         progress_interval: int = 1000,
         cache: CompiledStatementCache | None = None,
+        refuse_esra_files: bool = False,
     ) -> None:
         engine = _SqliteEngine(
-            database, pool_size=pool_size, progress_interval=progress_interval, cache=cache
+            database,
+            pool_size=pool_size,
+            progress_interval=progress_interval,
+            cache=cache,
+            refuse_esra_files=refuse_esra_files,
         )
         super().__init__(
             engine, mappings=mappings, max_rows=max_rows, max_scored_terms=MAX_SCORED_TERMS
