@@ -310,7 +310,8 @@ async def test_overloaded_then_success_is_retried() -> None:
 
 
 async def test_a_rate_limit_with_retry_after_is_retried() -> None:
-    """429 ``rate_limit_error`` with Retry-After is waited out (up to the cap) and retried."""
+    """429 ``rate_limit_error`` with Retry-After is waited out (up to the cap) and retried,
+    when the call's budget (``timeout_s``, retries included) has room for the wait."""
     limited = Reply.json(
         anthropic_error("rate_limit_error", "Number of request tokens has exceeded your limit."),
         status=429,
@@ -318,7 +319,7 @@ async def test_a_rate_limit_with_retry_after_is_retried() -> None:
     )
     async with (
         VendorServer(anthropic_answering, limited) as server,
-        _model(server.base_url) as model,
+        _model(server.base_url, timeout_s=10.0) as model,
     ):
         response, _ = await retrieve(model)
     assert response.warnings == ()

@@ -4,6 +4,7 @@ from esra.llm._anthropic import AnthropicMessagesModel
 from esra.llm._embedding_cache import DEFAULT_MAX_ENTRIES, EmbeddingCache
 from esra.llm._embeddings import Embedder
 from esra.llm._local import LocalModel
+from esra.llm._loopback import is_loopback_url
 from esra.llm._openai import OpenAIChatModel
 from esra.llm._remote import RemoteModelClient
 
@@ -15,6 +16,7 @@ __all__ = [
     "LocalModel",
     "OpenAIChatModel",
     "RemoteModelClient",
+    "is_loopback_url",
 ]
 
 __version__ = "0.1.0"

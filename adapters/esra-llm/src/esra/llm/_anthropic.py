@@ -62,7 +62,10 @@ class AnthropicMessagesModel(RemoteModelClient):
         anthropic_version: the ``anthropic-version`` header.
         max_tokens: the answer's token limit (required by the API); a rerank of 200 results
             needs a few thousand.
-        timeout_s: bound on each attempt, response body included.
+        timeout_s: bound on the whole call: every attempt (response body included),
+            backoff and Retry-After wait. The default, 10 s, is half the default
+            invocation deadline (20 s), so a stage that gives up still leaves the
+            search and the other stages their time.
         max_retries: further attempts after a transient failure; 0 disables retries.
         structured_output: force the answer through the contract's tool (see above).
         temperature: sent as ``temperature`` (0 by default); ``None`` omits it.
@@ -70,6 +73,9 @@ class AnthropicMessagesModel(RemoteModelClient):
             secrets too.
         retry_after_cap_s: the longest a server's Retry-After is honoured for.
         http_client: a host-owned ``httpx.AsyncClient``; the model then does not close it.
+        allow_insecure_http: allow a plain ``http://`` base URL to a host other than
+            this machine's loopback, which sends the key and the prompts in
+            cleartext; without it such a URL is a ``ValueError``.
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class AnthropicMessagesModel(RemoteModelClient):
         extra_headers: Mapping[str, str] | None = None,
         retry_after_cap_s: float = 5.0,
         http_client: httpx.AsyncClient | None = None,
+        allow_insecure_http: bool = False,
     ) -> None:
         if not model:
             msg = "model must name the model"
@@ -95,7 +102,7 @@ class AnthropicMessagesModel(RemoteModelClient):
             msg = "max_tokens must be at least 1"
             raise ValueError(msg)
         self._base_url = base_url
-        self._url = endpoint_url(base_url, "/v1/messages")
+        self._url = endpoint_url(base_url, "/v1/messages", allow_insecure_http=allow_insecure_http)
         self._key = Secret(api_key)
         self._model = model
         self._max_tokens = max_tokens

@@ -2,20 +2,22 @@
 
 Transient failures (a refused or reset connection, a timeout, a response cut short, HTTP 429
 and 5xx, Anthropic's 529 "overloaded" included) are retried with stamina: bounded attempts,
-exponential backoff with jitter, and a server's Retry-After honoured up to a cap. Any other
-status is final. Whatever fails, the caller gets one ``ModelOutputError`` whose message holds
-no response text, URL or credential, so the pipeline stage falls back with its warning; the
-cause stays on the exception chain for the log.
+exponential backoff with jitter, and a server's Retry-After honoured up to a cap, all within
+one time budget for the whole call. Any other status is final. Whatever fails, the caller
+gets one ``ModelOutputError`` whose message holds no response text, URL or credential, so the
+pipeline stage falls back with its warning; the cause stays on the exception chain for the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import json
 import logging
 import math
 import re
+import sys
 import zlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -26,8 +28,10 @@ import httpx
 import stamina
 
 from esra.core.exceptions import ModelOutputError
+from esra.llm._loopback import is_loopback_host
 
 __all__ = [
+    "MAX_JSON_VALUES",
     "MAX_RESPONSE_BYTES",
     "JsonPoster",
     "RetryPolicy",
@@ -40,12 +44,31 @@ __all__ = [
 
 _log = logging.getLogger("esra.llm")
 
-MAX_RESPONSE_BYTES = 4 * 1024 * 1024
-"""Cap on a response body. The core accepts at most 200,000 characters of answer; anything
-far beyond that is a misbehaving server, and reading it whole would only cost memory."""
+# The longest raw answer the core accepts (esra.core's MAX_ANSWER_CHARS, private to the core;
+# a test holds the two equal).
+_MAX_ANSWER_CHARS = 200_000
+# "\uXXXX", the escape JSON gives any character of the Basic Multilingual Plane. A character
+# beyond it escapes as a surrogate pair, twelve bytes, so an answer of more than about 100,000
+# escaped emoji is refused: none the core's contracts ask for comes near (a composed answer is
+# at most 1,200 characters), and allowing it would double what a hostile body may cost.
+_MAX_BYTES_PER_CHAR = 6
+# Room for the vendor's envelope around the answer (ids, usage, stop reason, pretty-printing).
+_ENVELOPE_BYTES = 64 * 1024
 
-# Backoff between attempts. The invocation deadline bounds the total anyway; these keep a
-# model stage's retries well inside the default 20 s invocation budget.
+MAX_RESPONSE_BYTES = _MAX_ANSWER_CHARS * _MAX_BYTES_PER_CHAR + _ENVELOPE_BYTES
+"""Cap on a response body, and on the memory its decoded text may take (about 1.2 MiB): the
+longest answer the core accepts, every character escaped as ``\\uXXXX``. Anything beyond it is
+a misbehaving server, and reading it whole would only cost memory."""
+
+MAX_JSON_VALUES = 2 * _MAX_ANSWER_CHARS // 3 + 1_000
+"""Cap on a response body's JSON tokens that become Python objects (an array or object
+opened, a string, a comma before one more value), counted before it is parsed. The densest
+JSON, ``[[],[],...]`` or ``["","",...]``, holds two in every three characters, so the longest
+answer holds at most 133,333; the thousand more are the envelope's. The byte cap alone let
+4 MiB of ``[{},{},...]`` parse into 1.4 million dicts (about 100 MB); at this count a hostile
+body costs a few MiB."""
+
+# Backoff between attempts; like every attempt, a wait counts against the call's timeout_s.
 _WAIT_INITIAL_S = 0.2
 _WAIT_MAX_S = 2.0
 _WAIT_JITTER_S = 0.2
@@ -112,11 +135,14 @@ def checked_headers(headers: Mapping[str, str] | None) -> dict[str, Secret]:
     return checked
 
 
-def endpoint_url(base_url: str, path: str) -> str:
+def endpoint_url(base_url: str, path: str, *, allow_insecure_http: bool = False) -> str:
     """Return ``base_url`` + ``path`` after checking the base is a plain http(s) URL.
 
     Credentials, a query or a fragment in the base URL are refused: a key belongs in its
     header (never in a URL that logs and reprs show), and a query would be lost anyway.
+    Plain http is refused unless the host is this machine (``esra.llm._loopback``) or
+    ``allow_insecure_http`` says cleartext is intended: every request carries the key and the
+    tenant's prompts. No refusal quotes the URL.
     """
     try:
         url = httpx.URL(base_url)
@@ -128,6 +154,13 @@ def endpoint_url(base_url: str, path: str) -> str:
         raise ValueError(msg)
     if url.userinfo or url.query or url.fragment:
         msg = "base_url must not carry credentials, a query or a fragment"
+        raise ValueError(msg)
+    if url.scheme == "http" and not allow_insecure_http and not is_loopback_host(url.host):
+        msg = (
+            "base_url must use https: plain http would send the key and the prompts in "
+            "cleartext, and is allowed only to a loopback host (127.0.0.0/8, ::1, localhost) "
+            "unless allow_insecure_http=True"
+        )
         raise ValueError(msg)
     return base_url.rstrip("/") + path
 
@@ -197,8 +230,12 @@ class RetryPolicy:
 class JsonPoster:
     """POSTs JSON and returns the parsed JSON of a 2xx answer, or raises ModelOutputError.
 
-    Each attempt, body included, is bounded by ``timeout_s`` (httpx's own timeouts are per
-    read, so a server dripping bytes could otherwise hold a stage). Redirects are not
+    The whole call is bounded by ``timeout_s``: every attempt, body included, every backoff
+    and every wait a server asks for (httpx's own timeouts are per read, so a server dripping
+    bytes could otherwise hold a stage). A per-attempt bound let two retries of a hanging
+    endpoint take three times ``timeout_s``, past the invocation deadline the call runs
+    under, which then returns no results at all; within its budget, a stage that gives up
+    only falls back. A retry starts only while the budget lasts. Redirects are not
     followed, by the owned client or a host's (every request says so itself), and a 3xx is a
     refused request: a credential header must never be replayed to another host. The owned client
     ignores proxy environment variables; a host that needs a proxy, a private CA or mTLS
@@ -241,17 +278,29 @@ class JsonPoster:
                 redirected it (a 3xx, never followed), stayed unavailable through every
                 attempt, or answered with something that is not JSON or is too large.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout_s
+
+        def backoff(exc: BaseException) -> bool | float:
+            decision = self._policy.backoff(exc)
+            if isinstance(decision, bool):
+                return decision
+            # A wait the budget cannot afford ends the call now, with the server's status,
+            # rather than as a timeout after sleeping to no purpose.
+            return decision if decision < deadline - loop.time() else False
+
         try:
-            async for attempt in stamina.retry_context(
-                on=self._policy.backoff,
-                attempts=self._policy.attempts,
-                timeout=None,
-                wait_initial=_WAIT_INITIAL_S,
-                wait_max=_WAIT_MAX_S,
-                wait_jitter=_WAIT_JITTER_S,
-            ):
-                with attempt:
-                    return await self._attempt(url, headers, payload, params)
+            async with asyncio.timeout_at(deadline):
+                async for attempt in stamina.retry_context(
+                    on=backoff,
+                    attempts=self._policy.attempts,
+                    timeout=None,
+                    wait_initial=_WAIT_INITIAL_S,
+                    wait_max=_WAIT_MAX_S,
+                    wait_jitter=_WAIT_JITTER_S,
+                ):
+                    with attempt:
+                        return await self._attempt(url, headers, payload, params)
         except ModelOutputError:
             raise
         except (TransientHTTPError, httpx.HTTPError, TimeoutError, OSError) as exc:
@@ -272,7 +321,6 @@ class JsonPoster:
         params: Mapping[str, str] | None,
     ) -> Any:
         async with (
-            asyncio.timeout(self._timeout_s),
             self._client.stream(
                 "POST",
                 url,
@@ -306,11 +354,7 @@ class JsonPoster:
             _log.warning("model endpoint refused the request: HTTP %d (%s)", status, _kind(body))
             msg = f"the model endpoint refused the request (HTTP {status})"
             raise ModelOutputError(msg)
-        try:
-            return json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            msg = "the model endpoint's answer is not JSON"
-            raise ModelOutputError(msg) from exc
+        return _parsed(body, self._max_bytes)
 
     async def aclose(self) -> None:
         """Close the HTTP client, unless the host passed its own."""
@@ -349,6 +393,53 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
         msg = "the model endpoint's answer cannot be read"
         raise ModelOutputError(msg) from exc
     return b"".join(chunks)
+
+
+# One token that becomes a Python object: a JSON string (escapes included, or what is left of
+# one the body's end cuts off), or an array or object opened, or a comma before one more value.
+# Every path through the string alternative ends in a match, so it never backtracks: linear in
+# the body, whatever it holds. Commas and brackets inside a string are part of its match.
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[{,]', re.DOTALL)
+
+
+def _parsed(body: bytes, limit: int) -> Any:
+    """Return the JSON value of ``body`` once its size in Python objects is known bounded.
+
+    Tokens are counted before parsing (``MAX_JSON_VALUES``), and the decoded text is held to
+    ``limit`` bytes: one astral character makes the whole text four bytes a character wide.
+    Nesting too deep for the parser is a RecursionError, met after a few thousand levels.
+
+    Raises:
+        ModelOutputError: too many tokens, text too wide, or not JSON (nothing quoted).
+    """
+    if _too_many_tokens(body):
+        raise _too_large()
+    try:
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+    except ValueError as exc:
+        raise _not_json() from exc
+    if sys.getsizeof(text) > limit + sys.getsizeof(""):
+        raise _too_large()
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _not_json() from exc
+
+
+def _too_many_tokens(body: bytes) -> bool:
+    # Counting the characters alone overcounts (a string's quotes pair up, its commas are not
+    # tokens) but allocates nothing; a body under the cap by that count needs no scan. Over
+    # it, the scan stops at the first token past the cap, so a hostile body is not walked
+    # whole.
+    rough = (body.count(b'"') + 1) // 2 + sum(body.count(c) for c in (b"[", b"{", b","))
+    if rough <= MAX_JSON_VALUES:
+        return False
+    tokens = _JSON_TOKEN.finditer(body)
+    return next(itertools.islice(tokens, MAX_JSON_VALUES, None), None) is not None
+
+
+def _not_json() -> ModelOutputError:
+    return ModelOutputError("the model endpoint's answer is not JSON")
 
 
 def _too_large() -> ModelOutputError:

@@ -47,7 +47,10 @@ class OpenAIChatModel(RemoteModelClient):
         api_key: the key the host resolved (from its ``SecretStore``); never logged or shown
             by ``repr``. ``None`` sends no credential (a local server without auth).
         model: the model name sent in every request (on Azure, the deployment).
-        timeout_s: bound on each attempt, response body included.
+        timeout_s: bound on the whole call: every attempt (response body included),
+            backoff and Retry-After wait. The default, 10 s, is half the default
+            invocation deadline (20 s), so a stage that gives up still leaves the
+            search and the other stages their time.
         max_retries: further attempts after a transient failure (429, 5xx, connection
             error, timeout); 0 disables retries.
         api_version: sent as the ``api-version`` query parameter (Azure OpenAI).
@@ -62,6 +65,9 @@ class OpenAIChatModel(RemoteModelClient):
         retry_after_cap_s: the longest a server's Retry-After is honoured for.
         http_client: a host-owned ``httpx.AsyncClient`` (proxy, private CA, mTLS); the
             model then does not close it.
+        allow_insecure_http: allow a plain ``http://`` base URL to a host other than
+            this machine's loopback, which sends the key and the prompts in
+            cleartext; without it such a URL is a ``ValueError``.
     """
 
     def __init__(
@@ -79,6 +85,7 @@ class OpenAIChatModel(RemoteModelClient):
         extra_headers: Mapping[str, str] | None = None,
         retry_after_cap_s: float = 5.0,
         http_client: httpx.AsyncClient | None = None,
+        allow_insecure_http: bool = False,
     ) -> None:
         if not model:
             msg = "model must name the model (or the Azure deployment)"
@@ -87,7 +94,9 @@ class OpenAIChatModel(RemoteModelClient):
             msg = "auth must be 'bearer' or 'api-key'"
             raise ValueError(msg)
         self._base_url = base_url
-        self._url = endpoint_url(base_url, "/chat/completions")
+        self._url = endpoint_url(
+            base_url, "/chat/completions", allow_insecure_http=allow_insecure_http
+        )
         self._key = Secret(api_key) if api_key is not None else None
         self._auth = auth
         self._model = model
@@ -117,6 +126,7 @@ class OpenAIChatModel(RemoteModelClient):
         extra_headers: Mapping[str, str] | None = None,
         retry_after_cap_s: float = 5.0,
         http_client: httpx.AsyncClient | None = None,
+        allow_insecure_http: bool = False,
     ) -> OpenAIChatModel:
         """Return a client for an Azure OpenAI deployment.
 
@@ -129,6 +139,8 @@ class OpenAIChatModel(RemoteModelClient):
             api_key: the resource key the host resolved.
             api_version: a chat completions API version that supports structured outputs,
                 e.g. ``2024-10-21``.
+
+        The other arguments are the constructor's.
         """
         if deployment in {".", ".."}:
             # quote() leaves dots alone and the URL resolves them: the request (key and
@@ -149,6 +161,7 @@ class OpenAIChatModel(RemoteModelClient):
             extra_headers=extra_headers,
             retry_after_cap_s=retry_after_cap_s,
             http_client=http_client,
+            allow_insecure_http=allow_insecure_http,
         )
 
     async def complete(self, prompt: Prompt) -> str:

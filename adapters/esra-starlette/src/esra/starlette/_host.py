@@ -182,6 +182,7 @@ def open_model(settings: ModelSettings) -> LanguageModel:
             settings.model,
             timeout_s=settings.timeout_s,
             max_retries=settings.max_retries,
+            allow_insecure_http=settings.allow_insecure_http,
         )
     if settings.kind == "azure-openai" and key and settings.endpoint and settings.deployment:
         return OpenAIChatModel.azure(
@@ -191,6 +192,7 @@ def open_model(settings: ModelSettings) -> LanguageModel:
             api_version=settings.api_version or "",
             timeout_s=settings.timeout_s,
             max_retries=settings.max_retries,
+            allow_insecure_http=settings.allow_insecure_http,
         )
     if settings.kind == "anthropic" and key and settings.model:
         return AnthropicMessagesModel(
@@ -200,6 +202,7 @@ def open_model(settings: ModelSettings) -> LanguageModel:
             max_tokens=settings.max_tokens,
             timeout_s=settings.timeout_s,
             max_retries=settings.max_retries,
+            allow_insecure_http=settings.allow_insecure_http,
         )
     if settings.kind == "local":
         if not settings.embeddings:

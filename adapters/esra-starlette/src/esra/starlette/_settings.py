@@ -12,7 +12,7 @@ The layout (every key is documented in ``docs/host.md``)::
     [fetch]     hourly_chars, document_ref_ttl_s, keys_file
     [model]     kind, and per kind: embeddings, embeddings_cache, embeddings_cache_entries,
                 base_url, model, api_key_env, endpoint, deployment, api_version, timeout_s,
-                max_retries, max_tokens
+                max_retries, max_tokens, allow_insecure_http
     [[issuers]] issuer, audience, jwks | jwks_file, algorithms, tenant_claim,
                 client_claims, leeway_s, tenants
     [[tenants]] id, config, databases, outbound_hosts,
@@ -60,7 +60,7 @@ from esra.core.fetch import DEFAULT_HOURLY_FETCH_CHARS, DEFAULT_REF_TTL_S, KEY_B
 from esra.core.hosting import DEFAULT_POLL_S, HEALTH_PROBE_TIMEOUT_S, HEALTH_TTL_S, parse_host_port
 from esra.core.providers import installed_provider_kinds
 from esra.core.secrets import DENY_ALL, ReferencePolicy
-from esra.llm import DEFAULT_MAX_ENTRIES
+from esra.llm import DEFAULT_MAX_ENTRIES, is_loopback_url
 from esra.sql import encode_placeholders
 from esra.sqlite import STORE_PROVIDER_KIND
 from esra.starlette._devtoken import DEV_ISSUER
@@ -94,15 +94,14 @@ __all__ = [
 
 MODEL_KINDS = frozenset({"local", "openai", "azure-openai", "anthropic"})
 # The keys each model kind takes besides ``kind``; any other key is refused for that kind.
+# Every remote kind takes these: the call's budget and retries, and the opt-in to plain http
+# to a host other than this machine (see ``_model_url``).
+_REMOTE_MODEL_KEYS = frozenset({"api_key_env", "timeout_s", "max_retries", "allow_insecure_http"})
 _MODEL_KEYS: dict[str, frozenset[str]] = {
     "local": frozenset({"embeddings", "embeddings_cache", "embeddings_cache_entries"}),
-    "openai": frozenset({"base_url", "model", "api_key_env", "timeout_s", "max_retries"}),
-    "azure-openai": frozenset(
-        {"endpoint", "deployment", "api_version", "api_key_env", "timeout_s", "max_retries"}
-    ),
-    "anthropic": frozenset(
-        {"model", "api_key_env", "base_url", "timeout_s", "max_retries", "max_tokens"}
-    ),
+    "openai": frozenset({"base_url", "model"}) | _REMOTE_MODEL_KEYS,
+    "azure-openai": frozenset({"endpoint", "deployment", "api_version"}) | _REMOTE_MODEL_KEYS,
+    "anthropic": frozenset({"model", "base_url", "max_tokens"}) | _REMOTE_MODEL_KEYS,
 }
 _ALL_MODEL_KEYS = frozenset(key for keys in _MODEL_KEYS.values() for key in keys)
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -187,6 +186,8 @@ class ModelSettings:
     timeout_s: float = 10.0
     max_retries: int = 2
     max_tokens: int = 4096
+    # Plain http to a host other than loopback: the key and the prompts in cleartext.
+    allow_insecure_http: bool = False
     # kind "local" only: blend sentence-embedding similarity into the rerank (the
     # ``esra-llm[embeddings]`` extra must be installed).
     embeddings: bool = False
@@ -454,6 +455,37 @@ def _url(table: _Table, name: str, default: str | None = None) -> str | None:
     return value
 
 
+def _model_url(
+    table: _Table, name: str, *, allow_insecure_http: bool, default: str | None = None
+) -> str | None:
+    """``_url``, and plain http only to loopback unless ``allow_insecure_http``: the model
+    clients' own rule (``esra.llm.is_loopback_url``), so the host fails at start-up, naming
+    the key, rather than when it builds the client. The URL is not quoted."""
+    value = _url(table, name, default)
+    if (
+        value is not None
+        and urlsplit(value).scheme == "http"
+        and not allow_insecure_http
+        and not is_loopback_url(value)
+    ):
+        raise table.fail(
+            name,
+            "must use https: plain http would send the key and the prompts in cleartext, and "
+            "is allowed only to a loopback host (127.0.0.0/8, ::1, localhost) unless "
+            "allow_insecure_http = true",
+        )
+    return value
+
+
+def _boolean(table: _Table, name: str, default: bool) -> bool:
+    value = table.raw(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise table.fail(name, "must be true or false")
+    return value
+
+
 def _integer(table: _Table, name: str, default: int, *, low: int, high: int) -> int:
     value = table.raw(name)
     if value is None:
@@ -524,19 +556,21 @@ def _model(table: _Table, environ: Mapping[str, str] | None, base: Path) -> Mode
             raise table.fail(name, f"is not a setting of kind {kind!r}")
     if kind == "local":
         return _local_model(table, base)
+    insecure = _boolean(table, "allow_insecure_http", False)
     common: dict[str, Any] = {
         "kind": kind,
         "timeout_s": table.number("timeout_s", 10.0, low=0.1, high=600),
         "max_retries": _integer(table, "max_retries", 2, low=0, high=10),
         "api_key_env": _api_key_env(table, kind, optional=kind == "openai"),
+        "allow_insecure_http": insecure,
     }
     if kind == "openai":
-        base_url = _url(table, "base_url")
+        base_url = _model_url(table, "base_url", allow_insecure_http=insecure)
         if base_url is None:
             raise table.fail("base_url", "is required for kind 'openai' (the API root, …/v1)")
         settings = ModelSettings(base_url=base_url, model=_required(table, "model", kind), **common)
     elif kind == "azure-openai":
-        endpoint = _url(table, "endpoint")
+        endpoint = _model_url(table, "endpoint", allow_insecure_http=insecure)
         if endpoint is None:
             raise table.fail("endpoint", "is required for kind 'azure-openai'")
         settings = ModelSettings(
@@ -548,7 +582,9 @@ def _model(table: _Table, environ: Mapping[str, str] | None, base: Path) -> Mode
     else:
         settings = ModelSettings(
             model=_required(table, "model", kind),
-            base_url=_url(table, "base_url", ANTHROPIC_BASE_URL),
+            base_url=_model_url(
+                table, "base_url", allow_insecure_http=insecure, default=ANTHROPIC_BASE_URL
+            ),
             max_tokens=_integer(table, "max_tokens", 4096, low=1, high=1_000_000),
             **common,
         )
