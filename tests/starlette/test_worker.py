@@ -1,5 +1,5 @@
 """``esra worker``: drains every tenant store, logs each turn's tally, idles until stopped, and
-stops cleanly between turns on a stop request or SIGINT/SIGTERM."""
+stops cleanly after the document in hand on a stop request or SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from esra.core._docstore.ingestion import TenantTurn, upload_files
-from esra.core._docstore.model import DocumentState, StoreSettings
+from esra.core._docstore.model import Claim, DocumentState, IndexedContent, StoreSettings
 from esra.core.testing import FakeClock
 from esra.sqlite import SqliteDocumentRepository
 from esra.starlette._cli import main
@@ -114,22 +114,51 @@ async def test_an_idle_worker_picks_up_new_work_and_stops_when_asked(tmp_path: P
     assert report.indexed == 3
 
 
-async def test_a_stop_during_a_turn_lets_the_turn_finish(tmp_path: Path) -> None:
-    """A stop requested mid-turn ends the run after that turn, its claims completed."""
+async def test_a_stop_during_a_turn_ends_it_after_the_document_in_hand(tmp_path: Path) -> None:
+    """A stop requested while the first document is handled ends the run once that document
+    is indexed: with a batch of 1,000, the other three stay Pending, unclaimed."""
     store = tmp_path / "store.db"
     await _queue(store, "acme", range(4))
     stop = asyncio.Event()
 
+    async def stop_after_indexing(_claim: Claim, _content: IndexedContent) -> None:
+        stop.set()  # asked to stop while the first document is still in hand
+
+    report = await run_worker(
+        {"acme": store},
+        stop=stop,
+        worker_id="w-test",
+        settings_for=lambda _tenant: StoreSettings(batch_per_tenant=1000),
+        on_indexed=stop_after_indexing,
+    )
+    assert (report.turns, report.claimed, report.indexed) == (1, 1, 1)
+    states = await _states(store, "acme")
+    assert sorted(states) == sorted([DocumentState.INDEXED] + [DocumentState.PENDING] * 3)
+
+
+async def test_a_stop_before_the_first_claim_claims_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asked to stop as the tenant's turn starts: nothing is claimed, and the log says the
+    stop ended the turn (not that the queue drained)."""
+    store = tmp_path / "store.db"
+    await _queue(store, "acme", range(2))
+    stop = asyncio.Event()
+    caplog.set_level(logging.INFO, logger="esra.starlette._worker")
+
     def settings_then_stop(_tenant: str) -> StoreSettings:
-        stop.set()  # asked to stop as the turn starts
+        stop.set()
         return StoreSettings(batch_per_tenant=2)
 
     report = await run_worker(
         {"acme": store}, stop=stop, worker_id="w-test", settings_for=settings_then_stop
     )
-    assert (report.turns, report.claimed, report.indexed) == (1, 2, 2)
-    states = await _states(store, "acme")
-    assert sorted(states) == sorted([DocumentState.INDEXED] * 2 + [DocumentState.PENDING] * 2)
+    assert (report.turns, report.claimed) == (1, 0)
+    assert await _states(store, "acme") == [DocumentState.PENDING] * 2
+    assert (
+        "tenant acme: claimed 0, indexed 0, quarantined 0, failed 0, retried 0, lost 0; "
+        "stop requested, the rest stays queued"
+    ) in [r.getMessage() for r in caplog.records]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

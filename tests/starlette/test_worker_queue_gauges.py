@@ -50,10 +50,13 @@ async def test_a_turn_leaves_the_depth_and_age_of_what_still_waits(tmp_path: Pat
     await _queue(tmp_path / "acme.db", ACME, 5, clock)
     await _queue(tmp_path / "globex.db", GLOBEX, 2, clock)
     stop = asyncio.Event()
+    indexed: list[str] = []
 
-    async def stop_after_the_first_turn(_claim: Claim, _content: IndexedContent) -> None:
+    async def stop_after_the_first_turn(claim: Claim, _content: IndexedContent) -> None:
         clock.advance(45)
-        stop.set()  # takes effect between turns: this turn still serves both stores
+        indexed.append(claim.document_id)
+        if len(indexed) == 4:  # two per store: the first turn's last document
+            stop.set()  # a stop ends a turn after the document in hand: this is the last
 
     with recording() as recorded:
         report = await run_worker(

@@ -7,11 +7,12 @@ in this release and says so on stderr; it is removed in a later one. ``run_worke
 library function.
 
 Runs ``esra.core.docstore.IngestionWorker`` turns over a
-``PostgresDocumentRepository`` until stopped (SIGTERM / SIGINT finish the current turn first)
-or, with ``--until-idle``, until a turn finds no work. Any number of these may run against
-one store: claims use ``FOR UPDATE SKIP LOCKED`` and take one document at a time, whose lease
-the worker renews every ``--heartbeat-s`` while extracting it; a worker that dies mid-document
-stops renewing, so another worker picks the document up once the lease (``--lease-s``) lapses.
+``PostgresDocumentRepository`` until stopped (SIGTERM / SIGINT finish the document in hand,
+claim nothing more and exit) or, with ``--until-idle``, until a turn finds no work. Any
+number of these may run against one store: claims use ``FOR UPDATE SKIP LOCKED`` and take
+one document at a time, whose lease the worker renews every ``--heartbeat-s`` while
+extracting it; a worker that dies mid-document stops renewing, so another worker picks the
+document up once the lease (``--lease-s``) lapses.
 
 On exit it prints one JSON line: what it did and its peak resident memory (its own, and
 the largest of the PDF extraction subprocesses it waited for).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -74,7 +76,10 @@ async def run_worker(
     poll_s: float = 1.0,
     stop: asyncio.Event | None = None,
 ) -> WorkerSummary:
-    """Run ingestion turns until ``stop`` is set (or, ``until_idle``, a turn finds nothing)."""
+    """Run ingestion turns until ``stop`` is set (or, ``until_idle``, a turn finds nothing).
+
+    A stop set during a turn lets the document in hand finish and claims nothing more.
+    """
     stop = stop or asyncio.Event()
     chosen = settings or StoreSettings()
     summary = WorkerSummary(worker_id=worker_id)
@@ -89,7 +94,12 @@ async def run_worker(
             settings_for=lambda _tenant: chosen,
         )
         await run_turns(
-            worker.run_turn, summary, stop=stop, until_idle=until_idle, idle_wait_s=poll_s
+            # The stop reaches into the turn: it ends after the document in hand.
+            functools.partial(worker.run_turn, stop=stop),
+            summary,
+            stop=stop,
+            until_idle=until_idle,
+            idle_wait_s=poll_s,
         )
     finally:
         await repository.close()

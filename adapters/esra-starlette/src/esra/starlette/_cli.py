@@ -179,7 +179,7 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="index uploaded documents: the ingestion worker over every tenant's store",
         description="Claim queued documents in every document store the host serves, "
         "extract, scan and index them, and log each turn's tally. Without --config, works on "
-        "the embedded default's store. SIGINT or SIGTERM stops it after the current turn.",
+        "the embedded default's store. SIGINT or SIGTERM stops it after the document in hand.",
     )
     worker.add_argument("--config", type=Path, default=None, help="the host's TOML settings")
     worker.add_argument(
@@ -577,7 +577,7 @@ def _worker(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         # Ctrl-C before the worker runs (while it connects): nothing was claimed, so the
         # conventional status and no traceback, as `esra serve` does. Once it runs, the
-        # first SIGINT stops it after the current turn and it exits 0.
+        # first SIGINT stops it after the document in hand and it exits 0.
         return EXIT_INTERRUPTED
 
 

@@ -6,11 +6,16 @@ file, a PostgreSQL schema, whatever an installed distribution registers — and 
 gives every store one ``run_turn()`` (a bounded batch per tenant with work, each document
 claimed as it is started and its lease renewed while it is extracted, so several workers —
 processes on one machine or on many, on one SQLite file or one PostgreSQL store — share a
-store fairly). While any document was claimed the next turn starts at once; when nothing was,
-the worker waits ``interval_s`` or until it is stopped. A stop (SIGINT, SIGTERM, or the
-``stop`` event in tests) takes effect between turns, so a claimed document is finished rather
-than left to its lease; a worker killed outright stops renewing the one lease it holds, which
-lapses so another worker claims that document again at its next attempt. After each turn
+store fairly). Stores, like the tenants within one, are served in a ``RoundRobin``: the
+worker's first turn starts where its id puts it and each later one continues after the last
+store it served, so no store is always first and workers do not all start on the same one.
+While any document was claimed the next turn starts at once; when nothing was, the worker
+waits ``interval_s`` or until it is stopped. A stop (SIGINT, SIGTERM, or the ``stop`` event
+in tests) takes effect between documents: the document in hand is finished (its outcome
+written, its lease no longer renewed), nothing more is claimed and the run ends, so a
+``systemctl stop`` waits for one document rather than batches and never leaves a document to
+its lease; a worker killed outright stops renewing the one lease it holds, which lapses so
+another worker claims that document again at its next attempt. After each turn
 the worker reads what is left in the queue of every tenant it served, for the
 ``esra.ingestion.queue.*`` gauges (``esra.core._docstore.queue_gauges``).
 """
@@ -36,6 +41,7 @@ from esra.core.docstore import (
     IndexedHook,
     IngestionWorker,
     OpenedStore,
+    RoundRobin,
     StoreSettings,
     TenantTurn,
     TurnTotals,
@@ -76,7 +82,8 @@ class WorkerReport(TurnTotals):
 
 
 def describe_turn(turn: TenantTurn) -> str:
-    """One line for the log: the tenant's tally and whether its batch bound was reached."""
+    """One line for the log: the tenant's tally, and whether its batch bound was reached, its
+    store was unreachable or a stop ended the turn there."""
     line = (
         f"tenant {turn.tenant_id}: claimed {turn.claimed}, indexed {turn.indexed}, "
         f"quarantined {turn.quarantined}, failed {turn.failed}, retried {turn.retried}, "
@@ -86,6 +93,8 @@ def describe_turn(turn: TenantTurn) -> str:
         line += "; batch bound reached, more queued"
     if turn.unreachable:
         line += "; store unreachable, turn ended"
+    if turn.stopped:
+        line += "; stop requested, the rest stays queued"
     return line
 
 
@@ -156,7 +165,7 @@ async def run_worker(
     Args:
         stores: per tenant, its store (``Runtime.stores``, or a SQLite file); tenants whose
             stores share a location share its worker.
-        stop: set to end the run after the current turn.
+        stop: set to end the run after the document in hand: nothing more is claimed.
         worker_id: the claims' owner; unique per worker process.
         clock: time for leases (the system clock by default).
         once: return as soon as a turn claims nothing, instead of waiting for more work.
@@ -173,7 +182,9 @@ async def run_worker(
     report = WorkerReport()
     async with open_stores(stores, registry=registry) as opened:
         waiting = dict(sorted(opened.items(), key=lambda item: str(item[0])))
-        workers: list[tuple[IngestionWorker, DocumentRepository]] = []
+        # By location, as text (a SQLite file's Path, a PostgreSQL store's name).
+        workers: dict[str, tuple[IngestionWorker, DocumentRepository]] = {}
+        store_order = RoundRobin(worker_id)
         _log.info("worker %s serving %d document store(s)", worker_id, len(waiting))
 
         async def turn() -> list[TenantTurn]:
@@ -189,7 +200,7 @@ async def run_worker(
                     settings_for=settings_for,
                     on_indexed=on_indexed,
                 )
-                workers.append((worker, store.repository))
+                workers[str(location)] = (worker, store.repository)
             if report.turns == 0 and waiting:
                 _log.warning(
                     "not initialised yet, skipped until it is: %s",
@@ -197,8 +208,12 @@ async def run_worker(
                 )
             report.uninitialised = set(waiting)
             turns: list[TenantTurn] = []
-            for worker, repository in workers:
-                served = await worker.run_turn()
+            for location in store_order.order(workers):
+                if stop.is_set():
+                    break  # the stores not reached yet are not touched
+                worker, repository = workers[location]
+                served = await worker.run_turn(stop=stop)
+                store_order.served(location)
                 for each in served:
                     # What is left waiting, for the queue gauges (a tenant that has no work
                     # is not served again, so its last reading, drained, stays true).
@@ -227,14 +242,14 @@ async def run_worker(
 def stop_on_signals(stop: asyncio.Event) -> None:
     """Set ``stop`` on SIGINT or SIGTERM; a second signal then acts as if unhandled.
 
-    The first signal lets the current turn finish; restoring the default handlers means an
-    impatient second Ctrl-C still ends the process at once.
+    The first signal lets the document in hand finish (nothing more is claimed); restoring
+    the default handlers means an impatient second Ctrl-C still ends the process at once.
     """
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
 
     def request_stop(signum: int) -> None:
-        _log.info("%s received: stopping after the current turn", signal.Signals(signum).name)
+        _log.info("%s received: stopping after the document in hand", signal.Signals(signum).name)
         stop.set()
         for each in signals:
             loop.remove_signal_handler(each)

@@ -14,6 +14,7 @@ from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.ingestion import (
     IndexedHook,
     IngestionWorker,
+    RoundRobin,
     TenantTurn,
     UploadOutcome,
     upload_files,
@@ -123,6 +124,7 @@ __all__ = [
     "Operator",
     "QueueStats",
     "ReadyStoresConfig",
+    "RoundRobin",
     "SandboxLimits",
     "ScanPolicy",
     "StoreConfiguration",

@@ -6,6 +6,11 @@ A worker claims one document at a time, only when it starts on it, and renews th
 document's lease while extracting it (``LeaseHeartbeat``): no document waits under a lease
 behind a slow neighbour, and a long extraction is never mistaken for a dead worker.
 Extraction, scanning and segmenting run off the event loop, so the renewals keep their beat.
+A stop takes effect between documents: the document in hand is finished, nothing more is
+claimed, and the turn says it stopped — a restart never waits for whole batches, nor leaves
+a document to its lease. Tenants are served in a ``RoundRobin``: a worker's first turn starts
+where its id puts it, and each later one continues after the last tenant it served, so no
+tenant is always first and workers do not all start on the same one.
 A host may follow each document it indexed with its own work (``on_indexed``: warming a
 model's caches from the segments), which can never fail the indexing.
 """
@@ -13,8 +18,10 @@ model's caches from the segments), which can never fail the indexing.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import warnings
+import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeAlias
 
@@ -44,6 +51,7 @@ from esra.core.ports import Clock
 __all__ = [
     "IndexedHook",
     "IngestionWorker",
+    "RoundRobin",
     "TenantTurn",
     "UploadOutcome",
     "upload_files",
@@ -147,7 +155,10 @@ async def upload_files(
 @attrs.frozen
 class TenantTurn:
     """What one tenant's turn did. ``bound_reached`` records a full batch, so a long queue is
-    distinguishable from a drained one; ``unreachable`` ends only that tenant's turn."""
+    distinguishable from a drained one; ``unreachable`` ends only that tenant's turn;
+    ``stopped`` says a stop ended the worker's turn here, before this tenant's batch was
+    full or its queue drained (``claimed`` may be 0: the stop kept its turn from starting),
+    and no later tenant was served."""
 
     tenant_id: str
     claimed: int = 0
@@ -158,6 +169,38 @@ class TenantTurn:
     lost: int = 0
     bound_reached: bool = False
     unreachable: bool = False
+    stopped: bool = False
+
+
+class RoundRobin:
+    """The order one worker serves its keys (tenants, or stores) in, turn after turn.
+
+    The first order starts at a position derived from ``worker_id`` (a CRC-32 of it, not
+    Python's ``hash``, which differs per process): workers spread over the keys instead of
+    all starting on the first one, and a given id always starts at the same place. Each
+    later order continues after the last key reported :meth:`served`, by name, so the
+    worker goes round the keys one batch each whatever keys come and go between turns.
+    Two ids may still start at one position; the spread is a hash's, not an assignment.
+    """
+
+    def __init__(self, worker_id: str) -> None:
+        self._offset = zlib.crc32(worker_id.encode("utf-8"))
+        self._last_served: str | None = None
+
+    def order(self, keys: Iterable[str]) -> list[str]:
+        """``keys``, each once, starting where this worker's rotation stands."""
+        ordered = sorted(set(keys))
+        if not ordered:
+            return []
+        if self._last_served is None:
+            start = self._offset % len(ordered)
+        else:
+            start = bisect.bisect_right(ordered, self._last_served) % len(ordered)
+        return ordered[start:] + ordered[:start]
+
+    def served(self, key: str) -> None:
+        """``key`` was served: the next order starts after it."""
+        self._last_served = key
 
 
 @attrs.define
@@ -172,9 +215,13 @@ class _Tally:
 class IngestionWorker:
     """Drains the ingestion queue one bounded batch per tenant per turn.
 
+    Tenants are served in a :class:`RoundRobin` of this worker's: its first turn starts at a
+    position its id gives, each later one after the last tenant it served.
+
     Args:
         repository: the store.
-        worker_id: unique per worker process; the claim's owner.
+        worker_id: unique per worker process; the claim's owner, and where its rotation
+            over the tenants starts.
         clock: time for leases.
         settings_for: the store settings of a tenant (the host's defaults and the worker's
             lease); the values the tenant configured in its store (``load_configuration``)
@@ -216,20 +263,41 @@ class IngestionWorker:
             )
         self._sandbox_limits = sandbox_limits or pdf_limits or SandboxLimits()
         self._on_indexed = on_indexed
+        self._rotation = RoundRobin(worker_id)
 
-    async def run_turn(self) -> list[TenantTurn]:
-        """One pass over every tenant with work; a failing store ends only its tenant's turn."""
+    async def run_turn(self, *, stop: asyncio.Event | None = None) -> list[TenantTurn]:
+        """One pass over every tenant with work; a failing store ends only its tenant's turn.
+
+        Args:
+            stop: once set, the turn ends at the next document boundary: the document in
+                hand is finished (its completion or failure written, its lease no longer
+                renewed), nothing more is claimed and no further tenant is served. The
+                tenant where it ended is reported ``stopped``; a turn asked to stop before
+                it starts does nothing and returns ``[]``. Without it, every tenant with
+                work gets its whole batch.
+        """
+        if stop is not None and stop.is_set():
+            return []
         try:
             tenants = await self._repository.tenants_with_work(now=self._clock.now())
         except Exception:
             _log.warning("ingestion could not list tenants with work", exc_info=True)
             return []
         turns = []
-        for tenant_id in tenants:
-            turns.append(await self._tenant_turn(tenant_id))
+        for tenant_id in self._rotation.order(tenants):
+            turn = await self._tenant_turn(tenant_id, stop)
+            turns.append(turn)
+            if turn.stopped:
+                if turn.claimed:  # partly served: the next turn moves on past it
+                    self._rotation.served(tenant_id)
+                break
+            self._rotation.served(tenant_id)
         return turns
 
-    async def _tenant_turn(self, tenant_id: str) -> TenantTurn:
+    async def _tenant_turn(self, tenant_id: str, stop: asyncio.Event | None) -> TenantTurn:
+        if stop is not None and stop.is_set():
+            # Not even the settings are read: a stopping worker touches no more tenants.
+            return TenantTurn(tenant_id=tenant_id, stopped=True)
         try:
             # Read at every turn: an operator's "configure" applies without a restart, to
             # every worker on the store. Unreadable settings end the turn (fail closed: a
@@ -245,9 +313,13 @@ class IngestionWorker:
         tally = _Tally()
         claimed = 0
         unreachable = False
+        stopped = False
         # One document at a time, claimed only as it is started: a claim never holds a
-        # document this worker is not working on.
+        # document this worker is not working on, and a stop waits for one document only.
         while claimed < settings.batch_per_tenant:
+            if stop is not None and stop.is_set():
+                stopped = True
+                break
             try:
                 claims = await self._repository.claim(
                     tenant_id,
@@ -271,11 +343,14 @@ class IngestionWorker:
         bound_reached = claimed >= settings.batch_per_tenant
         if bound_reached:
             _log.info("tenant %s reached its batch bound of %d", tenant_id, claimed)
+        if stopped:
+            _log.info("tenant %s: stop requested, nothing more claimed", tenant_id)
         return TenantTurn(
             tenant_id=tenant_id,
             claimed=claimed,
             bound_reached=bound_reached,
             unreachable=unreachable,
+            stopped=stopped,
             **attrs.asdict(tally),
         )
 

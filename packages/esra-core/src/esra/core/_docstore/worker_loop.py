@@ -2,9 +2,11 @@
 
 A worker runs turns until stopped: after a turn that claimed work it turns again at once
 (the queue may hold more), after an idle one it waits ``idle_wait_s`` or until stopped — or,
-draining (``until_idle``), returns. A stop takes effect between turns, so claimed documents
-are finished rather than left to their leases. Engines differ only in what one turn is
-(which repositories, which store is ready), so they pass it in.
+draining (``until_idle``), returns. A stop takes effect between documents: the turn is given
+the same event (``IngestionWorker.run_turn(stop=...)``), finishes the document in hand,
+claims nothing more and returns, and no further turn starts — so a stop waits for one
+document, never a batch, and no claimed document is left to its lease. Engines differ only
+in what one turn is (which repositories, which store is ready), so they pass it in.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ async def run_turns(
     idle_wait_s: float,
 ) -> None:
     """Run ``turn`` until ``stop`` is set (or, ``until_idle``, one claims nothing), adding
-    each to ``totals``."""
+    each to ``totals``.
+
+    ``stop`` is only looked at between turns here; ``turn`` must pass it on to
+    ``IngestionWorker.run_turn(stop=...)`` for a stop to end the turn in progress.
+    """
     while not stop.is_set():
         turns = await turn()
         totals.add(turns)
