@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -208,7 +209,8 @@ async def test_undecodable_and_control_content_stays_literal(
 
 
 async def test_every_execution_is_read_only_with_its_limits(provider: PostgresProvider) -> None:
-    """Inside an execution: read-only transaction, the timeout left, the configured path."""
+    """Inside an execution: read-only transaction, the timeout left, and a search path of
+    ``pg_catalog`` alone (no schema anyone may CREATE in: test_pg_search_path_shadowing)."""
     rows = await _run_raw(
         provider,
         "SELECT current_setting('transaction_read_only'), "
@@ -217,8 +219,7 @@ async def test_every_execution_is_read_only_with_its_limits(provider: PostgresPr
     read_only, timeout, path = rows[0]
     assert read_only == "on"
     assert timeout.endswith("s") or timeout.endswith("ms")
-    assert path.startswith('"esra_test_postgres_')
-    assert path.endswith(", pg_temp")
+    assert path == "pg_catalog, pg_temp"
 
 
 async def test_an_execution_is_read_only_even_where_the_session_may_write(
@@ -271,13 +272,16 @@ async def test_an_execution_is_read_only_even_where_the_session_may_write(
 async def test_the_providers_connection_cannot_write(
     pg_dsn: str, seeded: str, provider: PostgresProvider, statement: str
 ) -> None:
-    """A write over the provider's own connection fails: in its transaction and outside it."""
+    """A write over the provider's own connection fails: in its transaction and outside it.
+
+    (In the execution's transaction the search path is ``pg_catalog`` alone: the relation is
+    named with its schema there, as the provider's statements name it.)"""
     with admin(pg_dsn) as conn:
         conn.execute(sql.SQL("CREATE SEQUENCE {}").format(sql.Identifier(seeded, "intruder_seq")))
     await provider.execute(_acme(), timeout_s=5)  # the pool now holds a used connection
     before = table_counts(pg_dsn, seeded)
     with pytest.raises(ProviderError) as raised:
-        await _run_raw(provider, statement)
+        await _run_raw(provider, _in_schema(statement, seeded))
     assert raised.value.code is _P.PERMISSION_DENIED
     # Outside any transaction of ours, the connection's default is read-only too.
     assert provider._engine._pool is not None
@@ -286,6 +290,14 @@ async def test_the_providers_connection_cannot_write(
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             await conn.execute(statement)
     assert table_counts(pg_dsn, seeded) == before
+
+
+def _in_schema(statement: str, schema: str) -> str:
+    """``statement`` with its relations named in ``schema``."""
+    quoted = sql.Identifier(schema).as_string()
+    for name in ("contract_articles", "intruder_seq", "intruder"):
+        statement = re.sub(rf"(?<![\w.]){name}\b", f"{quoted}.{name}", statement)
+    return statement
 
 
 async def test_statement_timeout_is_classified_timeout(

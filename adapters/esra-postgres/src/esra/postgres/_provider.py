@@ -8,10 +8,10 @@ provider (one pool per source).
 
 Every execution, on a pooled autocommit connection, is one pipeline and one transaction::
 
-    SELECT set_config('transaction_read_only', 'on', true),     -- this transaction only
-           set_config('statement_timeout', %(ms)s, true),      -- what is left of timeout_s
-           set_config('search_path', %(path)s, true)           -- configured, never user input
-    <the StatementBuilder SELECT, every value bound>
+    SELECT pg_catalog.set_config('transaction_read_only', 'on', true),  -- this transaction
+           pg_catalog.set_config('statement_timeout', %(ms)s, true),    -- timeout_s left
+           pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)
+    <the StatementBuilder SELECT, every value bound, its relation schema-qualified>
     Sync                                                       -- commits; a failure rolls back
 
 In PostgreSQL's extended query protocol the statements sent before a Sync share one
@@ -19,6 +19,18 @@ transaction, committed at the Sync (or rolled back if one failed, the rest then 
 the transaction is made read-only and given its limits by its first statement, and
 ``set_config(..., true)`` ends with it — what ``BEGIN READ ONLY`` … ``COMMIT`` did, in two
 statements instead of four. Pooled connections are read-only by default as well.
+
+The search path holds ``pg_catalog`` alone (CVE-2018-1058). PostgreSQL resolves a function
+or an operator over every schema of the path, and a candidate of better-matching argument
+types wins wherever it is: ``pg_catalog`` has no ``=(varchar, varchar)``, no
+``>=(numeric, smallint)``, no ``=(oid, regclass)``, so one planted on those types in the
+source's schema (or ``public``) by anyone who may CREATE there decided the statement's record
+filters, filters and ranking, and ran as the reader on every search. With ``pg_catalog`` alone
+on the path only the system's functions and operators can be chosen; the mapping's relation
+is written with its schema (the mapping's, else the provider's ``search_path`` option), so
+nothing the statement reads depends on the path. The settings statement itself runs under
+the session's path, which a role or database setting may order as it likes: it names
+``pg_catalog`` for its one function.
 
 Cancelling the awaiting task cancels the statement on the server (psycopg does so while it
 waits; ``cancel_safe()`` is called again if the connection is still busy), rolls back and
@@ -64,20 +76,23 @@ from esra.sql import (
     TimeBudget,
 )
 
-__all__ = ["PostgresProvider", "search_path_value"]
+__all__ = ["SEARCH_PATH", "PostgresProvider"]
 
 _log = logging.getLogger("esra.postgres")
 
 _BEGIN = b"BEGIN READ ONLY"
+# The transaction's search path: the system schema alone, then the session's temporary
+# schema last (so a temporary object never comes first); see the module's docstring.
+SEARCH_PATH = "pg_catalog, pg_temp"
 _SETTINGS = (
-    "SELECT set_config('statement_timeout', %(ms)s, true), "
-    "set_config('search_path', %(path)s, true)"
+    "SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true), "
+    f"pg_catalog.set_config('search_path', '{SEARCH_PATH}', true)"
 )
 # The first statement of an execution's pipeline: its transaction read-only, its limits.
 _READ_ONLY_LIMITS = (
-    "SELECT set_config('transaction_read_only', 'on', true), "
-    "set_config('statement_timeout', %(ms)s, true), "
-    "set_config('search_path', %(path)s, true)"
+    "SELECT pg_catalog.set_config('transaction_read_only', 'on', true), "
+    "pg_catalog.set_config('statement_timeout', %(ms)s, true), "
+    f"pg_catalog.set_config('search_path', '{SEARCH_PATH}', true)"
 )
 DEFAULT_HEALTH_TIMEOUT_S = HEALTH_TIMEOUT_S
 # ``statement_timeout`` is an int of milliseconds (about 24.8 days): past it ``set_config``
@@ -90,15 +105,6 @@ _MAPPING_READY = (
     "WHERE a.attrelid = c.oid AND a.attname = %(index)s AND NOT a.attisdropped), false) "
     "FROM (SELECT to_regclass(%(relation)s) AS oid) AS c"
 )
-
-
-def search_path_value(schema: str) -> str:
-    """Return the ``search_path`` setting for ``schema``: quoted, then ``pg_temp`` last.
-
-    ``pg_catalog`` stays implicitly first; naming ``pg_temp`` last stops a temporary table
-    from shadowing a configured relation.
-    """
-    return '"' + schema.replace('"', '""') + '", pg_temp'
 
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -147,6 +153,7 @@ class _PostgresEngine:
             psycopg_dialect.dialect(paramstyle="pyformat"),  # type: ignore[no-untyped-call]
             self.fulltext,
             cache=cache,
+            default_schema=search_path,
         )
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._opening: asyncio.Lock | None = None
@@ -190,7 +197,6 @@ class _PostgresEngine:
         if remaining_ms < 1:
             # The pool wait used the whole budget: nothing was sent.
             raise ProviderError(ProviderErrorCode.TIMEOUT)
-        schema = query.mapping.schema or self._search_path
         params = {name: scrub(value) for name, value in built.params.items()}
         limit_ms = str(min(remaining_ms, _MAX_STATEMENT_TIMEOUT_MS))
         try:
@@ -198,10 +204,7 @@ class _PostgresEngine:
             # limits and the statement are sent together and committed by the pipeline's Sync;
             # a failure of either aborts the rest and rolls the transaction back.
             async with conn.pipeline():
-                await conn.execute(
-                    _READ_ONLY_LIMITS,
-                    {"ms": limit_ms, "path": search_path_value(schema)},
-                )
+                await conn.execute(_READ_ONLY_LIMITS, {"ms": limit_ms})
                 cursor = await conn.execute(built.sql, params)
             rows = await cursor.fetchall()
         except asyncio.CancelledError:
@@ -354,18 +357,11 @@ class _PostgresEngine:
         ready: list[bool] = []
         try:
             await conn.execute(_BEGIN)
-            await conn.execute(
-                _SETTINGS,
-                {
-                    "ms": str(int(self._health_timeout_s * 1000)),
-                    "path": search_path_value(self._search_path),
-                },
-            )
+            await conn.execute(_SETTINGS, {"ms": str(int(self._health_timeout_s * 1000))})
             await conn.execute(b"SELECT 1")
             for mapping in mappings:
-                relation = sql.Identifier(
-                    *((mapping.schema, mapping.relation) if mapping.schema else (mapping.relation,))
-                ).as_string(conn)
+                schema = mapping.schema or self._search_path
+                relation = sql.Identifier(schema, mapping.relation).as_string(conn)
                 cursor = await conn.execute(
                     _MAPPING_READY, {"relation": relation, "index": mapping.text_index or ""}
                 )
@@ -401,7 +397,9 @@ class PostgresProvider(SqlSearchProvider[_PostgresEngine]):
         max_rows: the largest row cap this provider accepts (stated in ``capabilities``).
         text_search_config: the ``regconfig`` terms are tokenized with (bound, never text);
             it must match the one the text-index columns were generated with.
-        search_path: the schema unqualified relations resolve in, when a mapping names none.
+        search_path: the schema a mapping's relation is read from when the mapping names
+            none (written into the statement: the transaction's own search path is
+            ``pg_catalog`` alone, so planted functions and operators are never chosen).
         connect_timeout_s: the longest a new connection may take.
         health_timeout_s: the longest one ``health()`` call may take, connecting included;
             past it the source is ``UNAVAILABLE``.

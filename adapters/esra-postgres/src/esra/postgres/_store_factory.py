@@ -15,9 +15,10 @@ one table of the settings configures both.
 
 Opening connects to nothing: the pool starts empty. ``initialise()`` is
 ``esra.postgres.initialise_store`` — allowlist, a principal that may create in the
-schema and is not a superuser, the schema applied idempotently, each step audited — and a
-refusal becomes the lifecycle's ``StoreInitialisationError`` with its classified reason and
-remedy. The source's mapping comes from the tenant's configuration, as for any source;
+schema and is neither a superuser nor BYPASSRLS or CREATEROLE, the schema applied
+idempotently, each step audited — and a refusal becomes the lifecycle's
+``StoreInitialisationError`` with its classified reason and remedy. The source's mapping
+comes from the tenant's configuration, as for any source;
 :func:`postgres_store_source` writes the source and its mapping for that configuration.
 """
 

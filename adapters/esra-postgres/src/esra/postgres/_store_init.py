@@ -7,7 +7,9 @@
    opens;
 2. checks the principal: it must be able to create objects in the configured schema (CREATE on
    the schema, or on the database when the schema does not exist yet) and must NOT be a
-   superuser — the store principal is the one ESRA principal with DDL, so it is scoped tightly;
+   superuser (``SUPERUSER_PRINCIPAL``) nor have ``BYPASSRLS`` or ``CREATEROLE``
+   (``PRIVILEGED_PRINCIPAL``) — the store principal is the one ESRA principal with DDL, so it
+   is scoped tightly;
 3. applies the store schema idempotently (``apply_store_schema``), recording its version in
    the store's own schema;
 4. registers the store as a synthetic source: the core's store ``Source`` and ``Mapping``
@@ -84,6 +86,7 @@ class StoreFailure(StrEnum):
     """Why initialisation refused, beyond the connection codes (``ProviderErrorCode``)."""
 
     SUPERUSER_PRINCIPAL = "SUPERUSER_PRINCIPAL"
+    PRIVILEGED_PRINCIPAL = "PRIVILEGED_PRINCIPAL"
     SCHEMA_NOT_WRITABLE = "SCHEMA_NOT_WRITABLE"
     SCHEMA_CONFLICT = "SCHEMA_CONFLICT"
 
@@ -92,6 +95,11 @@ _REMEDIES: dict[str, str] = {
     StoreFailure.SUPERUSER_PRINCIPAL: (
         "The store principal is a superuser. Create a dedicated role with CREATE on the "
         "store's database (or schema) only, and configure the store with it."
+    ),
+    StoreFailure.PRIVILEGED_PRINCIPAL: (
+        "The store principal has BYPASSRLS or CREATEROLE. Create a dedicated role with "
+        "NOBYPASSRLS NOCREATEROLE and CREATE on the store's database (or schema) only, and "
+        "configure the store with it."
     ),
     StoreFailure.SCHEMA_NOT_WRITABLE: (
         "The store principal cannot create objects in the configured schema. Grant it CREATE "
@@ -113,7 +121,7 @@ _REMEDIES: dict[str, str] = {
 _DEFAULT_REMEDY = "Initialisation failed; see the server log and retry."
 
 _PRINCIPAL = (
-    "SELECT r.rolsuper, n.oid IS NOT NULL,"
+    "SELECT r.rolsuper, r.rolbypassrls OR r.rolcreaterole, n.oid IS NOT NULL,"
     " CASE WHEN n.oid IS NULL THEN has_database_privilege(current_database(), 'CREATE')"
     " ELSE has_schema_privilege(n.oid, 'CREATE') END"
     " FROM pg_roles AS r LEFT JOIN pg_namespace AS n ON n.nspname = %(schema)s"
@@ -236,9 +244,16 @@ async def _check_principal(conn: psycopg.AsyncConnection[Any], schema: str) -> N
     row = await cursor.fetchone()
     if row is None:
         raise _RefusedError(StoreFailure.SCHEMA_NOT_WRITABLE)
-    superuser, _exists, can_create = (bool(v) for v in row)
+    superuser, privileged, _exists, can_create = (bool(v) for v in row)
     if superuser:
         raise _RefusedError(StoreFailure.SUPERUSER_PRINCIPAL)
+    # Either attribute reaches past the one schema the store needs: BYPASSRLS reads every
+    # table the role may select past every row-level security policy (a deployment's tenant
+    # isolation); CREATEROLE makes roles and, up to PostgreSQL 15, grants itself any
+    # non-superuser role, pg_execute_server_program (a shell as the server's account) among
+    # them. Neither is needed for the store's DDL.
+    if privileged:
+        raise _RefusedError(StoreFailure.PRIVILEGED_PRINCIPAL)
     if not can_create:
         raise _RefusedError(StoreFailure.SCHEMA_NOT_WRITABLE)
 

@@ -147,6 +147,11 @@ class StatementBuilder:
             Under ``utf8mb4_unicode_ci`` a claim ``EMEA`` or ``émea`` matched rows of
             ``emea``: a claim must name a row's value exactly to see it, as on the engines
             whose comparisons are exact.
+        default_schema: the schema a mapping that names none is read from, written into the
+            statement; ``None`` leaves such a relation unqualified, for the session's search
+            path to find. An engine that narrows the search path to its system schema (so no
+            other schema's functions or operators can be chosen for the statement's calls)
+            needs every relation qualified.
 
     Raises:
         ValueError: if the dialect uses a positional paramstyle.
@@ -159,6 +164,7 @@ class StatementBuilder:
         *,
         cache: CompiledStatementCache | None = None,
         record_text_collation: str | None = None,
+        default_schema: str | None = None,
     ) -> None:
         if dialect.paramstyle not in _NAMED_PARAMSTYLES:
             msg = "the dialect must use a named paramstyle ('named' or 'pyformat')"
@@ -167,6 +173,7 @@ class StatementBuilder:
         self._fulltext = fulltext
         self._cache = cache if cache is not None else CompiledStatementCache()
         self._record_text_collation = record_text_collation
+        self._default_schema = default_schema
         self._dialect_key = (
             type(dialect).__module__,
             type(dialect).__qualname__,
@@ -174,6 +181,7 @@ class StatementBuilder:
             dialect.paramstyle,
             fulltext.name,
             record_text_collation,
+            default_schema,
         )
 
     @property
@@ -235,14 +243,15 @@ class StatementBuilder:
         if query.lookup_key is not None:
             return self._lookup_statement(query)
         mapping = query.mapping
-        base = _base_table(mapping, query, self._fulltext.base_columns, self._dialect)
+        schema = self._schema(mapping)
+        base = _base_table(mapping, schema, query, self._fulltext.base_columns)
         key = base.c[mapping.record_key]
         target = TextTarget(
             base=base,
             key=key,
             searchable=tuple(base.c[name] for name in _searchable_columns(mapping)),
             text_index=mapping.text_index,
-            schema=schema_identifier(mapping.schema, self._dialect.identifier_preparer),
+            schema=schema,
             visible=lambda columns: _record_conditions(columns, query, self._record_text_collation),
         )
         text = self._fulltext.clause(target, _terms(query).shape)
@@ -265,6 +274,11 @@ class StatementBuilder:
             .limit(sa.bindparam(LIMIT_BIND, type_=sa.Integer))
         )
 
+    def _schema(self, mapping: Mapping) -> str | None:
+        """The schema the statement names for ``mapping``'s relation, as the dialect takes it."""
+        schema = mapping.schema or self._default_schema
+        return schema_identifier(schema, self._dialect.identifier_preparer)
+
     def _lookup_statement(self, query: ValidatedQuery) -> Select[Any]:
         """Read one record by key for a document fetch: no full-text clause, no score.
 
@@ -274,7 +288,7 @@ class StatementBuilder:
         """
         mapping = query.mapping
         part = [mapping.part_order_column] if mapping.part_order_column else []
-        base = _base_table(mapping, query, part, self._dialect)
+        base = _base_table(mapping, self._schema(mapping), query, part)
         key = base.c[mapping.record_key]
         projected = [base.c[binding.column].label(binding.label) for binding in _bindings(query)]
         conditions: list[ColumnElement[bool]] = [key == sa.bindparam(LOOKUP_BIND)]
@@ -324,7 +338,7 @@ def _searchable_columns(mapping: Mapping) -> list[str]:
 
 
 def _base_table(
-    mapping: Mapping, query: ValidatedQuery, extra: Iterable[str], dialect: Dialect
+    mapping: Mapping, schema: str | None, query: ValidatedQuery, extra: Iterable[str]
 ) -> Any:
     names = _unique(
         [
@@ -337,7 +351,6 @@ def _base_table(
             *extra,
         ]
     )
-    schema = schema_identifier(mapping.schema, dialect.identifier_preparer)
     table = sa.table(mapping.relation, *(sa.column(n) for n in names), schema=schema)
     return table.alias(BASE_ALIAS)
 

@@ -123,7 +123,7 @@ class TextTarget:
             none is marked), in configuration order.
         text_index: the configured text-index name (an FTS table, a tsvector column, a
             full-text catalog...) or ``None``.
-        schema: the configured schema of the relation, if any.
+        schema: the schema the statement names the relation in, if any.
         visible: the conditions the query's record filters and record predicate put on a
             row, written over the columns of whatever alias of ``base`` it is given (bound
             under the same names as in the statement's WHERE): the rows the caller may see.
