@@ -10,11 +10,18 @@ production code knows about it.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from esra.core._docstore.ingestion import upload_files
+from esra.core.testing import FakeClock
+from esra.sqlite import SqliteDocumentRepository
+from esra.starlette._embedded import EMBEDDED_TENANT
 
 SLOW = "slow.md"
 # A guard against a hang, never an assertion about speed.
@@ -67,3 +74,25 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def queue_markdown(database: Path, *names: str) -> None:
+    """Upload ``names`` to the embedded store in ``database`` in order (each strictly older
+    than the next, so a worker claims them in that order) as Pending."""
+
+    async def upload() -> None:
+        repository = SqliteDocumentRepository(database)
+        clock = FakeClock(datetime.now(UTC) - timedelta(hours=1))
+        try:
+            await repository.initialize()
+            for name in names:
+                body = f"# {name}\n\nThe quokka ledger, entry {name}.\n".encode()
+                (outcome,) = await upload_files(
+                    repository, EMBEDDED_TENANT, [(name, body)], scope="general", clock=clock
+                )
+                assert outcome.document is not None
+                clock.advance(1)
+        finally:
+            await repository.close()
+
+    asyncio.run(upload())

@@ -8,28 +8,24 @@ several of them; nothing here asserts how long anything took.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from esra.core._docstore.ingestion import upload_files
-from esra.core.testing import FakeClock
-from esra.sqlite import SqliteDocumentRepository
 from esra.starlette._cli import main
-from esra.starlette._embedded import EMBEDDED_TENANT
 from tests._gated_extraction import (
     HANG_GUARD_S,
     SLOW,
     extracted_by,
     extractions,
     gated_command,
+    queue_markdown,
     wait_until,
 )
 
@@ -55,23 +51,7 @@ class _Store:
 
     def queue(self, *names: str) -> None:
         """Upload ``names`` in order (each strictly older than the next) as Pending."""
-
-        async def upload() -> None:
-            repository = SqliteDocumentRepository(self.database)
-            clock = FakeClock(datetime.now(UTC) - timedelta(hours=1))
-            try:
-                await repository.initialize()
-                for name in names:
-                    body = f"# {name}\n\nThe quokka ledger, entry {name}.\n".encode()
-                    (outcome,) = await upload_files(
-                        repository, EMBEDDED_TENANT, [(name, body)], scope="general", clock=clock
-                    )
-                    assert outcome.document is not None
-                    clock.advance(1)
-            finally:
-                await repository.close()
-
-        asyncio.run(upload())
+        queue_markdown(self.database, *names)
 
     def worker(self, worker_id: str, release: Path, *extra: str) -> subprocess.Popen[str]:
         args = [

@@ -10,49 +10,29 @@ signal arrives while it is in hand; nothing here asserts how long anything took.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from esra.core._docstore.ingestion import upload_files
-from esra.core.testing import FakeClock
-from esra.sqlite import SqliteDocumentRepository
-from esra.starlette._embedded import EMBEDDED_TENANT
-from tests._gated_extraction import HANG_GUARD_S, SLOW, extractions, gated_command, wait_until
+from tests._gated_extraction import (
+    HANG_GUARD_S,
+    SLOW,
+    extractions,
+    gated_command,
+    queue_markdown,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 _STOPPED = re.compile(
     r"worker A stopped: indexed (\d+), quarantined 0, failed 0, retried 0, lost 0"
 )
-
-
-def _queue(database: Path, *names: str) -> None:
-    """Upload ``names`` in order (each strictly older than the next) as Pending."""
-
-    async def upload() -> None:
-        repository = SqliteDocumentRepository(database)
-        clock = FakeClock(datetime.now(UTC) - timedelta(hours=1))
-        try:
-            await repository.initialize()
-            for name in names:
-                body = f"# {name}\n\nThe quokka ledger, entry {name}.\n".encode()
-                (outcome,) = await upload_files(
-                    repository, EMBEDDED_TENANT, [(name, body)], scope="general", clock=clock
-                )
-                assert outcome.document is not None
-                clock.advance(1)
-        finally:
-            await repository.close()
-
-    asyncio.run(upload())
 
 
 def _rows(database: Path) -> dict[str, tuple[str, int, str | None]]:
@@ -85,7 +65,7 @@ def test_sigterm_mid_batch_finishes_the_document_in_hand_and_claims_no_other(
     data_dir.mkdir()
     database = data_dir / "document-store.db"
     tiny = [f"tiny-{n}.md" for n in range(5)]
-    _queue(database, SLOW, *tiny)
+    queue_markdown(database, SLOW, *tiny)
     release, log, stderr = tmp_path / "release", tmp_path / "extractions.log", tmp_path / "err"
     args = ["worker", "--data-dir", str(data_dir), "--worker-id", "A", "--interval", "0.1"]
     with stderr.open("w") as err:
