@@ -90,9 +90,30 @@ def test_problems_name_their_key(deployment: Path, table: str, expected: str) ->
     assert expected in str(refused.value)
 
 
-def test_a_password_in_the_url_is_never_in_the_settings_repr(deployment: Path) -> None:
-    read = _load(deployment, '[redis]\nurl = "redis://:hunter2-secret@127.0.0.1:6379/0"\n')
-    assert "hunter2-secret" not in repr(read)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2-secret@127.0.0.1:6379/0",
+        "rediss://esra:hunter2-secret@cache.internal:6380/0",
+        "redis://127.0.0.1:6379/0?password=hunter2-secret",
+    ],
+)
+def test_a_literal_password_in_the_url_is_refused_without_repeating_it(
+    deployment: Path, url: str
+) -> None:
+    """As for the state database's URL: a secret does not belong in the settings file, which
+    is read, copied and versioned as configuration. ``url_env`` holds such a URL."""
+    with pytest.raises(SettingsError) as refused:
+        _load(deployment, f'[redis]\nurl = "{url}"\n')
+    message = str(refused.value)
+    assert message.startswith("redis.url: holds a literal password")
+    assert "url_env" in message
+    assert "hunter2-secret" not in message
+
+
+def test_a_user_name_alone_is_not_a_password(deployment: Path) -> None:
+    read = _load(deployment, '[redis]\nurl = "redis://esra@127.0.0.1:6379/0"\n')
+    assert read == RedisSettings(url="redis://esra@127.0.0.1:6379/0")
 
 
 async def test_the_host_shares_what_the_table_names_and_starts_with_redis_down(

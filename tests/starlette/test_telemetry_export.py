@@ -166,6 +166,14 @@ async def test_a_served_call_reaches_the_collector_as_spans_and_metrics(
         ('otlp_endpoint = "http://c:4318"\ntraces = "yes"', "telemetry.traces: must be true"),
         ('otlp_endpoint = "http://c:4318"\nsample_ratio = 2', "telemetry.sample_ratio"),
         ('otlp_endpoint = "http://c:4318"\nheaders = "x"', "telemetry.headers"),
+        (
+            'otlp_endpoint = "https://tenant:hunter2-secret@otlp.example.com"',
+            "telemetry.otlp_endpoint: must not carry credentials",
+        ),
+        (
+            'otlp_endpoint = "https://otlp.example.com/v1?access_token=hunter2-secret"',
+            "telemetry.otlp_endpoint: must not carry credentials",
+        ),
         ('service_name = "esra"', "telemetry.otlp_endpoint"),
     ],
 )

@@ -921,6 +921,16 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
+def _carries_credentials(url: str) -> bool:
+    """Whether ``url`` holds a password or a credential-named query value (a reference
+    included: only connection templates resolve ``${secret:…}``)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return True
+    return bool(password) or holds_literal_password(url) or "${secret:" in url
+
+
 def _redis(table: _Table) -> RedisSettings | None:
     """``[redis]``: url or url_env (one of them), cache, quota, breakers, key_prefix,
     max_connections."""
@@ -933,6 +943,10 @@ def _redis(table: _Table) -> RedisSettings | None:
         raise table.fail("url", "give exactly one of url and url_env")
     if url is not None and not url.startswith(_REDIS_SCHEMES):
         raise table.fail("url", "must start with redis://, rediss:// or unix://")
+    if url is not None and _carries_credentials(url):
+        # As for [state] database: the settings file is configuration, read, copied and
+        # versioned as such; a secret in it is a secret in every copy.
+        raise table.fail("url", "holds a literal password; give the whole URL in url_env instead")
     if url_env is not None and not _ENV_NAME.fullmatch(url_env):
         raise table.fail("url_env", "must be an environment variable name")
     flags = {}
@@ -969,6 +983,11 @@ def _telemetry(table: _Table) -> TelemetrySettings | None:
     endpoint = table.string("otlp_endpoint")
     if endpoint is None or not endpoint.startswith(("http://", "https://")):
         raise table.fail("otlp_endpoint", "must be the collector's http(s) URL (OTLP/HTTP)")
+    if _carries_credentials(endpoint):
+        raise table.fail(
+            "otlp_endpoint",
+            "must not carry credentials; give them in OTEL_EXPORTER_OTLP_HEADERS instead",
+        )
     flags = {}
     for name in ("traces", "metrics"):
         value = table.raw(name)
