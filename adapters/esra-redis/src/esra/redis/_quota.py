@@ -5,6 +5,7 @@ alone — nothing else touches the counter between its read and its write — so
 number of instances can never together spend more than a caller's budget::
 
     used = GET counter (0 when absent)
+    if used is not a whole number >= 0: error      -- fails closed, see below
     if used + amount > limit: return refused        -- nothing consumed
     INCRBY counter amount
     PEXPIRE counter <until the end of the hour, plus a margin>
@@ -14,7 +15,9 @@ Governance fails closed: when Redis cannot answer within ``timeout_s`` the store
 ``QuotaUnavailableError`` and the fetch is refused; it never grants unmetered. A script that
 ran but whose reply was lost (a timeout, a dropped connection) has consumed the amount: the
 caller loses that much of the hour's budget and is told to retry, which errs only towards
-refusing.
+refusing. ESRA writes nothing but such counters under its prefix, so a counter that is not
+a whole number of at least zero was written by someone else (a negative one would grant that
+much more than the budget): it fails closed like an outage, until it expires or is deleted.
 
 The hour comes from the injected ``Clock``, as for ``InProcessQuotaStore``, so every instance
 (with clocks in step) counts into the same key and a fake clock moves it in tests. The
@@ -57,6 +60,9 @@ DEFAULT_QUOTA_EXPIRY_MARGIN_S = 300.0
 _logger = logging.getLogger("esra.redis")
 _CONSUME = """
 local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+if used == nil or used < 0 or used ~= math.floor(used) then
+  return redis.error_reply('ESRA quota counter holds no count')
+end
 local amount = tonumber(ARGV[1])
 if used + amount > tonumber(ARGV[2]) then
   return 0
@@ -126,7 +132,9 @@ class RedisQuotaStore:
             return False
         now = self._clock.now().astimezone(UTC)
         hour_start = now.replace(minute=0, second=0, microsecond=0)
-        key = self.counter_key(tenant_id, caller, hour_start)
+        # "surrogatepass": a tenant id is any text, as for InProcessQuotaStore, and a lone
+        # surrogate has no strict UTF-8 encoding (redis-py's would raise UnicodeEncodeError).
+        key = self.counter_key(tenant_id, caller, hour_start).encode("utf-8", "surrogatepass")
         keep_ms = _milliseconds(hour_start + timedelta(hours=1) + self._margin - now)
         try:
             async with asyncio.timeout(self._timeout_s):
