@@ -18,13 +18,15 @@ Routes:
 
 Stateless because ESRA keeps no conversation state (each invocation is independent): no
 session outlives its request, so none can be reused with another caller's token, and any
-instance behind a load balancer can answer any request.
+instance behind a load balancer can answer any request. So ``/mcp`` serves POST only (one
+JSON-RPC message in, one JSON answer out); see :class:`OneMessageExchange`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -33,6 +35,7 @@ from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -41,6 +44,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from esra.core import DocumentFetcher, Executor, Retriever, SystemClock
 from esra.core.admin import (
@@ -95,6 +99,92 @@ def metadata_path(resource_url: str) -> str:
     before the resource's path."""
     path = urlsplit(resource_url).path.rstrip("/")
     return _WELL_KNOWN + path
+
+
+# The id-less refusals of a body the transport could not take as one JSON-RPC message, in the
+# 2026-07-28 entry's fixed words; keyed by the code the handshake-era entry uses.
+_BODY_REFUSALS: dict[int, dict[str, object]] = {
+    PARSE_ERROR: {"code": PARSE_ERROR, "message": "Parse error"},
+    INVALID_PARAMS: {
+        "code": INVALID_REQUEST,
+        "message": "Body must be a single JSON-RPC request or notification object",
+    },
+}
+_ONLY_POST = JSONResponse(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": INVALID_REQUEST, "message": "Method Not Allowed: send POST"},
+    },
+    status_code=405,
+    headers={"Allow": "POST"},
+)
+
+
+def _fixed_refusal(body: bytes) -> bytes:
+    """``body`` with a transport refusal's text replaced by fixed words (else unchanged)."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return body  # not JSON-RPC (e.g. the SDK's plain-text Content-Type refusal)
+    if not isinstance(answer, dict) or answer.get("id") is not None:
+        return body  # an answer to a request that was read: the server's own words
+    error = answer.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    fixed = _BODY_REFUSALS.get(code) if isinstance(code, int) else None
+    if fixed is None:
+        return body
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": fixed}).encode()
+
+
+class OneMessageExchange:
+    """The MCP endpoint as ESRA serves it: one POSTed JSON-RPC message, one JSON answer.
+
+    In front of the ``mcp`` SDK's transport, for what its handshake-era entry (a request
+    without a 2026-07-28 ``MCP-Protocol-Version``) would do otherwise:
+
+    - every method but POST is 405 with ``Allow: POST``, as on the 2026-07-28 entry. A GET
+      would open a server-to-client SSE stream that, stateless, nothing can ever write to,
+      held until the client leaves (as many as a caller opens); with ``Last-Event-ID`` it
+      would get no response at all.
+    - a body it cannot take as one JSON-RPC message (a batch, no ``jsonrpc``, ``params`` a
+      list, not JSON) is refused in the 2026-07-28 entry's fixed words rather than with the
+      parser's or pydantic's text (library names and versions, a repr of the request).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await _ONLY_POST(scope, receive, send)
+            return
+        refusal: Message | None = None
+
+        async def send_fixed(message: Message) -> None:
+            nonlocal refusal
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                refusal = message  # held until its body shows what it refuses
+                return
+            if refusal is None or message["type"] != "http.response.body":
+                await send(message)
+                return
+            start, refusal = refusal, None
+            if message.get("more_body", False):
+                # Not one JSON document in one piece, as every refusal is: passed as it is.
+                await send(start)
+                await send(message)
+                return
+            body = _fixed_refusal(message.get("body", b""))
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({**message, "body": body})
+
+        await self._app(scope, receive, send_fixed)
 
 
 def _transport_security(
@@ -299,7 +389,8 @@ def create_app(
         "resource_name": resource_name,
     }
     endpoint = RequireAuthMiddleware(
-        StreamableHTTPASGIApp(sessions),
+        # Inside authentication: a caller without a valid token learns nothing but 401.
+        OneMessageExchange(StreamableHTTPASGIApp(sessions)),
         required_scopes=[],
         resource_metadata_url=AnyHttpUrl(
             f"{parsed.scheme}://{parsed.netloc}{metadata_path(resource_url)}"
