@@ -298,7 +298,9 @@ def create_app(
             the profile ``default``, by its class).
 
     Raises:
-        ValueError: two issuers share an ``iss``, or ``resource_url`` is not an http(s) URL.
+        ValueError: two issuers share an ``iss``, ``resource_url`` is not an http(s) URL, or
+            ``roles_claim`` and ``cross_tenant_roles_claim`` are blank, reserved or the same
+            claim (``RoleClaims``).
     """
     parsed = urlsplit(resource_url)
     if parsed.scheme not in {"http", "https"} or not parsed.netloc:

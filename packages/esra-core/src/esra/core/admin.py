@@ -17,7 +17,14 @@ from esra.core._admin.lookups import HostLookups, IssuerLookup, Lookups, LookupS
 from esra.core._admin.memory_store import InMemoryWorkspaceStore
 from esra.core._admin.publication import ConfigPublisher, publishable_snapshot
 from esra.core._admin.recording import record_admin_action
-from esra.core._admin.roles import Administrator, Grant, NotPermittedError, Role, implied_roles
+from esra.core._admin.roles import (
+    Administrator,
+    Grant,
+    GrantError,
+    NotPermittedError,
+    Role,
+    implied_roles,
+)
 from esra.core._admin.secrets import InMemorySecretVault
 from esra.core._admin.store import (
     ConfigChange,
@@ -50,6 +57,7 @@ __all__ = [
     "ExplainService",
     "ExposureService",
     "Grant",
+    "GrantError",
     "HostLookups",
     "InMemorySecretVault",
     "InMemoryWorkspaceStore",

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from esra.core.admin import Administrator, Grant, Role
 from esra.core.docstore import Operator
 from esra.starlette._admin.errors import AdminError, AdminErrorCode
-from esra.starlette._auth import AuthenticatedCaller, CallerToken
+from esra.starlette._auth import AuthenticatedCaller, CallerToken, caller_claims
 
 __all__ = [
     "DEFAULT_CROSS_TENANT_ROLES_CLAIM",
@@ -48,12 +48,40 @@ MAX_TENANT_CHARS = 128
 _ROLE_NAMES = frozenset(role.value for role in Role)
 
 
+def _claim_name(_claims: object, attribute: attrs.Attribute[str], name: object) -> None:
+    setting = f"{attribute.name.replace('_', ' ')} claim"
+    if not isinstance(name, str) or not name.strip():
+        msg = f"the {setting} must name a claim"
+        raise ValueError(msg)
+    if name not in caller_claims({name: [Role.ESRA_DATA_READ.value]}):
+        # A claim the host drops from every caller (``exp``, ``jti``, the reserved
+        # ``esra.`` prefix, ...): the roles in it would never be read.
+        msg = f"the {setting} {name!r} is reserved: the host never reads roles from it"
+        raise ValueError(msg)
+
+
 @attrs.frozen
 class RoleClaims:
-    """The token claims naming an administrator's roles: on its own tenant, and on all."""
+    """The token claims naming an administrator's roles: on its own tenant, and on all.
 
-    roles: str = DEFAULT_ROLES_CLAIM
-    cross_tenant_roles: str = DEFAULT_CROSS_TENANT_ROLES_CLAIM
+    Raises:
+        ValueError: a name is blank or one the host never keeps (reserved), or both name
+            the same claim — which would read every own-tenant role as a grant with no
+            tenant, making each tenant's administrators cross-tenant operators.
+    """
+
+    roles: str = attrs.field(default=DEFAULT_ROLES_CLAIM, validator=_claim_name)
+    cross_tenant_roles: str = attrs.field(
+        default=DEFAULT_CROSS_TENANT_ROLES_CLAIM, validator=_claim_name
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.roles == self.cross_tenant_roles:
+            msg = (
+                "the roles claim and the cross-tenant roles claim must be different claims: "
+                f"{self.roles!r} for both would grant every own-tenant role on every tenant"
+            )
+            raise ValueError(msg)
 
 
 def caller_of(request: Request) -> AuthenticatedCaller:

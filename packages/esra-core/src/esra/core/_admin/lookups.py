@@ -31,6 +31,7 @@ from esra.core._admin.workspace import AdminWorkspace
 from esra.core._audit.record import AuditDimension
 from esra.core._config.snapshot import ConfigSnapshot
 from esra.core.codes import AuditEvent
+from esra.core.exceptions import ConfigurationError
 from esra.core.ports import AuditSink, Clock
 
 __all__ = [
@@ -52,13 +53,40 @@ class ModelProfile:
     model: str | None = None
 
 
+def _names(setting: str, values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` as names, each non-blank text. One string is refused rather than iterated:
+    ``tenants="acme-eu"`` would otherwise be read by ``in`` as a substring test, listing an
+    issuer trusted only for ``acme-eu`` to tenant ``acme`` (and ``eu``, and ``-``)."""
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        msg = f"an issuer's {setting} must be a collection of names, not one value"
+        raise ConfigurationError(msg)
+    names = tuple(values)
+    if not all(isinstance(name, str) and name.strip() for name in names):
+        msg = f"an issuer's {setting} must each be a non-blank name"
+        raise ConfigurationError(msg)
+    return names
+
+
+def _audiences(values: Iterable[str]) -> tuple[str, ...]:
+    return _names("audiences", values)
+
+
+def _tenants(values: Iterable[str] | None) -> frozenset[str] | None:
+    return None if values is None else frozenset(_names("tenants", values))
+
+
 @attrs.frozen
 class IssuerLookup:
-    """A trusted issuer as a screen names it: no keys. ``tenants`` ``None``: every tenant."""
+    """A trusted issuer as a screen names it: no keys. ``tenants`` ``None``: every tenant.
+
+    Raises:
+        ConfigurationError: ``audiences`` or ``tenants`` is one string rather than a
+            collection, or names a blank or non-text entry.
+    """
 
     issuer: str
-    audiences: tuple[str, ...]
-    tenants: frozenset[str] | None = None
+    audiences: tuple[str, ...] = attrs.field(converter=_audiences)
+    tenants: frozenset[str] | None = attrs.field(default=None, converter=_tenants)
 
     def trusted_for(self, tenant_id: str) -> bool:
         """Whether tokens of this issuer are accepted for ``tenant_id``."""

@@ -19,9 +19,9 @@ import attrs
 
 from esra.core._audit.record import AuditDimension
 from esra.core.codes import ErrorCode
-from esra.core.exceptions import EsraError
+from esra.core.exceptions import ConfigurationError, EsraError
 
-__all__ = ["Administrator", "Grant", "NotPermittedError", "Role", "implied_roles"]
+__all__ = ["Administrator", "Grant", "GrantError", "NotPermittedError", "Role", "implied_roles"]
 
 
 class Role(StrEnum):
@@ -52,12 +52,53 @@ class NotPermittedError(EsraError):
     public_message = "This action is not permitted."
 
 
+class GrantError(ConfigurationError, ValueError):
+    """A grant names no exact role, or a tenant that is neither an id nor ``None``.
+
+    Also a ``ValueError``, which is what ``Grant`` raised for an unknown role before it was
+    classified, so callers catching that keep working.
+    """
+
+
+_ROLES_BY_NAME = {role.value: role for role in Role}
+
+
+def _exact_role(name: object) -> Role:
+    """``name`` as the role it spells exactly; anything else is refused, classified.
+
+    Exact only: a case variant, padding or a Unicode look-alike of a role name is not that
+    role, so it must never be folded into one (and ``enum``'s bare ``ValueError`` is not an
+    ESRA error).
+    """
+    role = _ROLES_BY_NAME.get(name) if isinstance(name, str) else None
+    if role is None:
+        shown = repr(name) if isinstance(name, str) and name.isprintable() else "this value"
+        msg = f"a grant's role must be one of {', '.join(_ROLES_BY_NAME)}, not {shown}"
+        raise GrantError(msg)
+    return role
+
+
+def _named_tenant(
+    _grant: object, _attribute: attrs.Attribute[str | None], tenant_id: str | None
+) -> None:
+    """Only ``None`` means every tenant: a blank or non-text tenant is a mistake to refuse,
+    not something to read as "no tenant" somewhere and as a tenant elsewhere."""
+    if tenant_id is not None and not (isinstance(tenant_id, str) and tenant_id.strip()):
+        msg = "a grant's tenant must be a tenant id, or None for every tenant"
+        raise GrantError(msg)
+
+
 @attrs.frozen
 class Grant:
-    """``role`` over ``tenant_id``; ``None`` grants it over every tenant (an operator)."""
+    """``role`` over ``tenant_id``; ``None`` grants it over every tenant (an operator).
 
-    role: Role = attrs.field(converter=Role)
-    tenant_id: str | None = None
+    Raises:
+        GrantError: ``role`` is not exactly a role's name, or ``tenant_id`` is neither
+            ``None`` nor a non-blank tenant id.
+    """
+
+    role: Role = attrs.field(converter=_exact_role)
+    tenant_id: str | None = attrs.field(default=None, validator=_named_tenant)
 
     def covers(self, role: Role, tenant_id: str) -> bool:
         """Whether this grant alone permits ``role`` on ``tenant_id``."""
