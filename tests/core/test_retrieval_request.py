@@ -92,13 +92,17 @@ async def test_the_result_cache_keys_on_top_k() -> None:
     [
         (RetrievalRequest("annual leave", top_k=0), (), "topK must be at least 1"),
         (RetrievalRequest("   "), (), "must be 1 to"),
+        # Nothing but control characters is no request either: it cost two model calls and
+        # came back degraded with ESRA_PLAN_REJECTED, where blanks are refused up front.
+        (RetrievalRequest("\x00"), (), "control characters"),
+        (RetrievalRequest(" \x07\x1b\x7f\x85 "), (), "control characters"),
         (
             RetrievalRequest("leave", filters=(PlannedFilter("title", "eq", "x"),)),
             (PlannedFilter("title", "eq", "y"),),
             "not both",
         ),
     ],
-    ids=["top-k-zero", "blank-prompt", "filters-twice"],
+    ids=["top-k-zero", "blank-prompt", "nul-prompt", "control-prompt", "filters-twice"],
 )
 async def test_a_malformed_request_is_refused_before_any_stage(
     request_: RetrievalRequest, filters: tuple[PlannedFilter, ...], problem: str
@@ -107,3 +111,10 @@ async def test_a_malformed_request_is_refused_before_any_stage(
     with pytest.raises(InvalidRequestError, match=problem):
         await retriever.retrieve(make_context(), request_, filters=filters)
     assert all(model.prompts_for(task) == [] for task in PromptTask)
+
+
+async def test_control_characters_beside_words_are_still_a_request() -> None:
+    """Planning drops them from the words; only a prompt of nothing else is refused."""
+    retriever, _ = _retriever()
+    response = await retriever.retrieve(make_context(), RetrievalRequest("annual\x00 leave"))
+    assert response.results

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import unicodedata
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TypedDict
 
@@ -642,6 +643,11 @@ def _checked(request: RetrievalRequest | str, filters: Sequence[PlannedFilter]) 
         # refuses such an argument, rather than failing later as ESRA_INTERNAL.
         msg = "The request must be Unicode text: it holds a lone surrogate."
         raise InvalidRequestError(msg)
+    if not text.isprintable() and _only_controls(text):
+        # Planning drops control characters from the words, so such a prompt is a blank
+        # one that would cost the model calls before every query is rejected empty.
+        msg = "The request must hold text, not only control characters."
+        raise InvalidRequestError(msg)
     if len(asked.filters) > MAX_CALLER_FILTERS:
         msg = f"At most {MAX_CALLER_FILTERS} filters may be given."
         raise InvalidRequestError(msg)
@@ -649,6 +655,11 @@ def _checked(request: RetrievalRequest | str, filters: Sequence[PlannedFilter]) 
         msg = "topK must be at least 1."
         raise InvalidRequestError(msg)
     return attrs.evolve(asked, prompt=text)
+
+
+def _only_controls(text: str) -> bool:
+    """Whether ``text`` holds nothing but whitespace and control characters (Cc)."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cc" for ch in text)
 
 
 def _rerank_budget(deadline: float | None, invocation_timeout_s: float) -> float | None:
