@@ -313,7 +313,13 @@ def create_app(
     audit = TraceLinkedAuditSink(audit)
     # Filled below as each tenant's pipeline is composed; the explain service keeps the map.
     retrievers: dict[str, Retriever] = {}
-    explainer = ExplainService(retrievers, audit=audit, clock=clock or SystemClock())
+    explainer = ExplainService(
+        retrievers,
+        audit=audit,
+        clock=clock or SystemClock(),
+        # An explained caller's tenant claim must name the tenant explained, as a token's does.
+        tenant_claims=frozenset(issuer.tenant_claim for issuer in issuers),
+    )
     admin = admin_app(
         config=config,
         stores=document_stores or {},

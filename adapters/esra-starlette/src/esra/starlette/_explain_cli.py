@@ -10,6 +10,11 @@ their parameter names, rows per query, scores and final order, and each stage's 
 Whoever can run this command can read the host's configuration and state, so the command
 line acts as an operator of the tenant, as ``esra ingest`` does: the explain is audited as
 ``esra.explain`` by ``cli:<OS user>``, and the explained invocation's records are marked.
+
+The caller named must be one a token could make, as the admin API requires: a claim the host
+drops from every token, a tenant claim (any trusted issuer's ``tenant_claim``) naming another
+tenant, or a control character in a value or the subject is a usage error, before anything
+runs.
 """
 
 from __future__ import annotations
@@ -79,12 +84,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _claims(pairs: Sequence[str]) -> dict[str, ClaimValue]:
+    from esra.starlette._admin.explain_api import token_claims  # noqa: PLC0415
     from esra.starlette._claim_pairs import MalformedClaimError, parse_claim_pairs  # noqa: PLC0415
 
     try:
-        return dict(parse_claim_pairs(pairs))
+        return token_claims(parse_claim_pairs(pairs))
     except MalformedClaimError as exc:
         msg = f"--as {exc}"
+        raise ValueError(msg) from None
+    except ValueError as exc:
+        msg = f"--as: {exc}"
         raise ValueError(msg) from None
 
 
@@ -147,7 +156,12 @@ async def _explain(args: argparse.Namespace) -> Explanation:
         operator = Administrator.of(
             subject, Grant(EXPLAIN_ROLE, tenant_id), home_tenant_id=tenant_id
         )
-        service = ExplainService(retrievers, audit=audit, clock=clock)
+        service = ExplainService(
+            retrievers,
+            audit=audit,
+            clock=clock,
+            tenant_claims=frozenset(issuer.tenant_claim for issuer in parts.issuers),
+        )
         request = ExplainRequest(
             exposure=args.exposure,
             request=args.question,

@@ -14,6 +14,10 @@ to run as::
 
 ``authorizedSources`` (optional) is the platform's runtime authorization to explain with.
 The answer is the explanation (see ``esra.core._explain``) as JSON; it is never cached.
+
+The claims named must be ones a token could carry to a policy: a claim this host drops from
+every token (``caller_claims``: the per-token ``exp``/``iat``/``nbf``/``jti``, the reserved
+``esra.`` names) is refused, as the core refuses any other caller no token could make.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from esra.core.exceptions import ExposureNotFoundError, InvalidRequestError
 from esra.starlette._admin.bodies import read_json_object
 from esra.starlette._admin.errors import AdminError, AdminErrorCode
 from esra.starlette._admin.operator import RoleClaims, acting_tenant_of, administrator_of
+from esra.starlette._auth import caller_claims
 from esra.starlette._schemas import parse_search_arguments
 
-__all__ = ["ExplainApi", "explain_request_of", "explanation_view"]
+__all__ = ["ExplainApi", "explain_request_of", "explanation_view", "token_claims"]
 
 _BODY_FIELDS = frozenset({"exposure", "arguments", "caller", "authorizedSources"})
 _CALLER_FIELDS = frozenset({"subject", "clientApp", "claims"})
@@ -73,12 +78,31 @@ def _claim(value: object) -> ClaimValue:
     )
 
 
+def token_claims(claims: Mapping[str, ClaimValue]) -> dict[str, ClaimValue]:
+    """``claims``, once each is one this host passes on from a token (``caller_claims``).
+
+    Raises:
+        ValueError: naming the first claim a token's verification would drop.
+    """
+    # As a token's payload holds them: a list claim is a JSON array, not a tuple.
+    kept = caller_claims({n: list(v) if isinstance(v, tuple) else v for n, v in claims.items()})
+    dropped = sorted(name for name in claims if name not in kept)
+    if dropped:
+        msg = f"{dropped[0]} is dropped from every caller's token, so no caller holds it."
+        raise ValueError(msg)
+    return dict(claims)
+
+
 def _claims(value: object) -> dict[str, ClaimValue]:
     if value is None:
         return {}
     if not isinstance(value, dict) or len(value) > _MAX_CLAIMS:
         raise _invalid(f"caller.claims must be an object of at most {_MAX_CLAIMS} claims.")
-    return {_name(name, "A claim name"): _claim(claim) for name, claim in value.items()}
+    claims = {_name(name, "A claim name"): _claim(claim) for name, claim in value.items()}
+    try:
+        return token_claims(claims)
+    except ValueError as exc:
+        raise _invalid(f"caller.claims: {exc}") from None
 
 
 def _caller(value: object) -> tuple[CallerIdentity, str]:
@@ -232,5 +256,6 @@ class ExplainApi:
                 AdminErrorCode.ESRA_NOT_FOUND, "This host serves no search for your tenant."
             ) from None
         except InvalidRequestError as exc:
-            raise _invalid(exc.public_message) from None
+            # The core's own words (never a value of the request): what to correct.
+            raise _invalid(str(exc)) from None
         return JSONResponse(explanation_view(explanation), headers={"cache-control": "no-store"})

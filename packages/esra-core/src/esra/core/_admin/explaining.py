@@ -12,15 +12,20 @@ caller explained (subject and client application; claim values are never recorde
 explained invocation's correlation id, whose own records carry ``explain: true`` and
 ``explained_by``. A refusal is recorded as ``denied``; an explain the pipeline refuses or
 fails (an exposure it does not serve, a source down) as ``failed``, with the error's code.
+
+The caller named must be one a trusted issuer's token could make
+(``esra.core._admin.explained_caller``); any other is refused as ``ESRA_INVALID_REQUEST``
+before the search runs, and recorded without the request's text, which is not to be trusted.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import attrs
 
+from esra.core._admin.explained_caller import caller_problem
 from esra.core._admin.recording import record_admin_action
 from esra.core._admin.roles import Administrator, NotPermittedError, Role
 from esra.core._audit.record import AuditDimension
@@ -29,7 +34,7 @@ from esra.core._explain import Explanation
 from esra.core._query import PlannedFilter
 from esra.core._retriever import Retriever
 from esra.core.codes import AuditEvent
-from esra.core.exceptions import EsraError, ExposureNotFoundError
+from esra.core.exceptions import EsraError, ExposureNotFoundError, InvalidRequestError
 from esra.core.ports import AuditSink, Clock
 
 __all__ = ["EXPLAIN_ROLE", "ExplainRequest", "ExplainService"]
@@ -56,12 +61,21 @@ class ExplainService:
     """Explains invocations on the tenants it has a retriever for, to operators who may."""
 
     def __init__(
-        self, retrievers: Mapping[str, Retriever], *, audit: AuditSink, clock: Clock
+        self,
+        retrievers: Mapping[str, Retriever],
+        *,
+        audit: AuditSink,
+        clock: Clock,
+        tenant_claims: Collection[str] = (),
     ) -> None:
+        """``tenant_claims``: the claims the host's issuers name a caller's tenant in (each
+        issuer's ``tenant_claim``); an explained caller holding one must hold the tenant's id.
+        """
         # Kept, not copied: a host adds tenants' retrievers as it composes them.
         self._retrievers = retrievers
         self._audit = audit
         self._clock = clock
+        self._tenant_claims = frozenset(tenant_claims)
 
     async def explain(
         self, admin: Administrator, tenant_id: str, request: ExplainRequest
@@ -71,18 +85,31 @@ class ExplainService:
         Raises:
             NotPermittedError: ``admin`` lacks ``EXPLAIN_ROLE`` on the tenant (recorded).
             ExposureNotFoundError: the host serves no pipeline for the tenant.
-            InvalidRequestError: the question is empty or too long, or too many filters.
+            InvalidRequestError: the question is empty or too long, or too many filters, or
+                the caller is one no token could make (``explained_caller``).
         """
         correlation_id = f"{EXPLAIN_CORRELATION_PREFIX}{uuid.uuid4().hex}"
-        dims: dict[str, AuditDimension] = {
-            "subject": admin.subject,
-            "role": EXPLAIN_ROLE.value,
-            "exposure": request.exposure,
-            "explained_subject": request.caller.subject,
-            "explained_client_app": request.client_app_id,
-            "explained_correlation_id": correlation_id,
-        }
+        problem = caller_problem(
+            tenant_id=tenant_id,
+            exposure=request.exposure,
+            caller=request.caller,
+            client_app_id=request.client_app_id,
+            authorized_source_ids=request.authorized_source_ids,
+            tenant_claims=self._tenant_claims,
+        )
+        dims: dict[str, AuditDimension] = {"subject": admin.subject, "role": EXPLAIN_ROLE.value}
+        if problem is None:
+            dims |= {
+                "exposure": request.exposure,
+                "explained_subject": request.caller.subject,
+                "explained_client_app": request.client_app_id,
+                "explained_correlation_id": correlation_id,
+            }
+        # The role first: a caller without it never learns what is wrong with its request.
         await self.require(admin, tenant_id, dims)
+        if problem is not None:
+            await self._record(admin, tenant_id, "failed", InvalidRequestError.code.value, dims)
+            raise InvalidRequestError(problem)
         retriever = self._retrievers.get(tenant_id)
         if retriever is None:
             await self._record(admin, tenant_id, "failed", "no_pipeline", dims)
