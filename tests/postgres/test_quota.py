@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -87,3 +88,14 @@ async def test_a_store_that_cannot_answer_refuses_rather_than_grants(
     store = PostgresQuotaStore(pool, schema=pg_schema, clock=FakeClock())  # table not created
     with pytest.raises(QuotaUnavailableError):
         await store.consume("t-a", "alice", 10, 100)
+
+
+async def test_the_hour_is_the_utc_hour_whatever_the_clocks_zone(pool: Any, pg_schema: str) -> None:
+    """Two instances reading the same instant in different zones count into one hour: named
+    by the local time, a clock at UTC+05:30 kept a budget of its own, ending at half past."""
+    instant = datetime(2026, 3, 4, 12, 10, tzinfo=UTC)
+    india = timezone(timedelta(hours=5, minutes=30))
+    utc_host = await _store(pool, pg_schema, FakeClock(instant))
+    india_host = await _store(pool, pg_schema, FakeClock(instant.astimezone(india)))
+    assert await utc_host.consume("t-a", "alice", 600, 1_000)
+    assert not await india_host.consume("t-a", "alice", 600, 1_000)

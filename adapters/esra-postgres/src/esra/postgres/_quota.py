@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import psycopg
@@ -120,7 +120,8 @@ class PostgresQuotaStore:
             raise QuotaUnavailableError from None
 
     async def _consume(self, tenant_id: str, caller: str, amount: int, limit: int) -> bool:
-        now = self._clock.now()
+        # The UTC hour whatever zone the clock reads in, as every instance must name it.
+        now = self._clock.now().astimezone(UTC)
         hour = now.strftime("%Y%m%d%H")
         async with self._pool.connection() as conn:
             if hour != self._swept_hour:

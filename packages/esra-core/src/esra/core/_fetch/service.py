@@ -70,6 +70,7 @@ DEFAULT_HOURLY_FETCH_CHARS = 200_000
 # were cut from.
 
 _log = logging.getLogger(__name__)
+_MAX_AUDITED_OFFSET = 2**63 - 1
 
 
 class DocumentFetcher:
@@ -141,8 +142,10 @@ class DocumentFetcher:
                 the caller's hourly budget.
             EsraError: ``ESRA_INTERNAL`` for anything unclassified (detail logged only).
         """
-        # Only an integer offset is an audit dimension: anything else is the caller's object.
-        audit = _FetchAudit(ctx, self._clock, offset if _is_int(offset) else None)
+        # Only an integer offset an audit store can hold is an audit dimension: anything else
+        # is the caller's object, and an integer of thousands of digits fails the JSON
+        # encoding every durable audit sink applies.
+        audit = _FetchAudit(ctx, self._clock, offset if _is_auditable_int(offset) else None)
         try:
             # Inside the audited block: a refused fetch is a record too, whatever refused it.
             # Types first: a float would crash the slicing into ESRA_INTERNAL, and a bool or
@@ -193,6 +196,7 @@ class DocumentFetcher:
         )
         if query is None:
             raise DocumentNotFoundError
+        await self._refuse_a_spent_budget(ctx)
         rows = await self._read(query, scope)
         if not rows:
             raise DocumentNotFoundError
@@ -205,9 +209,9 @@ class DocumentFetcher:
             mapping,
         )
         text = PART_SEPARATOR.join(content_text(p, mapping) for p in parts)
-        page = page_text(text, offset=offset, max_chars=min(max_chars, exposure.size_cap_chars))
         title = parts[0].get(mapping.title_field, "")
         fields = _shared_fields(parts, shown={mapping.title_field, *mapping.content_fields})
+        page = page_text(text, offset=offset, max_chars=min(max_chars, exposure.size_cap_chars))
         # Every character the response carries is charged, title and fields with every page,
         # as search's size cap counts them: charging the text alone let a caller whose budget
         # is spent read a record's fields again and again through empty pages.
@@ -229,6 +233,20 @@ class DocumentFetcher:
             correlation_id=ctx.correlation_id,
             fields=fields,
         )
+
+    async def _refuse_a_spent_budget(self, ctx: InvocationContext) -> None:
+        """Refuse a caller with no character left this hour before the source is read.
+
+        Every response costs at least its title and fields, so with the budget spent the
+        fetch is refused anyway — but only after reading the whole record (up to
+        ``MAX_LOOKUP_PARTS`` rows) each time. Asked first, a spent budget costs the source
+        nothing, and reads the same whether or not the record is still there. Consuming
+        nothing within one character less than the budget spends nothing and succeeds
+        exactly when at least one character is left, on any ``QuotaStore``.
+        """
+        if not await self._quota.consume(ctx.tenant_id, ctx.caller.key, 0, self._hourly_chars - 1):
+            count_fetch_quota_refusal(ctx.tenant_id)
+            raise FetchQuotaExceededError
 
     async def _admitted_snapshot(self, ctx: InvocationContext) -> ConfigSnapshot:
         if self._tenant_id is not None and ctx.tenant_id != self._tenant_id:
@@ -282,6 +300,11 @@ class DocumentFetcher:
 def _is_int(value: object) -> bool:
     """Whether ``value`` is an integer, and not a bool (which Python counts as one)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_auditable_int(value: object) -> bool:
+    """Whether ``value`` is an integer a signed 64-bit audit column or JSON reader can hold."""
+    return _is_int(value) and isinstance(value, int) and abs(value) <= _MAX_AUDITED_OFFSET
 
 
 def _shared_fields(parts: Sequence[Mapping[str, str]], *, shown: set[str]) -> dict[str, str]:
