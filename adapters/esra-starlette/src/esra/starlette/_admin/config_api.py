@@ -30,6 +30,7 @@ every attempt is on record whichever layer refused it.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypedDict, TypeVar
 
@@ -78,6 +79,11 @@ _T = TypeVar("_T")
 
 
 REASON_HEADER = "esra-change-reason"
+# One entity tag as this API answers it: a draft version in quotes, optionally marked weak.
+# Nine digits at most, as the versions a draft reaches; more is no version it ever answered.
+_ENTITY_TAG = re.compile(r'(?P<weak>W/)?"(?P<version>0|[1-9][0-9]{0,8})"')
+_OWS = " \t"
+_ONE_VERSION = 'If-Match must name one draft version, as the ETag answered it: If-Match: "7".'
 _MAX_REASON_CHARS = 500
 
 
@@ -92,19 +98,35 @@ def _etag(workspace: AdminWorkspace) -> dict[str, str]:
 def expected_version(request: Request) -> int | None:
     """The draft version ``If-Match`` names (``None`` without one, or for ``*``).
 
+    If-Match uses the strong comparison (RFC 9110 §13.1.1): a weak tag (``W/"7"``) never
+    matches any version, so it is refused as a mismatch, never read as ``"7"``. A version is
+    named exactly as the ``ETag`` answered it — one quoted decimal without a leading zero —
+    so no other spelling of a number can match one octet-for-octet unequal to it.
+
     Raises:
-        AdminError: ``ESRA_INVALID_REQUEST`` for anything but one version number.
+        AdminError: ``ESRA_CONFLICT`` for a weak tag; ``ESRA_INVALID_REQUEST`` for anything
+            but one quoted version number, or If-Match named more than once.
     """
-    raw = request.headers.get("if-match")
-    if raw is None or raw.strip() == "*":
+    named = request.headers.getlist("if-match")
+    if not named:
         return None
-    tag = raw.strip().removeprefix("W/").strip('"')
-    if not tag.isascii() or not tag.isdigit() or len(tag) > 9:
+    if len(named) > 1:
+        # Two header lines are one list (RFC 9110 §5.3), and a change names one version.
+        raise AdminError(AdminErrorCode.ESRA_INVALID_REQUEST, _ONE_VERSION)
+    raw = named[0].strip(_OWS)
+    if raw == "*":
+        return None
+    tag = _ENTITY_TAG.fullmatch(raw)
+    if tag is None:
+        raise AdminError(AdminErrorCode.ESRA_INVALID_REQUEST, _ONE_VERSION)
+    if tag["weak"]:
         raise AdminError(
-            AdminErrorCode.ESRA_INVALID_REQUEST,
-            'If-Match must name one draft version, as the ETag answered it: If-Match: "7".',
+            AdminErrorCode.ESRA_CONFLICT,
+            "If-Match compares entity tags strongly, so the weak tag "
+            f'W/"{tag["version"]}" matches no version: send the ETag as it was answered, '
+            f'If-Match: "{tag["version"]}".',
         )
-    return int(tag)
+    return int(tag["version"])
 
 
 def change_reason(request: Request) -> str | None:
@@ -223,7 +245,8 @@ class ConfigApi:
         event: AuditEvent,
         dimensions: dict[str, AuditDimension],
     ) -> AsyncIterator[None]:
-        """Audit an ``AdminError`` raised inside as a ``rejected`` attempt, then re-raise it.
+        """Audit an ``AdminError`` raised inside as a ``rejected`` attempt (``conflict`` for
+        ``ESRA_CONFLICT``), then re-raise it.
 
         Wraps what a permitted request's handler does before calling the core (reading the
         body and headers): the core audits what it refuses itself, never what is refused
@@ -233,13 +256,15 @@ class ConfigApi:
         try:
             yield
         except AdminError as exc:
+            # A weak If-Match is a version mismatch, audited as the core audits its own.
+            refused = "conflict" if exc.code is AdminErrorCode.ESRA_CONFLICT else "rejected"
             await record_admin_action(
                 self._audit,
                 self._clock,
                 event,
                 by=admin,
                 tenant_id=tenant_id,
-                outcome="rejected",
+                outcome=refused,
                 reason=exc.code.value,
                 dimensions={"subject": admin.subject, "role": role.value, **dimensions},
             )

@@ -81,9 +81,11 @@ class _AdminService:
 
     A change with an effect outside the workspace (writing a secret) runs the effect only
     after its save won the version, and asks ``check`` before saving, so whatever the
-    effect would refuse is refused before anything is saved. An effect that still fails
-    (its backend is down) has its change withdrawn again by ``withdraw``: the workspace
-    never claims what did not happen.
+    effect would refuse is refused before anything is saved. ``check`` is handed the very
+    workspace the save will store: what it asks of the world outside (the secret store) is
+    asked of that draft, never of one read earlier that a racing change has since replaced.
+    An effect that still fails (its backend is down) has its change withdrawn again by
+    ``withdraw``: the workspace never claims what did not happen.
 
     Nothing takes effect unaudited: before the save the audit sink must say it accepts
     records (``require_accepting``), and again before an effect, whose change is withdrawn if it
@@ -117,7 +119,7 @@ class _AdminService:
         expected_version: int | None,
         reason: str | None,
         dimensions_of: _Dimensions | None = None,
-        check: Callable[[], Awaitable[None]] | None = None,
+        check: Callable[[AdminWorkspace], Awaitable[None]] | None = None,
         effect: Callable[[], Awaitable[None]] | None = None,
         withdraw: _Withdrawal | None = None,
     ) -> AdminWorkspace:
@@ -139,7 +141,7 @@ class _AdminService:
             _check_text("a change reason", reason)
             updated = change(current)
             if check is not None:
-                await check()
+                await check(updated)
         except ConfigurationError as exc:
             await self._record(event, tenant_id, "rejected", str(exc), dims, by=admin)
             raise
@@ -537,7 +539,7 @@ class ConnectionSecretService(_AdminService):
             rotations[reference] = (previous or 0) + 1
             return ws.next(secret_rotations=rotations)
 
-        async def check() -> None:
+        async def check(_saved: AdminWorkspace) -> None:
             await self._secrets.check_put(tenant_id, reference, value)
 
         async def effect() -> None:
@@ -753,6 +755,8 @@ class ExposureService(_AdminService):
         self._publisher = publisher
         self._stored = secrets
         self._identifier_checks = identifier_checks
+        # The latest version handed to the publisher, per tenant: see ``_hand_over``.
+        self._handed: dict[str, int] = {}
 
     async def bind_exposure(
         self,
@@ -808,15 +812,19 @@ class ExposureService(_AdminService):
         physical names are asked of its source kind's identifier check (``identifier_checks``,
         default: what the installed provider factories state).
         """
-        current = await self._current(tenant_id)
-        unwritten = await _unwritten(self._stored, tenant_id, current.snapshot.sources)
 
         def change(ws: AdminWorkspace) -> AdminWorkspace:
             snapshot = publishable_snapshot(ws, slug, identifier_checks=self._identifier_checks)
+            return ws.next(snapshot=snapshot, published=True)
+
+        async def check(published: AdminWorkspace) -> None:
+            # Asked of the draft being published: the save is refused if any other change
+            # lands after this read, so no source reaches the runtime unchecked.
+            sources = published.snapshot.sources
+            unwritten = await _unwritten(self._stored, tenant_id, sources)
             if unwritten:
                 msg = f"the draft names connection secrets that are not stored: {sorted(unwritten)}"
                 raise ConfigurationError(msg)
-            return ws.next(snapshot=snapshot, published=True)
 
         updated = await self._attempt(
             admin,
@@ -828,9 +836,23 @@ class ExposureService(_AdminService):
             dimensions={"slug": slug},
             expected_version=expected_version,
             reason=reason,
+            check=check,
         )
-        self._publisher.publish(updated.snapshot)
+        self._hand_over(updated)
         return updated
+
+    def _hand_over(self, published: AdminWorkspace) -> None:
+        """Hand ``published`` to the runtime, unless a later publication was handed first.
+
+        A publish awaits between its save and this call, so two racing publications may
+        arrive here out of order; handing the earlier one last would serve an older snapshot
+        than the one the store holds as current. No await between the check and the call.
+        """
+        tenant_id = published.tenant_id
+        if published.version <= self._handed.get(tenant_id, 0):
+            return
+        self._handed[tenant_id] = published.version
+        self._publisher.publish(published.snapshot)
 
 
 async def _unwritten(
