@@ -7,6 +7,8 @@ own top-K; and the result cache keys on it.
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import pytest
 
@@ -118,3 +120,20 @@ async def test_control_characters_beside_words_are_still_a_request() -> None:
     retriever, _ = _retriever()
     response = await retriever.retrieve(make_context(), RetrievalRequest("annual\x00 leave"))
     assert response.results
+
+
+@pytest.mark.parametrize("ttl_s", [0.0, -1.0, math.inf, math.nan, 10.0**12])
+def test_a_reference_lifetime_no_reference_can_carry_is_refused_at_construction(
+    ttl_s: float,
+) -> None:
+    """An infinite or astronomically long lifetime passed ``> 0``, and then every search of
+    a fetch-enabled exposure failed as ESRA_INTERNAL when minting its references."""
+    with pytest.raises(ValueError, match="document_ref_ttl_s"):
+        Retriever(
+            config=InMemoryConfigRepository([]),
+            providers={},
+            model=FakeLanguageModel(),
+            audit=InMemoryAuditSink(),
+            clock=FakeClock(),
+            document_ref_ttl_s=ttl_s,
+        )

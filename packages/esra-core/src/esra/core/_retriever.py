@@ -110,7 +110,8 @@ class Retriever:
         executor: optional pre-built executor (for custom bounds).
         keyring: keys for results' ``document_ref``; without it no result carries one, even
             on an exposure that enables fetch.
-        document_ref_ttl_s: how long a ``document_ref`` stays openable.
+        document_ref_ttl_s: how long a ``document_ref`` stays openable (positive, at most a
+            year).
         tenant_id: the one tenant this instance serves. Providers are keyed by source id,
             and source ids are unique only within a tenant, so an instance whose providers
             hold one tenant's data should be bound to it: a context of any other tenant is
@@ -137,8 +138,8 @@ class Retriever:
         health_ttl_s: float = HEALTH_TTL_S,
         health_probe_timeout_s: float = HEALTH_PROBE_TIMEOUT_S,
     ) -> None:
-        if not document_ref_ttl_s > 0:
-            msg = "document_ref_ttl_s must be positive"
+        if not 0 < document_ref_ttl_s <= _MAX_REF_TTL_S:
+            msg = f"document_ref_ttl_s must be positive and at most {_MAX_REF_TTL_S:.0f} s"
             raise ValueError(msg)
         self._config = config
         self._client_snapshots = ClientSnapshotCache()
@@ -655,6 +656,12 @@ def _checked(request: RetrievalRequest | str, filters: Sequence[PlannedFilter]) 
         msg = "topK must be at least 1."
         raise InvalidRequestError(msg)
     return attrs.evolve(asked, prompt=text)
+
+
+# A year: far past any sensible reference lifetime (the host allows a week), and far short
+# of what a reference's expiry can hold. An infinite one passed "> 0" and then failed every
+# search of a fetch-enabled exposure as ESRA_INTERNAL, minting its first reference.
+_MAX_REF_TTL_S = 365 * 24 * 3600.0
 
 
 def _only_controls(text: str) -> bool:
