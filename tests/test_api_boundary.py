@@ -51,6 +51,7 @@ PUBLIC_MODULES: dict[str, frozenset[str]] = {
             "esra.core.telemetry",
             "esra.core.testing",  # fakes and the contract suites every adapter runs
             "esra.core.testing.audit_contract",
+            "esra.core.testing.audit_outbox_contract",
             "esra.core.testing.config_contract",
             "esra.core.testing.contract",
             "esra.core.testing.docstore_audit_contract",

@@ -45,10 +45,10 @@ from esra.core.admin import (
     workspace_document,
     workspace_from_document,
 )
-from esra.core.audit import AuditRecord, record_document, record_from_document
+from esra.core.audit import AuditRecord, record_document
 from esra.core.config import ConfigSnapshot, dump_snapshot, load_snapshot
 from esra.core.docstore import StoreState, StoreStatus
-from esra.postgres._audit_outbox import claim_held_record
+from esra.postgres._audit_outbox import claim_held_record, held_records
 from esra.postgres._config_schema import (
     CONFIG_NOTIFY_CHANNEL,
     DEFAULT_CONFIG_SCHEMA,
@@ -235,10 +235,9 @@ class PostgresConfigStore:
         )
 
     async def pending_audit(self) -> list[AuditRecord]:
-        """Every held audit record, every tenant's, in the order they were saved."""
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(self._q("SELECT record FROM {o} ORDER BY seq"))
-            return [record_from_document(row[0]) for row in await cursor.fetchall()]
+        """Every held audit record, every tenant's, in the order they were saved (rows set
+        aside, or this version cannot decode, left out)."""
+        return await held_records(self._pool, self._tables["o"], f"{_CLAIM_LOCK}:{self._schema}")
 
     async def settle_audit(self, correlation_id: str) -> None:
         """Delete the held record with ``correlation_id`` (the audit sink has it)."""

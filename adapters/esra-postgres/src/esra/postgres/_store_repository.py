@@ -52,7 +52,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from esra.core.audit import AuditRecord, record_document, record_from_document
+from esra.core.audit import AuditRecord, record_document
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore import (
     REMEDIES,
@@ -76,7 +76,7 @@ from esra.core.docstore import (
     remedy_for,
     stored_document,
 )
-from esra.postgres._audit_outbox import claim_held_record
+from esra.postgres._audit_outbox import claim_held_record, held_records
 from esra.postgres._connection import scrub, storable_json
 from esra.postgres._pool import Pool, open_pool, ping_pool
 from esra.postgres._store_schema import DEFAULT_STORE_SCHEMA
@@ -716,10 +716,9 @@ class PostgresDocumentRepository:
     # -- the audit outbox ------------------------------------------------------------------
 
     async def pending_audit(self) -> builtins.list[AuditRecord]:
-        """Every held audit record, every tenant's, in the order the actions were applied."""
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(self._q("SELECT record FROM {o} ORDER BY seq"))
-            return [record_from_document(row[0]) for row in await cursor.fetchall()]
+        """Every held audit record, every tenant's, in the order the actions were applied
+        (rows set aside, or this version cannot decode, left out)."""
+        return await held_records(self._pool, self._outbox, f"{_CLAIM_LOCK}:{self._schema}")
 
     async def settle_audit(self, correlation_id: str) -> None:
         """Delete the oldest held record with ``correlation_id`` (the audit sink has it)."""

@@ -45,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from esra.core.audit import AuditRecord, record_document, record_from_document
+from esra.core.audit import AuditRecord, record_document
 from esra.core.codes import DocumentRefusal
 from esra.core.docstore import (
     REMEDIES,
@@ -572,15 +572,9 @@ class SqliteDocumentRepository:
     # -- the audit outbox ------------------------------------------------------------------
 
     async def pending_audit(self) -> builtins.list[AuditRecord]:
-        """Every held audit record, every tenant's, in the order the actions were applied."""
-
-        def query(connection: sqlite3.Connection) -> builtins.list[AuditRecord]:
-            rows = connection.execute(
-                "SELECT record FROM store_audit_outbox ORDER BY seq"
-            ).fetchall()
-            return [record_from_document(json.loads(row["record"])) for row in rows]
-
-        return await self._db.run(query)
+        """Every held audit record, every tenant's, in the order the actions were applied
+        (rows set aside, or this version cannot decode, left out)."""
+        return await self._db.run(self._claims.pending)
 
     async def settle_audit(self, correlation_id: str) -> None:
         """Delete the oldest held record with ``correlation_id`` (the audit sink has it)."""

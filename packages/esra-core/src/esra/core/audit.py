@@ -18,6 +18,7 @@ from esra.core._audit.codec import (
     record_document,
     record_from_document,
 )
+from esra.core._audit.held_rows import SET_ASIDE_PREFIX, HeldRow, read_held_row
 from esra.core._audit.jsonl import JsonLinesAuditLog
 from esra.core._audit.logging_sink import LoggingAuditSink
 from esra.core._audit.query import (
@@ -37,6 +38,7 @@ from esra.core._audit.tracing import TraceLinkedAuditSink
 __all__ = [
     "AUDIT_READ_ROLES",
     "DEFAULT_AUDIT_LIMIT",
+    "SET_ASIDE_PREFIX",
     "AuditBackend",
     "AuditCursor",
     "AuditDimension",
@@ -48,6 +50,7 @@ __all__ = [
     "AuditReview",
     "AuditUnavailableError",
     "BatchingAuditSink",
+    "HeldRow",
     "JsonLinesAuditLog",
     "LoggingAuditSink",
     "TraceLinkedAuditSink",
@@ -57,6 +60,7 @@ __all__ = [
     "dimensions_from_json",
     "dimensions_json",
     "page_of",
+    "read_held_row",
     "record_document",
     "record_from_document",
 ]

@@ -140,6 +140,10 @@ class AuditEvent(StrEnum):
     ADMIN_WORKSPACE_VIEW = "esra.admin.workspace.view"
     ADMIN_AUDIT_READ = "esra.admin.audit.read"
     ADMIN_LOOKUPS_VIEW = "esra.admin.lookups.view"
+    # A held audit outbox row this version cannot decode (malformed, the wrong shape), set
+    # aside in the outbox so the records behind it are delivered: names the outbox and the
+    # row and carries a digest of its stored text, never what it holds.
+    AUDIT_OUTBOX_ROW_SET_ASIDE = "esra.audit.outbox_row_set_aside"
 
 
 class DocumentRefusal(StrEnum):

@@ -42,6 +42,18 @@ configuration changes, with the same ``admin:<uuid>`` correlation ids.
 The outbox is used even where the audit log lives in the same database: the host's audit
 sink may as well be a JSON Lines file or a logger, and the sink (batching, trace linking) is
 the one path every record takes.
+
+**A row that cannot be decoded costs only itself.** A durable outbox holds records as JSON
+text, which a hand edit, a truncated write or another writer may leave undecodable; handed
+out first on every claim, such a row once stopped every forward and every record behind it,
+every tenant's. A claim instead hands out, for a row that is not a record (no JSON, the
+wrong shape), an ``esra.audit.outbox_row_set_aside`` record naming the outbox and the row id
+with a digest of its stored text — never its content — and logs an error naming the row;
+once the sink took that record the row is set aside (kept in the table for an operator, never
+handed out again), and the next claim goes on behind it. A row whose only problem is an event
+or a field this version does not know was written by a newer ESRA during a rolling upgrade:
+the claim passes over it, held for a newer host to deliver, to the next row. The in-memory
+outbox holds records, not text, so it holds nothing undecodable.
 """
 
 from __future__ import annotations
@@ -95,6 +107,10 @@ class AuditOutbox(Protocol):
         forwarding. The record is deleted when the block completes (the sink took it) and
         stays held when it raises. The claim ends with the block, and with its holder: a
         process that dies holding it (or whose connection does) releases it.
+
+        A held row that does not decode is never what blocks the rest (see the module
+        docstring): one that is no record is handed out as the record reporting it and set
+        aside when the block completes; a newer ESRA's record is passed over, left held.
         """
         ...
 
@@ -104,8 +120,10 @@ async def forward_audit_outbox(outbox: AuditOutbox, sink: AuditSink) -> int:
 
     Each record is claimed (``claim_audit``) while the sink is handed it, so no other
     process forwards it at the same time; where another holds the claim, this forward ends
-    (the holder delivers what is held). Returns how many were delivered. Stops at the first
-    record the sink refuses, which stays held (with every later one) for the next forward.
+    (the holder delivers what is held). Returns how many were delivered, a held row's
+    set-aside record included. Stops at the first record the sink refuses, which stays held
+    (with every later one) for the next forward; a row that cannot be decoded does not stop
+    it (the claim reports it, or passes over a newer ESRA's record).
 
     Raises:
         Exception: whatever ``sink.record`` or the outbox raised; what was delivered before

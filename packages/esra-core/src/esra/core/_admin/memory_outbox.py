@@ -3,7 +3,9 @@
 For the in-memory stores that hold an action's audit record with the action
 (``InMemoryWorkspaceStore``, ``InMemoryStoreStateTable``): records held by correlation id in
 the order they were held, one claim at a time. Each method runs without yielding to the
-event loop, so a store's write and the record it holds are one atomic step.
+event loop, so a store's write and the record it holds are one atomic step. It holds the
+records themselves, never their text, so none is undecodable: the durable outboxes' rule for
+such rows (``esra.core.testing.audit_outbox_contract``) has nothing to apply to here.
 """
 
 from __future__ import annotations
