@@ -64,6 +64,11 @@ _ANNOUNCE_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 5.0
 # The server's name for upload inspection's checks of a .docx package (not a reader).
 PACKAGE_CHECK = "docx_package"
+# The server's own key in every answer it relays (it overwrites whatever a child wrote
+# there): true only when the child was killed from outside, by no limit of ours — the OOM
+# killer — which says nothing of the document, so the request is retried like a server's
+# death.
+RETRY_KEY = "sandbox_retry"
 # Servers an owner keeps at most: enough that a few hostile packages, each held to its
 # limits, leave the other uploads a server. Each costs an interpreter with the readers
 # imported while it lives, and each request's child its own limits.
@@ -76,8 +81,9 @@ class _ServerFailure(dict[str, object]):
 
 
 class SandboxUnavailableError(DocumentRefusedError):
-    """The sandbox server died under the request, or did not start: nothing was learnt about
-    the document (its child's own deaths are classified where the server reaps it), so
+    """The sandbox server died under the request, or did not start, or the request's child
+    was killed from outside (the OOM killer): nothing was learnt about the document (its
+    child's own deaths are classified where the server reaps it), so
     an ingestion worker retries it, within the attempt ceiling, rather than failing it for
     good. Classified ``MALFORMED_DOCUMENT`` like any unreadable document when it must be."""
 
@@ -112,7 +118,7 @@ def answer_refusal(answer: Mapping[str, object]) -> DocumentRefusedError:
     """A sandbox child's refusal: its reason and breach when they are ours to name, else
     ``MALFORMED_DOCUMENT`` (a child that died or answered out of shape);
     ``SandboxUnavailableError`` when the server itself failed."""
-    if isinstance(answer, _ServerFailure):
+    if isinstance(answer, _ServerFailure) or answer.get(RETRY_KEY) is True:
         return SandboxUnavailableError(
             DocumentRefusal.MALFORMED_DOCUMENT, detail=str(answer.get("detail", ""))
         )
