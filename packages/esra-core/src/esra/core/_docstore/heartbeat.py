@@ -7,9 +7,12 @@ reclaims the document at its next attempt. Nothing else is held: a slow document
 another one waiting under a lease.
 
 A renewal that finds the claim no longer owns the document ends the heartbeat. By then the
-document was reclaimed, or failed at its attempt ceiling, and this worker's result will be
-counted as lost. A renewal the store could not take is logged and tried again at the next
-beat: the lease still has time left, and the final write is fenced anyway.
+document was reclaimed, failed at its attempt ceiling, or re-indexed or deleted by an
+operator, and whatever this worker would write for it is refused by the claim fence: so
+the work done under the claim (``unless_lost``) is abandoned at once, rather than spending
+the worker's time and a sandbox child on a result nobody will take. A renewal the store
+could not take is logged and tried again at the next beat: it says nothing of the claim,
+the lease still has time left, and the final write is fenced anyway.
 
 Stopping never cancels a renewal that is in flight: the heartbeat finishes it, so no renewal
 races the final write that ends the claim.
@@ -19,15 +22,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from types import TracebackType
+from typing import TypeVar
 
 from esra.core._docstore.model import Claim
 from esra.core._docstore.repository import DocumentRepository
 from esra.core.ports import Clock
 
-__all__ = ["LeaseHeartbeat"]
+__all__ = ["LeaseHeartbeat", "LeaseLostError"]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+class LeaseLostError(Exception):
+    """A renewal found the claim no longer owning its document: the work under it was
+    abandoned."""
 
 
 class LeaseHeartbeat:
@@ -41,7 +52,8 @@ class LeaseHeartbeat:
         clock: the time the renewed lease counts from.
 
     After the block, ``renewals`` counts the renewals the store took and ``lost`` says
-    whether one found the claim no longer owning its document.
+    whether one found the claim no longer owning its document. Only that answer loses the
+    claim: a renewal that raised is tried again at the next beat.
     """
 
     def __init__(
@@ -59,6 +71,7 @@ class LeaseHeartbeat:
         self._interval_s = interval_s
         self._clock = clock
         self._stop = asyncio.Event()
+        self._lost = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.renewals = 0
         self.lost = False
@@ -93,6 +106,7 @@ class LeaseHeartbeat:
                 continue
             if not owned:
                 self.lost = True
+                self._lost.set()
                 _log.warning(
                     "lost the lease on document %s of tenant %s (attempt %d): it is no "
                     "longer this worker's",
@@ -102,6 +116,32 @@ class LeaseHeartbeat:
                 )
                 return
             self.renewals += 1
+
+    async def unless_lost(self, work: Awaitable[_T]) -> _T:
+        """``work``'s result, unless a renewal finds the claim lost first.
+
+        Raises:
+            LeaseLostError: the claim was lost before ``work`` ended; ``work`` was cancelled,
+                and has ended, when this is raised.
+        """
+        task = asyncio.ensure_future(work)
+        lost = asyncio.create_task(self._lost.wait())
+        abandoned = False
+        try:
+            await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not task.done():  # the claim was lost, or our caller is being cancelled
+                abandoned = True
+                task.cancel()
+                # Awaited, never left running: the work stops its own helpers as it ends.
+                await asyncio.wait({task})
+        if abandoned:
+            if not task.cancelled():
+                task.exception()  # whatever it ended with is abandoned with it
+            raise LeaseLostError(self._claim.document_id)
+        # Ended before the loss was learnt: its write is fenced, and counted lost if refused.
+        return task.result()
 
     async def _stopped_within(self, seconds: float) -> bool:
         try:

@@ -6,6 +6,9 @@ A worker claims one document at a time, only when it starts on it, and renews th
 document's lease while extracting it (``LeaseHeartbeat``): no document waits under a lease
 behind a slow neighbour, and a long extraction is never mistaken for a dead worker.
 Extraction, scanning and segmenting run off the event loop, so the renewals keep their beat.
+A renewal that finds the document no longer this claim's (reclaimed after a stall, or
+re-indexed or deleted by an operator) abandons it at once: nothing is written for it, it is
+counted ``lost``, and the worker goes on with its next claim.
 A stop takes effect between documents: the document in hand is finished, nothing more is
 claimed, and the turn says it stopped — a restart never waits for whole batches, nor leaves
 a document to its lease. Tenants are served in a ``RoundRobin``: a worker's first turn starts
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import threading
 import warnings
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
@@ -30,7 +34,7 @@ import attrs
 from esra.core._audit.record import AuditRecord
 from esra.core._docstore.extraction import SandboxLimits, extract, segment_extraction
 from esra.core._docstore.extras import require_document_extra
-from esra.core._docstore.heartbeat import LeaseHeartbeat
+from esra.core._docstore.heartbeat import LeaseHeartbeat, LeaseLostError
 from esra.core._docstore.model import (
     Claim,
     DocumentState,
@@ -370,11 +374,23 @@ class IngestionWorker:
                 not classify is ``MALFORMED_DOCUMENT``: this file failed, not the store, so it
                 must not end the tenant's turn (and leave the file Processing) as a store
                 error would. Only extraction is guarded here; store calls fail as the store's.
+
+        Cancelled, it returns at once; its thread, which cannot be interrupted, is told to
+        stop at its next step instead of scanning and segmenting a text nobody will take.
         """
+        abandoned = threading.Event()
         try:
             return await asyncio.to_thread(
-                _extract, upload, self._sandbox_limits, settings.scan_policy, claim.tenant_id
+                _extract,
+                upload,
+                self._sandbox_limits,
+                settings.scan_policy,
+                claim.tenant_id,
+                abandoned,
             )
+        except asyncio.CancelledError:
+            abandoned.set()
+            raise
         except DocumentRefusedError:
             raise
         except Exception as exc:
@@ -404,7 +420,20 @@ class IngestionWorker:
         try:
             # The heartbeat stops before the write that ends the claim, never during it.
             async with heartbeat:
-                extracted = await self._extract_classified(claim, upload, settings)
+                extracted = await heartbeat.unless_lost(
+                    self._extract_classified(claim, upload, settings)
+                )
+        except LeaseLostError:
+            # Any write would be refused by the claim fence: nothing is written, and the
+            # document's current claim decides its outcome.
+            _log.info(
+                "abandoned document %s of tenant %s (attempt %d): its lease was lost",
+                claim.document_id,
+                claim.tenant_id,
+                claim.attempt,
+            )
+            _count(tally, False, "lost", claim.tenant_id)
+            return
         except DocumentRefusedError as refused:
             # A sandbox server that died says nothing of the document: retried, as transient.
             final = (
@@ -451,16 +480,27 @@ class _Extracted:
     segments: tuple[StoredSegment, ...]
 
 
+class _ExtractionAbandonedError(Exception):
+    """Raised in an extraction's thread once its caller abandoned it; nobody reads it."""
+
+
 def _extract(
-    upload: AcceptedUpload, sandbox_limits: SandboxLimits, policy: ScanPolicy, tenant_id: str
+    upload: AcceptedUpload,
+    sandbox_limits: SandboxLimits,
+    policy: ScanPolicy,
+    tenant_id: str,
+    abandoned: threading.Event,
 ) -> _Extracted:
     """Extract, scan and (unless it is to be rejected) segment one of ``tenant_id``'s
-    documents, in a thread.
+    documents, in a thread, stopping before scanning once ``abandoned`` is set.
 
     Raises:
         DocumentRefusedError: the document cannot be extracted.
+        _ExtractionAbandonedError: ``abandoned`` was set before the text was scanned.
     """
     extraction = extract(upload, sandbox_limits=sandbox_limits, holder=tenant_id)
+    if abandoned.is_set():
+        raise _ExtractionAbandonedError
     # The title (the file name) is a returned field, read by a model beside every fragment:
     # an instruction in it is one in the document. It comes first, as a reader meets it.
     in_title = tuple(attrs.evolve(f, in_title=True) for f in scan_text(upload.display_name))
