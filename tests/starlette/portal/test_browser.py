@@ -232,6 +232,10 @@ def _upload_three(page: Page, files: list[Path], shots: Shots) -> None:
     from playwright.sync_api import expect
 
     page.get_by_role("link", name="Upload").click()
+    # The click returns once the navigation starts: a Tab before the new page has loaded
+    # lands on the old one's body.
+    expect(page.get_by_role("heading", name="Upload documents")).to_be_visible()
+    page.wait_for_load_state()
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Skip to main content"
     for _ in range(12):
