@@ -312,10 +312,9 @@ async def test_statement_timeout_is_classified_timeout(
             )
         )
     slow = attrs.evolve(CONTRACT_MAPPING, relation="slow_articles")
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    # The view sleeps 5 s and then has rows: TIMEOUT is only the answer if the statement
+    # was stopped at its 0.3 s timeout (no wall clock asserted).
     assert await _code(provider, _acme(mapping=slow), timeout_s=0.3) is _P.TIMEOUT
-    assert loop.time() - started < 3
     assert await provider.execute(_acme(), timeout_s=5)
 
 
