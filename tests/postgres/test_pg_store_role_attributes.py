@@ -24,15 +24,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 TENANT = "acme"
 
 
-@pytest.fixture
-def schema(pg_dsn: str) -> Iterator[str]:
-    """A store schema name unique to the test; dropped afterwards if it was created."""
-    name = f"esra_test_store_{uuid.uuid4().hex[:12]}"
-    yield name
-    with admin(pg_dsn) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
 @pytest.fixture(params=["BYPASSRLS", "CREATEROLE", "NOBYPASSRLS NOCREATEROLE"])
 def principal(pg_dsn: str, request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """A login role with CREATE on the database and the attribute under test; its DSN."""
@@ -55,7 +46,7 @@ def principal(pg_dsn: str, request: pytest.FixtureRequest) -> Iterator[tuple[str
 
 
 async def test_a_privileged_principal_is_refused_before_any_ddl(
-    pg_dsn: str, schema: str, principal: tuple[str, str]
+    pg_dsn: str, store_schema: str, principal: tuple[str, str]
 ) -> None:
     """BYPASSRLS or CREATEROLE: Failed, classified PRIVILEGED_PRINCIPAL with a remedy naming
     the attribute, audited, and no schema created; a role with neither initialises."""
@@ -69,10 +60,10 @@ async def test_a_privileged_principal_is_refused_before_any_ddl(
         allowlist=StaticHostAllowlist([(TENANT, host, port)]),
         audit=audit,
         clock=FakeClock(),
-        schema=schema,
+        schema=store_schema,
     )
     with admin(pg_dsn) as conn:
-        row = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (schema,)).fetchone()
+        row = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (store_schema,)).fetchone()
     created = bool(row and row[0])
     if attributes.startswith("NO"):
         assert outcome.state is StoreState.READY, outcome

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TypeGuard
 
 from esra.core._audit.record import AuditDimension, AuditRecord
 from esra.core._clock import SystemClock
@@ -297,14 +298,14 @@ class DocumentFetcher:
         return outcome.results[0].rows
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     """Whether ``value`` is an integer, and not a bool (which Python counts as one)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_auditable_int(value: object) -> bool:
     """Whether ``value`` is an integer a signed 64-bit audit column or JSON reader can hold."""
-    return _is_int(value) and isinstance(value, int) and abs(value) <= _MAX_AUDITED_OFFSET
+    return _is_int(value) and abs(value) <= _MAX_AUDITED_OFFSET
 
 
 def _shared_fields(parts: Sequence[Mapping[str, str]], *, shown: set[str]) -> dict[str, str]:
