@@ -152,3 +152,16 @@ def test_a_slug_may_not_take_another_exposures_fetch_tool_name(fetch_enabled: bo
             attrs.evolve(snapshot, exposures=(plain, other))
     else:
         assert len(attrs.evolve(snapshot, exposures=(plain, other)).exposures) == 2
+
+
+@pytest.mark.parametrize("name", ["size_cap_chars", "fragment_chars"])
+@pytest.mark.parametrize("value", [0, -1, -20_000])
+def test_an_exposure_size_below_one_character_is_a_configuration_error(
+    name: str, value: int
+) -> None:
+    """A cap or fragment of no characters would answer every search and fetch with nothing
+    (fetch refuses every record under such a cap): refused when the document is loaded."""
+    document = dump_snapshot(make_snapshot([make_source("s-1")]))
+    document["exposures"][0][name] = value
+    with pytest.raises(ConfigurationError, match=name):
+        load_snapshot(document)

@@ -307,35 +307,48 @@ async def test_a_fetch_page_is_the_exact_slice_with_an_exact_total(
     assert page.offset == min(offset, len(extracted))
 
 
+def _carried(page: Any) -> int:
+    """What a response's title and fields take of the size cap (names and values)."""
+    return len(page.title) + sum(len(name) + len(value) for name, value in page.fields.items())
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=_document(),
     fmt=_TEXT_FORMATS,
     page_chars=st.integers(1, 3000),
-    size_cap=st.integers(1, 3000),
+    text_room=st.integers(1, 3000),
 )
 async def test_paging_a_fetch_to_the_end_reproduces_the_extracted_text(
-    text: str, fmt: DocumentFormat, page_chars: int, size_cap: int
+    text: str, fmt: DocumentFormat, page_chars: int, text_room: int
 ) -> None:
-    """Following ``next_offset`` from 0, under the exposure's size cap, rebuilds the text."""
+    """Following ``next_offset`` from 0, under the exposure's size cap, rebuilds the text,
+    and every response — title, fields and page — fits the cap.
+
+    The cap is drawn as the title and fields plus ``text_room`` characters of text: a cap
+    they alone fill leaves no page to serve (``tests/core/fetch/test_fetch_size_cap.py``).
+    """
     extracted, bodies = _stored(text, fmt, 500)
     if not bodies:
         return
     # At most about 50 pages: tiny pages are drawn for short texts (every page is a fetch,
     # and each is audited and leak-scanned).
     floor = -(-len(extracted) // 50)
-    page_chars, size_cap = max(page_chars, floor), max(size_cap, floor)
+    page_chars, text_room = max(page_chars, floor), max(text_room, floor)
+    carried = _carried(await _StoreWorld(bodies).fetch(0, 1))
+    size_cap = carried + text_room
     world = _StoreWorld(bodies, size_cap_chars=size_cap)
     pages: list[str] = []
     offset: int | None = 0
     while offset is not None:
         page = await world.fetch(offset, page_chars)
         assert page.total_chars == len(extracted)
-        assert len(page.text) == min(page_chars, size_cap, len(extracted) - offset)
+        assert len(page.text) == min(page_chars, text_room, len(extracted) - offset)
+        assert _carried(page) + len(page.text) <= size_cap
         pages.append(page.text)
         offset = page.next_offset
     assert "".join(pages) == extracted
-    assert len(pages) == -(-len(extracted) // min(page_chars, size_cap))
+    assert len(pages) == -(-len(extracted) // min(page_chars, text_room))
 
 
 def test_a_fetch_reads_every_segment_a_store_document_may_have() -> None:

@@ -48,8 +48,9 @@ class Exposure:
     published: bool = False
     fetch_enabled: bool = False
     top_k: int = attrs.field(default=10, validator=attrs.validators.in_(range(1, 101)))
-    size_cap_chars: int = 20_000
-    fragment_chars: int = 400
+    # A response of no characters answers nothing: at least one, for both.
+    size_cap_chars: int = attrs.field(default=20_000, validator=attrs.validators.ge(1))
+    fragment_chars: int = attrs.field(default=400, validator=attrs.validators.ge(1))
     retention: RetentionClass = RetentionClass.STANDARD
     response_modes: frozenset[ResponseMode] | None = None
     limits: LimitCeilings = attrs.field(factory=LimitCeilings)

@@ -11,7 +11,8 @@ __all__ = ["FetchedDocument"]
 
 @attrs.frozen
 class FetchedDocument:
-    """A page of a record's text, after the field allowlist, masking and the size cap.
+    """A page of a record's text, after the field allowlist, masking and the size cap: title,
+    fields (names and values) and ``text`` together fit the exposure's ``size_cap_chars``.
 
     ``text`` is ``total_chars`` long in all, of which this page starts at ``offset``;
     ``has_more`` says whether ``next_offset`` would return more. ``total_chars`` is exact

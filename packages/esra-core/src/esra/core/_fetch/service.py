@@ -9,8 +9,11 @@ A ``document_ref`` identifies; it never authorizes. Every fetch re-checks, in or
    belongs to it (``ESRA_DOCUMENT_NOT_FOUND``: a permission error would confirm existence);
 4. the record filters, bound to the caller's *current* claims, still admit the record — they
    are part of the executed query, so a record they exclude is simply not found;
-5. the field allowlist and masking are applied again to what is returned, and the page is
-   capped by the exposure's size cap;
+5. the field allowlist and masking are applied again to what is returned, and the response
+   — title, fields and page together, counted as search counts a result — fits the
+   exposure's size cap: the page gets what the title and fields leave of it, and a record
+   whose title and fields leave no room for one character of its text is not served
+   (``ESRA_DOCUMENT_NOT_FOUND``, as search under that cap would drop it);
 6. the caller's hourly character quota has room for what is returned — the page, the title
    and the fields (``ESRA_FETCH_QUOTA_EXCEEDED``).
 
@@ -130,14 +133,16 @@ class DocumentFetcher:
     ) -> FetchedDocument:
         """Return up to ``max_chars`` of the record ``document_ref`` names, from ``offset``.
 
-        ``max_chars`` is further capped by the exposure's size cap.
+        ``max_chars`` is further capped by what the title and fields leave of the exposure's
+        size cap: the whole response fits it.
 
         Raises:
             InvalidRequestError: ``offset`` or ``max_chars`` is not an integer (a bool, a float
                 or NaN included), ``offset`` is negative or ``max_chars`` is not positive.
             ExposureNotFoundError: no fetch tool on this exposure for this caller.
             DocumentNotFoundError: the reference does not name a record this caller may
-                read now — for every reason alike.
+                read now — for every reason alike, a record whose title and fields leave no
+                room under the size cap for any of its text included.
             SourceUnavailableError: the record's source failed or is down; retry later.
             FetchQuotaExceededError: what is returned (page, title and fields) would exceed
                 the caller's hourly budget.
@@ -212,11 +217,22 @@ class DocumentFetcher:
         text = PART_SEPARATOR.join(content_text(p, mapping) for p in parts)
         title = parts[0].get(mapping.title_field, "")
         fields = _shared_fields(parts, shown={mapping.title_field, *mapping.content_fields})
-        page = page_text(text, offset=offset, max_chars=min(max_chars, exposure.size_cap_chars))
-        # Every character the response carries is charged, title and fields with every page,
-        # as search's size cap counts them: charging the text alone let a caller whose budget
-        # is spent read a record's fields again and again through empty pages.
-        charged = len(page.text) + carried_chars(title, fields)
+        # The size cap bounds the whole response, counted as search's size cap counts a
+        # result: the page gets what the title and fields leave of it.
+        carried = carried_chars(title, fields)
+        room = exposure.size_cap_chars - carried
+        if room < min(1, len(text)):
+            # No room for one character of the text (the cap was lowered since the search,
+            # which under this cap would drop the record too): any page would be over the
+            # cap, or empty with more to come for ever. Refused whatever the offset, like
+            # every record this caller cannot be shown now, and before any quota is spent.
+            audit.over_size_cap(carried, exposure.size_cap_chars)
+            raise DocumentNotFoundError
+        page = page_text(text, offset=offset, max_chars=min(max_chars, room))
+        # Every character the response carries is charged, title and fields with every page:
+        # charging the text alone let a caller whose budget is spent read a record's fields
+        # again and again through empty pages.
+        charged = len(page.text) + carried
         if not await self._quota.consume(
             ctx.tenant_id, ctx.caller.key, charged, self._hourly_chars
         ):
@@ -329,6 +345,13 @@ class _FetchAudit:
         # source never becomes an audit dimension, even the one a valid reference names.
         self.source_id: str | None = None
         self.mapping_id: str | None = None
+        # Why a record in scope was still "not found": the caller never learns it, the
+        # operator does (raise the cap, or return fewer fields).
+        self._size_cap: dict[str, AuditDimension] = {}
+
+    def over_size_cap(self, carried: int, size_cap: int) -> None:
+        """Record that the title and fields alone (``carried``) left no room under the cap."""
+        self._size_cap = {"size_cap_chars": size_cap, "carried_chars": carried}
 
     def _dimensions(self, **extra: AuditDimension) -> dict[str, AuditDimension]:
         dimensions: dict[str, AuditDimension] = {
@@ -370,5 +393,5 @@ class _FetchAudit:
             AuditEvent.FETCH,
             outcome=outcome,
             reason=error.code.value,
-            dimensions=self._dimensions(),
+            dimensions=self._dimensions(**self._size_cap),
         )
