@@ -10,7 +10,8 @@ really run) while an ``ExplainRecorder`` is current. The recorder keeps:
 - every plan the model (or the template fallback) made, every validated query with its
   statement as rendered (text and parameter names, never values) and its row count;
 - the candidates' normalised and weighted scores, the rerank's semantic and final scores,
-  the final order and which results the size cap let through;
+  the final order and which results the size cap let through, each result named by its
+  record key only where a caller would see that key (see "Record keys" below);
 - the time each stage took, on the retriever's clock.
 
 The explanation is a value returned to the caller of ``explain`` — the admin API, the
@@ -22,17 +23,32 @@ confused with an operator's rehearsal of it.
 
 The recorder is found through a context variable, so the stages keep their signatures and
 an invocation that is not explained pays one context-variable read per audit record.
+
+Record keys: a record key is source-internal data (spec 000), and field projection and
+masking hold in every diagnostic (spec 003). A result's key is shown as it is only when its
+mapping would show the key column to a caller, unmasked: some field over the column is
+returnable, and no field over it is restricted or masked. Any other key is withheld: the
+explanation shows ``withheld:`` and an HMAC-SHA256 of the result's source, mapping and key
+under a random secret that lives as long as the recorder. Readers still tell results apart
+(distinct records, distinct stand-ins), but nobody can recompute a stand-in from a guessed
+key — a plain hash of a nine-digit SSN is undone by trying them all — and two explanations
+of the same record cannot be linked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
+import hmac
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 
 import attrs
 
 from esra.core._audit.record import AuditDimension, AuditRecord
+from esra.core._config.mapping import Mapping as SearchMapping
+from esra.core._pipeline.aggregation import Candidate
 from esra.core._pipeline.execution import ExecutionOutcome
 from esra.core._pipeline.rerank import RankedCandidate
 from esra.core._pipeline.validation import ValidationOutcome
@@ -42,6 +58,7 @@ from esra.core._response import RetrievalResponse
 from esra.core.ports import AuditSink, Clock, RenderedStatement, SearchProvider, StatementRenderer
 
 __all__ = [
+    "WITHHELD_KEY_PREFIX",
     "Decision",
     "ExplainRecorder",
     "ExplainedQuery",
@@ -56,6 +73,10 @@ __all__ = [
 
 EXPLAIN_MARK = "explain"
 EXPLAINED_BY = "explained_by"
+# What a withheld record key's stand-in starts with (see "Record keys" in the docstring).
+WITHHELD_KEY_PREFIX = "withheld:"
+# 64 bits of the digest: no two of one explanation's few hundred candidates share them.
+_STAND_IN_HEX_CHARS = 16
 
 _CURRENT: contextvars.ContextVar[ExplainRecorder | None] = contextvars.ContextVar(
     "esra_explain_recorder", default=None
@@ -126,7 +147,8 @@ class RankedResult:
     result_id: str
     source_id: str
     mapping_id: str
-    key: str
+    key: str  # the record key, or its stand-in when ``key_withheld``
+    key_withheld: bool  # a caller would not see the key (see "Record keys" above)
     normalized: float  # the best of its queries' normalised scores
     weighted: float  # the best weighted score (strategy and source priority applied)
     bonus: float  # agreement and freshness bonus
@@ -168,6 +190,8 @@ class ExplainRecorder:
         self._validated: dict[str, ValidatedQuery] = {}
         self._candidates = 0
         self._ranking: list[RankedResult] = []
+        # Keys the withheld keys' stand-ins; never leaves the recorder (see the docstring).
+        self._stand_in_secret = secrets.token_bytes(32)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[ExplainRecorder]:
@@ -251,9 +275,40 @@ class ExplainRecorder:
         """Keep the final order with every score, and which results were returned."""
         returned = {item.result_id for item in response.results}
         self._ranking = [
-            _ranked(position, entry, returned=entry.result_id in returned)
+            self._ranked(position, entry, returned=entry.result_id in returned)
             for position, entry in enumerate(ranked, start=1)
         ]
+
+    def _ranked(self, position: int, entry: RankedCandidate, *, returned: bool) -> RankedResult:
+        candidate = entry.candidate
+        withheld = not _shows_record_key(candidate.mapping)
+        key = self._stand_in(candidate) if withheld else candidate.key
+        return RankedResult(
+            position=position,
+            result_id=entry.result_id,
+            source_id=candidate.source_id,
+            mapping_id=candidate.mapping.id,
+            key=key,
+            key_withheld=withheld,
+            normalized=max((p.normalized for p in candidate.provenance), default=0.0),
+            weighted=candidate.best_weighted,
+            bonus=candidate.bonus,
+            semantic=entry.semantic,
+            final=entry.final,
+            returned=returned,
+        )
+
+    def _stand_in(self, candidate: Candidate) -> str:
+        # Length-prefixed parts: ("a", "bc") and ("ab", "c") must not digest alike.
+        message = b"".join(
+            len(encoded).to_bytes(4, "big") + encoded
+            for encoded in (
+                part.encode("utf-8", "surrogatepass")
+                for part in (candidate.source_id, candidate.mapping.id, candidate.key)
+            )
+        )
+        digest = hmac.new(self._stand_in_secret, message, hashlib.sha256).hexdigest()
+        return WITHHELD_KEY_PREFIX + digest[:_STAND_IN_HEX_CHARS]
 
     def explanation(
         self,
@@ -335,18 +390,14 @@ def _rendered(provider: object, query: ValidatedQuery) -> RenderedStatement | No
         return None
 
 
-def _ranked(position: int, entry: RankedCandidate, *, returned: bool) -> RankedResult:
-    candidate = entry.candidate
-    return RankedResult(
-        position=position,
-        result_id=entry.result_id,
-        source_id=candidate.source_id,
-        mapping_id=candidate.mapping.id,
-        key=candidate.key,
-        normalized=max((p.normalized for p in candidate.provenance), default=0.0),
-        weighted=candidate.best_weighted,
-        bonus=candidate.bonus,
-        semantic=entry.semantic,
-        final=entry.final,
-        returned=returned,
+def _shows_record_key(mapping: SearchMapping) -> bool:
+    """Whether a caller would see ``mapping``'s record key column, unmasked.
+
+    Some field over the column must be in the returnable allowlist, and none may be
+    restricted or masked: a field that shows the column does not undo another's hiding it.
+    """
+    over_key = [spec for spec in mapping.fields if spec.column == mapping.record_key]
+    returnable = {spec.name for spec in mapping.returnable_fields()}
+    return any(spec.name in returnable for spec in over_key) and not any(
+        spec.is_restricted or mapping.is_masked(spec.name) for spec in over_key
     )

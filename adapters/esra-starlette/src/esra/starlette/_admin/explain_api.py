@@ -213,6 +213,8 @@ def explanation_view(explanation: Explanation) -> dict[str, Any]:
                 "sourceId": r.source_id,
                 "mappingId": r.mapping_id,
                 "key": r.key,
+                # A key no caller would see is a stand-in (``esra.core._explain``): say so.
+                "keyWithheld": r.key_withheld,
                 "normalized": r.normalized,
                 "weighted": r.weighted,
                 "bonus": r.bonus,

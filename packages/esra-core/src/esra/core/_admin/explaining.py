@@ -4,8 +4,8 @@ Explaining takes ``ESRA_EXPOSURE_MANAGE`` on the tenant: it is the work of whoev
 exposure ("why does this caller find nothing?"). An operator of another tenant holds no
 grant on this one and is refused like any caller without the role. The explained caller —
 subject, claims, client application — is the operator's to name: the explanation shows what
-the pipeline would decide for such a caller, never the data itself (record keys and scores,
-no field values; see ``esra.core._explain``).
+the pipeline would decide for such a caller, never the data itself (scores, and record keys
+only where a caller would see them; no field values; see ``esra.core._explain``).
 
 Every explain is audited as its own event, ``esra.explain``: who explained, the exposure, the
 caller explained (subject and client application; claim values are never recorded) and the
