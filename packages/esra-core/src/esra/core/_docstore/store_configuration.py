@@ -11,7 +11,11 @@ A tenant that never configured its store runs on the host's defaults (revision 0
 change names the revision it was made against (optimistic concurrency: two operators
 editing at once cannot silently overwrite each other, ``ESRA_CONFIG_CONFLICT``), needs
 ``ESRA_DATA_MANAGE`` and is audited as ``esra.store.configure`` with the settings before and
-after; reading needs ``ESRA_DATA_READ``. A refused attempt is audited too. A change's ``ok``
+after; reading needs ``ESRA_DATA_READ``. A refused attempt is audited too, with its
+classification as the record's reason: ``denied`` (``role``), ``rejected`` (the error's
+code, and the setting it names), ``conflict``; and a host that refuses a change before it
+reaches the service (a malformed body or header) records it through ``refused``, so every
+refusal has the one shape whichever layer made it. A change's ``ok``
 record is written into the store's audit outbox in the transaction that saves the change
 (``save_configuration(..., audit=)``) and forwarded to the audit sink from there, so a sink
 failing, or a process killed, after the save never leaves the change unaudited.
@@ -25,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -282,7 +286,7 @@ class StoreConfigurationService:
                 (audited as conflict); nothing was written.
         """
         if not operator.may(Role.ESRA_DATA_MANAGE):
-            await self._record(operator, "denied")
+            await self._record(operator, "denied", reason="role")
             raise NotPermittedError
         before = await self._load(operator.tenant_id)
         try:
@@ -320,6 +324,18 @@ class StoreConfigurationService:
         await self._forward(operator)
         return saved
 
+    async def refused(
+        self, operator: _Operator, outcome: Literal["rejected", "conflict"], *, reason: str
+    ) -> None:
+        """Record a change the host refused before it reached :meth:`configure`.
+
+        For a role holder's request the host could not make a change of — a body that is not
+        a JSON object, an unknown setting, an If-Match naming no revision, a store not Ready.
+        ``reason`` is the refusal's classification (an error code), never the request's
+        text: what a refused request holds is not to be trusted, nor kept.
+        """
+        await self._record(operator, outcome, reason=reason)
+
     async def _forward(self, operator: _Operator) -> None:
         """Hand the held audit records (this change's among them) to the audit sink.
 
@@ -341,14 +357,26 @@ class StoreConfigurationService:
         stored = await self._repository.load_configuration(tenant_id)
         return stored if stored is not None else StoreConfiguration(self._defaults)
 
-    async def _record(self, operator: _Operator, outcome: str, **details: AuditDimension) -> None:
+    async def _record(
+        self,
+        operator: _Operator,
+        outcome: str,
+        *,
+        reason: str | None = None,
+        **details: AuditDimension,
+    ) -> None:
         await self._audit.record(
-            self._audit_record(operator, outcome, self._clock.now(), **details)
+            self._audit_record(operator, outcome, self._clock.now(), reason=reason, **details)
         )
 
     @staticmethod
     def _audit_record(
-        operator: _Operator, outcome: str, at: datetime, **details: AuditDimension
+        operator: _Operator,
+        outcome: str,
+        at: datetime,
+        *,
+        reason: str | None = None,
+        **details: AuditDimension,
     ) -> AuditRecord:
         # Who acted, and for an operator of another tenant its home tenant too.
         dimensions = operator.audit_dimensions()
@@ -359,5 +387,6 @@ class StoreConfigurationService:
             correlation_id=f"{AuditEvent.STORE_CONFIGURE.value}:{operator.subject}",
             at=at,
             outcome=outcome,
+            reason=reason,
             dimensions=dimensions,
         )
