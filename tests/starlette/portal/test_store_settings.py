@@ -118,3 +118,33 @@ async def test_a_reader_sees_the_settings_but_no_form_and_cannot_post(tmp_path: 
         assert refused.status_code == 403
         assert await site.store.repository.load_configuration("larkspur") is None
     assert [r.outcome for r in site.audit.events(AuditEvent.STORE_CONFIGURE)] == ["denied"]
+
+
+async def test_every_refused_save_is_audited_without_the_form_text(tmp_path: Path) -> None:
+    """A value that is not a whole number, a torn revision, an out-of-range value and an
+    unknown policy are each one `rejected` record with a classified reason — whichever
+    layer refused it — and none carries what the form held."""
+    marker = "9x-planted-form-text"
+    async with open_site(tmp_path) as site, http(site) as client:
+        await sign_in(client, manager_token())
+        status = await client.get("/portal/status")
+        good = {
+            "csrf": csrf_of(status),
+            "revision": "0",
+            "scan_policy": "quarantine",
+            "max_attempts": "3",
+            "batch_per_tenant": "20",
+        }
+        for field, value in (
+            ("max_attempts", marker),
+            ("revision", marker),
+            ("batch_per_tenant", "-5"),
+            ("scan_policy", marker),
+        ):
+            refused = await client.post("/portal/status/settings", data={**good, field: value})
+            assert refused.status_code == 400, (field, refused.text)
+    records = site.audit.events(AuditEvent.STORE_CONFIGURE)
+    assert [r.outcome for r in records] == ["rejected"] * 4
+    assert all(r.reason for r in records)
+    assert all(r.tenant_id == "larkspur" for r in records)
+    assert marker not in repr(records)

@@ -24,6 +24,7 @@ from esra.core.docstore import (
     StoreSettingsConflictError,
     StoreSettingsError,
 )
+from esra.starlette._admin.errors import AdminErrorCode
 from esra.starlette._portal.access import Access, forbidden
 from esra.starlette._portal.errors import PortalError
 from esra.starlette._portal.markup import Markup, html, join
@@ -141,23 +142,35 @@ class StoreSettingsPages:
         try:
             store.lifecycle.require_ready()
         except StoreNotReadyError:
+            await store.configuration.refused(
+                visitor.operator, "rejected", reason=AdminErrorCode.ESRA_STORE_NOT_READY.value
+            )
             raise PortalError(
                 409,
                 "Settings not saved",
                 "The store is not initialised: its settings live in it.",
                 links=_BACK,
             ) from None
-        changes = {
-            "scan_policy": form.get("scan_policy"),
-            "retain_bytes": form.get("retain_bytes") == "on",
-            "max_attempts": _whole(form.get("max_attempts"), "Extraction attempts"),
-            "batch_per_tenant": _whole(form.get("batch_per_tenant"), "Documents per turn"),
-        }
+        try:
+            changes = {
+                "scan_policy": form.get("scan_policy"),
+                "retain_bytes": form.get("retain_bytes") == "on",
+                "max_attempts": _whole(form.get("max_attempts"), "Extraction attempts"),
+                "batch_per_tenant": _whole(form.get("batch_per_tenant"), "Documents per turn"),
+            }
+            revision = _whole(form.get("revision"), "The revision")
+        except PortalError:
+            # Refused before the core sees the change, recorded as the core records its own
+            # refusals: the classification only, never what the form held.
+            await store.configuration.refused(
+                visitor.operator, "rejected", reason=AdminErrorCode.ESRA_INVALID_REQUEST.value
+            )
+            raise
         try:
             await store.configuration.configure(
                 visitor.operator,
                 changes,
-                expected_revision=_whole(form.get("revision"), "The revision"),
+                expected_revision=revision,
             )
         except NotPermittedError:
             raise forbidden("Changing the store's settings") from None
