@@ -26,6 +26,7 @@ import anyio
 import pytest
 from starlette.applications import Starlette
 
+from esra.core.codes import AuditEvent
 from tests.starlette._tokens import idp
 from tests.starlette._world import http, open_world
 
@@ -206,3 +207,46 @@ async def test_a_refusal_with_the_request_id_is_left_as_the_sdk_wrote_it() -> No
         "id": 9,
         "error": {"code": -32601, "message": "Method not found", "data": "resources/list"},
     }
+
+
+# JSON-RPC: a request whose ``id`` is present is never a notification, and MCP allows only a
+# string or an integer there. The handshake-era entry took every other id for a notification:
+# 202, nothing run, and a client waiting for an answer that never comes.
+BAD_IDS: dict[str, object] = {
+    "null": None,
+    "a fraction": 1.5,
+    "a whole float": 1.0,
+    "a bool": True,
+    "an object": {"a": 1},
+    "a list": [1],
+}
+
+
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+@pytest.mark.parametrize("case", sorted(BAD_IDS))
+async def test_a_request_with_an_id_mcp_does_not_allow_is_refused_on_both_entries(
+    case: str, method: str
+) -> None:
+    params = {"name": "esra_hr_search", "arguments": {"prompt": "leave"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": BAD_IDS[case], "method": method, "params": params})
+    modern_headers = {**_MODERN, "Mcp-Method": method}
+    if method == "tools/call":
+        modern_headers["Mcp-Name"] = "esra_hr_search"
+    async with open_world() as world, http(world.app, idp().token()) as client:
+        legacy = await client.post("/mcp", content=body, headers=_LEGACY)
+        modern = await client.post("/mcp", content=_modern(body), headers=modern_headers)
+    assert legacy.status_code == 400
+    assert legacy.json() == {"jsonrpc": "2.0", "id": None, "error": INVALID_BODY}
+    assert modern.status_code == 400
+    assert modern.json()["error"] == INVALID_BODY
+    assert not world.audit.events(AuditEvent.RETRIEVE)  # nothing was run for it
+
+
+async def test_a_notification_and_a_clients_answer_are_still_accepted() -> None:
+    """No ``id`` (a notification) or no ``method`` (the client answering the server): 202."""
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    answer = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "no"}}
+    async with open_world() as world, http(world.app, idp().token()) as client:
+        for message in (notification, answer):
+            accepted = await client.post("/mcp", json=message, headers=_LEGACY)
+            assert accepted.status_code == 202, message

@@ -110,6 +110,9 @@ _BODY_REFUSALS: dict[int, dict[str, object]] = {
         "message": "Body must be a single JSON-RPC request or notification object",
     },
 }
+_NOT_ONE_MESSAGE = JSONResponse(
+    {"jsonrpc": "2.0", "id": None, "error": _BODY_REFUSALS[INVALID_PARAMS]}, status_code=400
+)
 _ONLY_POST = JSONResponse(
     {
         "jsonrpc": "2.0",
@@ -119,6 +122,16 @@ _ONLY_POST = JSONResponse(
     status_code=405,
     headers={"Allow": "POST"},
 )
+
+
+def _is_request(body: bytes) -> bool:
+    """Whether ``body`` is a JSON-RPC request: a ``method`` and an ``id`` member, whatever
+    its value. A notification has no ``id``; a client's answer to the server, no ``method``."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and "method" in message and "id" in message
 
 
 def _fixed_refusal(body: bytes) -> bytes:
@@ -150,6 +163,10 @@ class OneMessageExchange:
     - a body it cannot take as one JSON-RPC message (a batch, no ``jsonrpc``, ``params`` a
       list, not JSON) is refused in the 2026-07-28 entry's fixed words rather than with the
       parser's or pydantic's text (library names and versions, a repr of the request).
+    - a request whose ``id`` MCP does not allow (null, a float, a bool, an object) is refused
+      in the same words, as the 2026-07-28 entry refuses it. The SDK took it for a
+      notification: 202, nothing run, and the client waiting for an answer for ever. Only a
+      202 is checked, so the body is parsed again only on that path, never for an answer.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -163,12 +180,27 @@ class OneMessageExchange:
             await _ONLY_POST(scope, receive, send)
             return
         refusal: Message | None = None
+        accepted_request = False
+        request_body: list[bytes] = []
+
+        async def receive_kept() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                request_body.append(message.get("body", b""))
+            return message
 
         async def send_fixed(message: Message) -> None:
-            nonlocal refusal
-            if message["type"] == "http.response.start" and message["status"] == 400:
-                refusal = message  # held until its body shows what it refuses
-                return
+            nonlocal refusal, accepted_request
+            if message["type"] == "http.response.start":
+                if message["status"] == 400:
+                    refusal = message  # held until its body shows what it refuses
+                    return
+                if message["status"] == 202 and _is_request(b"".join(request_body)):
+                    accepted_request = True  # taken for a notification: refused instead
+                    await _NOT_ONE_MESSAGE(scope, _no_more_body, send)
+                    return
+            if accepted_request:
+                return  # the 202's own body, replaced by the refusal already sent
             if refusal is None or message["type"] != "http.response.body":
                 await send(message)
                 return
@@ -184,7 +216,11 @@ class OneMessageExchange:
             await send({**start, "headers": headers})
             await send({**message, "body": body})
 
-        await self._app(scope, receive, send_fixed)
+        await self._app(scope, receive_kept, send_fixed)
+
+
+async def _no_more_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 def _transport_security(
