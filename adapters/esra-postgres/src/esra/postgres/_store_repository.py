@@ -23,7 +23,10 @@ The queue follows the anchors (procrastinate, River, graphile-worker)::
   one worker id, so (worker, attempt) alone would let a claim from before a re-index write
   over the current one's;
 - segments are replaced in the completing transaction, so a document is never Indexed
-  with half its segments.
+  with half its segments;
+- a delete erases the content (bytes, text, segments, findings, reserved edit columns) in
+  its transaction and moves ``claim_seq``, so a claim in flight cannot write it back; the
+  old row versions remain as dead tuples until VACUUM, which the product never runs.
 
 An operator's release, reindex or delete, an upload's ``add`` and a settings change's
 ``save_configuration`` given its audit record inserts it into the schema's ``audit_outbox`` in
@@ -183,9 +186,12 @@ class PostgresDocumentRepository:
         statement: sql.Composed,
         params: Mapping[str, Any],
         audit: Callable[[dict[str, Any]], AuditRecord] | None,
+        *,
+        then: sql.Composed | None = None,
     ) -> dict[str, Any] | None:
-        """Run an action's ``INSERT``/``UPDATE … RETURNING`` and, when it wrote a row, hold
-        the record ``audit`` makes of it in the outbox, in one transaction."""
+        """Run an action's ``INSERT``/``UPDATE … RETURNING`` and, when it wrote a row, run
+        ``then`` (with the same ``params``) and hold the record ``audit`` makes of the row in
+        the outbox, in one transaction."""
         async with (
             self._pool.connection() as conn,
             conn.transaction(),
@@ -193,6 +199,8 @@ class PostgresDocumentRepository:
         ):
             await cur.execute(statement, params)
             row = await cur.fetchone()
+            if row is not None and then is not None:
+                await cur.execute(then, params)
             if row is not None and audit is not None:
                 record = audit(row)
                 await cur.execute(
@@ -699,17 +707,28 @@ class PostgresDocumentRepository:
         now: datetime,
         audit: AuditRecord | None = None,
     ) -> bool:
-        """Mark the document deleted; it disappears from search, fetch and the list.
+        """Mark the document deleted and erase its content, leaving a tombstone row.
 
-        ``audit`` is held in the same transaction when the document is deleted."""
+        One transaction flags the row, empties its content columns (original bytes,
+        extracted text, findings, the reserved edit columns), deletes its segments (their
+        ``tsvector`` with them) and moves ``claim_seq``, so a worker extracting it cannot
+        write anything back; ``audit`` is held in it. The row lock the ``UPDATE`` takes
+        orders it against a concurrent ``complete``: either the completion committed first
+        and its segments are deleted here, or it re-checks the fence after this commit and
+        writes nothing. The replaced row versions stay on disk as dead tuples until VACUUM.
+        """
         row = await self._act(
             self._q(
-                "UPDATE {d} SET deleted_at = %(now)s, updated_at = %(now)s"
+                "UPDATE {d} SET deleted_at = %(now)s, updated_at = %(now)s, data = NULL,"
+                " bytes_retained = false, text = NULL, findings = '[]'::jsonb,"
+                " segment_count = 0, previous_content = NULL, edit_reason = NULL,"
+                " claim_seq = claim_seq + 1, locked_by = NULL, lease_until = NULL"
                 " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"
                 " RETURNING id"
             ),
             {"id": document_id, "tenant": tenant_id, "now": now},
             None if audit is None else (lambda _: audit),
+            then=self._q("DELETE FROM {s} WHERE document_id = %(id)s AND tenant_id = %(tenant)s"),
         )
         return row is not None
 

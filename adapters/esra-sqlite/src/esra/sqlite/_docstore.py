@@ -18,7 +18,11 @@ Queue rules, each enforced in SQL:
   claims under one worker id;
 - completion replaces the document's segments in the same transaction (the FTS5 index
   follows through triggers), and drops the original bytes only when the store does not
-  retain them — a failure never drops them.
+  retain them — a failure never drops them;
+- a delete erases the document's content with the flag and moves ``claim_seq``: the
+  connection's ``secure_delete`` zeroes what it frees, an FTS5 ``optimize`` drops the terms
+  FTS5 would otherwise keep until a merge, and a truncating WAL checkpoint removes the older
+  frames (``soft_delete``).
 
 An operator's release, reindex or delete, an upload's ``add`` and a settings change's
 ``save_configuration`` given its audit record inserts it into ``store_audit_outbox`` in the
@@ -111,6 +115,16 @@ def _hold(connection: sqlite3.Connection, record: AuditRecord | None) -> None:
         )
 
 
+def _merge_full_text_index(connection: sqlite3.Connection) -> None:
+    """Merge the FTS5 index into one segment, dropping deleted rows' terms from it."""
+    connection.execute("INSERT INTO store_segments_fts (store_segments_fts) VALUES ('optimize')")
+
+
+def _truncate_wal(connection: sqlite3.Connection) -> None:
+    """Copy the WAL into the database and truncate it to nothing (old frames included)."""
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
 def _ts(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -133,7 +147,11 @@ class SqliteDocumentRepository:
     def __init__(self, database: str | os.PathLike[str], *, retain_bytes: bool = True) -> None:
         self._retain = retain_bytes
         self._db = DedicatedConnection(
-            database, thread_name="esra-docstore", pragmas=("PRAGMA foreign_keys = ON",)
+            database,
+            thread_name="esra-docstore",
+            # secure_delete: freed cells and pages are zeroed, so an erased document's
+            # content is not left in the file's free space (or in the WAL's new frames).
+            pragmas=("PRAGMA foreign_keys = ON", "PRAGMA secure_delete = ON"),
         )
         # The outbox's claim across processes (a lock file beside the database).
         self._claims = OutboxClaim(self._db, "store_audit_outbox", "store-outbox-lock")
@@ -552,22 +570,47 @@ class SqliteDocumentRepository:
         now: datetime,
         audit: AuditRecord | None = None,
     ) -> bool:
-        """Mark the document deleted; it disappears from search, fetch and the list.
+        """Mark the document deleted and erase its content, leaving a tombstone row.
 
-        ``audit`` is held in the same transaction when the document is deleted."""
+        One transaction flags the row, empties its content columns (original bytes,
+        findings, the reserved edit columns), deletes its segments (the FTS5 index follows
+        through the trigger) and moves ``claim_seq``, so a worker extracting it cannot write
+        anything back; ``audit`` is held in it. When segments were deleted, the same
+        transaction optimizes the FTS5 index: FTS5 records a deletion as a marker in a new
+        index segment and keeps the terms in the old one until a merge, and only a full merge
+        is sure to reach the segment holding them (its cost grows with the whole index).
+        After the commit the WAL is checkpointed and truncated: its older frames (the
+        upload's, the extraction's) hold the content until they are overwritten.
 
-        def mark(connection: sqlite3.Connection) -> bool:
+        With ``secure_delete`` on (this connection's pragma) every freed cell and page is
+        zeroed, so neither the free pages of the file nor the WAL keeps the content. When
+        another connection holds a read snapshot, the truncation waits for it up to the busy
+        timeout and otherwise leaves the frames to the next checkpoint.
+        """
+
+        def erase(connection: sqlite3.Connection) -> bool:
             cursor = connection.execute(
-                "UPDATE store_documents SET deleted = 1, deleted_at = ?, updated_at = ? "
-                "WHERE id = ? AND tenant_id = ? AND deleted = 0",
-                (_ts(now), _ts(now), document_id, tenant_id),
+                "UPDATE store_documents SET deleted = 1, deleted_at = :now, updated_at = :now, "
+                "original = NULL, findings = '[]', segment_count = 0, "
+                "previous_content = NULL, edit_reason = NULL, "
+                "claim_seq = claim_seq + 1, worker_id = NULL, lease_until = NULL "
+                "WHERE id = :id AND tenant_id = :tenant AND deleted = 0",
+                {"now": _ts(now), "id": document_id, "tenant": tenant_id},
             )
             if cursor.rowcount != 1:
                 return False
+            segments = connection.execute(
+                "DELETE FROM store_segments WHERE document_id = ?", (document_id,)
+            )
+            if segments.rowcount:
+                _merge_full_text_index(connection)
             _hold(connection, audit)
             return True
 
-        return await self._db.write(mark)
+        if not await self._db.write(erase):
+            return False
+        await self._db.run(_truncate_wal)
+        return True
 
     # -- the audit outbox ------------------------------------------------------------------
 

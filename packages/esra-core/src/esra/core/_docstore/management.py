@@ -382,7 +382,10 @@ class DocumentStoreService:
         return queued
 
     async def delete(self, operator: Operator, document_id: str) -> None:
-        """Soft-delete a document: gone from search, fetch and the list.
+        """Soft-delete a document: gone from search, fetch and the list, its content erased.
+
+        The repository keeps a tombstone (title, state, timestamps, uploader) and erases the
+        bytes, text, segments and findings in the delete's transaction (``soft_delete``).
 
         Raises:
             NotPermittedError: no ``ESRA_DATA_MANAGE``, or no such live document.

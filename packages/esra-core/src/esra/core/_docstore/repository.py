@@ -204,7 +204,19 @@ class DocumentRepository(AuditOutbox, Protocol):
         now: datetime,
         audit: AuditRecord | None = None,
     ) -> bool:
-        """Mark the document deleted; it disappears from search, fetch and the list.
+        """Mark the document deleted and erase its content; return whether it was live.
+
+        It disappears from search, fetch, the list and the counts, and in the same
+        transaction everything that holds its content is erased: the original bytes, the
+        extracted text, the segments and their full-text index entries, the scanner's
+        findings (their excerpts quote the text) and the columns reserved for editing the
+        text in place. What stays is a tombstone that ``get`` still returns, flagged: id,
+        title, format, scope, state, attempts, timestamps, owner and uploader, size and
+        content hash, the failure and its remedy — who stored what and when, not what it said.
+
+        The delete also moves the document's ``claim_seq`` and drops its lease, so a worker
+        extracting it owns nothing any more: its ``heartbeat``, ``complete`` and ``fail``
+        are refused by the fence and cannot write the content back. There is no undelete.
 
         ``audit`` is held in the audit outbox in the same transaction, when it is deleted.
         """

@@ -402,12 +402,19 @@ class InMemoryDocumentRepository:
         now: datetime,
         audit: AuditRecord | None = None,
     ) -> bool:
-        """Flag deleted (``audit`` held)."""
+        """Flag deleted and erase the content, keeping the metadata (``audit`` held).
+
+        The claim counter moves and the lease goes, so a worker extracting the document
+        owns nothing any more: its writes are refused by the fence.
+        """
         async with self._lock:
             row = self._rows.get(document_id)
             if row is None or row.document.tenant_id != tenant_id or row.document.deleted:
                 return False
-            self._update(row, now, deleted=True)
+            row.data, row.text, row.segments = None, None, ()
+            row.worker_id = row.lease_until = None
+            row.claim_seq += 1
+            self._update(row, now, deleted=True, findings=(), segment_count=0, bytes_retained=False)
             if audit is not None:
                 self._outbox.append(audit)
             return True
