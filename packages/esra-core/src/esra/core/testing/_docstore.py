@@ -129,16 +129,19 @@ class InMemoryDocumentRepository:
         )
 
     async def tenants_with_work(self, *, now: datetime) -> list[str]:
-        """Tenants with Pending or lease-expired Processing documents."""
+        """Tenants with live Pending or lease-expired Processing documents."""
         async with self._lock:
             tenants = {
                 r.document.tenant_id
                 for r in self._rows.values()
-                if r.document.state is DocumentState.PENDING
-                or (
-                    r.document.state is DocumentState.PROCESSING
-                    and r.lease_until is not None
-                    and r.lease_until <= now
+                if not r.document.deleted
+                and (
+                    r.document.state is DocumentState.PENDING
+                    or (
+                        r.document.state is DocumentState.PROCESSING
+                        and r.lease_until is not None
+                        and r.lease_until <= now
+                    )
                 )
             }
             return sorted(tenants)

@@ -330,6 +330,12 @@ class DocumentRepositoryContract(
         assert await repository.tenants_with_work(now=_at(2)) == []
         assert set(await repository.tenants_with_work(now=_at(1 + LEASE_S))) == {TENANT, OTHER}
 
+    async def test_a_deleted_document_is_no_work(self, repository: DocumentRepository) -> None:
+        """A deleted Pending document lists no tenant: a worker's turn would claim nothing."""
+        pending = await self._add(repository, "a.txt")
+        assert await repository.soft_delete(TENANT, pending.id, now=T0)
+        assert await repository.tenants_with_work(now=T0) == []
+
     async def test_an_expired_lease_at_the_ceiling_still_lists_its_tenant(
         self, repository: DocumentRepository
     ) -> None:
