@@ -21,7 +21,7 @@ from esra.core._docstore.extraction import (
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.ingestion import IngestionWorker
 from esra.core._docstore.refusals import DocumentRefusedError
-from esra.core._docstore.sandbox import ExtractionSandbox
+from esra.core._docstore.sandbox import CancelToken, ExtractionSandbox
 from esra.core._docstore.segments import reconstruct
 from esra.core._docstore.upload import AcceptedUpload, inspect_upload
 from esra.core.codes import DocumentRefusal
@@ -218,6 +218,7 @@ class _AnsweringSandbox(ExtractionSandbox):
         reader: DocumentFormat,
         options: Mapping[str, object] | None = None,
         holder: str | None = None,
+        cancel: CancelToken | None = None,
     ) -> dict[str, object]:
         del data, limits, reader, options, holder
         return dict(self._answer)

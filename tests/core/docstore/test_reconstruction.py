@@ -27,7 +27,7 @@ from esra.core._docstore.extraction import (
 )
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.refusals import DocumentRefusedError
-from esra.core._docstore.sandbox import ExtractionSandbox, SandboxLimits
+from esra.core._docstore.sandbox import CancelToken, ExtractionSandbox, SandboxLimits
 from esra.core._docstore.segments import DEFAULT_MAX_SEGMENTS, Segment
 from esra.core._docstore.upload import AcceptedUpload
 from esra.core._fetch.refs import DocumentRefMinter
@@ -184,6 +184,7 @@ class _PagesSandbox(ExtractionSandbox):
         reader: DocumentFormat,
         options: Mapping[str, object] | None = None,
         holder: str | None = None,
+        cancel: CancelToken | None = None,
     ) -> dict[str, object]:
         del data, limits, reader, options, holder
         return {"pages": list(self._pages)}

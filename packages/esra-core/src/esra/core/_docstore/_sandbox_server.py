@@ -14,6 +14,12 @@ killer: retried) from the child's own limits and crashes (``_Collection._death``
 answers one JSON line per request on stdout. A hostile document can only ever take down its
 own child; isolation costs a fork, not an interpreter start.
 
+``CANCEL_SIGNAL`` from the owner cancels the request being served (``_Cancellation``): its
+child is killed and all it started ended, as at the wall-clock deadline, and the answer is
+a refusal no one retries — the owner's caller abandoned the document, and takes no answer.
+It is a signal, not a line on stdin, because stdin is read ahead (buffered) while a request
+is read, and a cancellation sent then would wait there unseen until the child ended.
+
 Before it announces itself the server extracts one document of its own (``WARM_UP_PDF``):
 pypdf sets much of itself up on first use (about 6 ms), and a child's set-up dies with it,
 so without this every child paid it again — half the sandbox's cost per document. The
@@ -40,7 +46,7 @@ from typing import Any, BinaryIO
 
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.extras import DOCUMENT_READERS
-from esra.core._docstore.sandbox import PACKAGE_CHECK, RETRY_KEY
+from esra.core._docstore.sandbox import CANCEL_SIGNAL, PACKAGE_CHECK, RETRY_KEY
 
 _READ_CHUNK = 1 << 16
 # The sizes ``answer_cap`` bounds an honest answer with (see there): the JSON of one
@@ -54,6 +60,7 @@ _EXIT_POLL_S = 0.001
 _PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 _TIME_LIMIT = "extraction exceeded its time limit"
 _CPU_LIMIT = "extraction exceeded its CPU limit"
+_CANCELLED = "extraction cancelled by its caller"
 
 
 # A reader: the document's bytes, its character limit and its reader's options -> the answer.
@@ -145,6 +152,43 @@ def _end_descendants() -> None:
             os.waitpid(-1, 0)
 
 
+class _Cancellation:
+    """The owner's cancellation of the request being served: ``CANCEL_SIGNAL`` sets
+    ``requested``, and wakes a ``select`` on ``fd`` (Python runs the handler between
+    bytecodes; the wake-up descriptor is written at once, so a wait ends).
+
+    Cleared as each request is read: one sent between requests is for the one before, which
+    its owner no longer waits for (and an owner never sends one to a server it reuses).
+    """
+
+    def __init__(self) -> None:
+        self.fd, self._wake = os.pipe()
+        os.set_blocking(self.fd, False)
+        os.set_blocking(self._wake, False)  # the wake-up descriptor must never block
+        self.requested = False
+        signal.signal(signal.Signals[CANCEL_SIGNAL], self._on_signal)
+        signal.set_wakeup_fd(self._wake)
+
+    def _on_signal(self, _signal_number: int, _frame: object) -> None:
+        self.requested = True
+
+    def clear(self) -> None:
+        self.requested = False
+        self.drain()
+
+    def drain(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.fd, _READ_CHUNK):
+                pass
+
+    def forget(self) -> None:
+        """In a child: hold nothing of the server's cancellation."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.Signals[CANCEL_SIGNAL], signal.SIG_DFL)
+        os.close(self.fd)
+        os.close(self._wake)
+
+
 def _exit_watch(pid: int) -> int | None:
     """A descriptor readable once ``pid`` has ended (a pidfd), where the kernel has them."""
     try:
@@ -157,8 +201,17 @@ class _Collection:
     """One child's answer as the server gathers it: read up to ``answer_cap`` bytes, and the
     child's end (its wait status) once it has one."""
 
-    def __init__(self, pid: int, read_fd: int, header: Mapping[str, Any], *, reaper: bool):
+    def __init__(
+        self,
+        pid: int,
+        read_fd: int,
+        header: Mapping[str, Any],
+        *,
+        reaper: bool,
+        cancellation: _Cancellation | None = None,
+    ):
         self.pid, self.read_fd, self.reaper = pid, read_fd, reaper
+        self.cancellation = cancellation
         self.cap = answer_cap(header)
         self.deadline = time.monotonic() + float(header["wall"])
         self.answer = bytearray()
@@ -172,6 +225,9 @@ class _Collection:
         watch = _exit_watch(self.pid)
         try:
             while self.reading or self.ended is None:
+                if self.cancellation is not None and self.cancellation.requested:
+                    self.refusal = _Cancelled(refusal="MALFORMED_DOCUMENT", detail=_CANCELLED)
+                    return
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     self.refusal = {"refusal": "MALFORMED_DOCUMENT", "detail": _TIME_LIMIT}
@@ -193,7 +249,12 @@ class _Collection:
             if self.ended is None:
                 time.sleep(min(remaining, _EXIT_POLL_S))
             return
+        if self.cancellation is not None:
+            fds.append(self.cancellation.fd)
         ready, _, _ = select.select(fds, [], [], remaining)
+        if self.cancellation is not None and self.cancellation.fd in ready:
+            self.cancellation.drain()  # ``run`` looks at the request before the next wait
+            return
         if watch is not None and watch in ready:
             self._reap(0)
         if self.read_fd in ready:
@@ -261,17 +322,30 @@ class _Collection:
         return {"refusal": "MALFORMED_DOCUMENT", "detail": f"extractor died ({signal_number})"}
 
 
+class _Cancelled(dict[str, object]):
+    """The refusal of a child killed because its request was cancelled: never retried (it
+    is no ``_KilledFromOutside``). An owner that cancelled takes no answer; one that did not
+    (the child signalled its own server) fails the document, as by any end the child
+    brought on itself."""
+
+
 class _KilledFromOutside(dict[str, object]):
     """The refusal of a child killed from outside: a type no JSON answer decodes to, so
     that no child can claim it (``RETRY_KEY`` is set from it alone)."""
 
 
 def _serve_one(
-    read: _Extractor, header: dict[str, Any], data: bytes, *, reaper: bool = False
+    read: _Extractor,
+    header: dict[str, Any],
+    data: bytes,
+    *,
+    reaper: bool = False,
+    cancellation: _Cancellation | None = None,
 ) -> dict[str, object]:
     """Extract ``data`` in a child and return its answer. ``reaper``: this process is a
     child subreaper whose only children are its extraction children (the server), so all
-    the child started is ended with it."""
+    the child started is ended with it. ``cancellation``: the owner's, which ends the
+    child early."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
@@ -280,9 +354,11 @@ def _serve_one(
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
+        if cancellation is not None:
+            cancellation.forget()
         _child(read, data, header, write_fd)
     os.close(write_fd)
-    collection = _Collection(pid, read_fd, header, reaper=reaper)
+    collection = _Collection(pid, read_fd, header, reaper=reaper, cancellation=cancellation)
     try:
         collection.run()
         return collection.finish()
@@ -357,14 +433,20 @@ def main() -> None:
     # 1 ms of CPU less per .docx over the real corpus (17.5 -> 16.5 ms).
     gc.freeze()
     reaper = _become_reaper()
+    cancellation = _Cancellation()
     stdout.write(b'{"ready": true}\n')
     stdout.flush()
-    while _serve_request(readers, stdin, stdout, reaper=reaper):
+    while _serve_request(readers, stdin, stdout, reaper=reaper, cancellation=cancellation):
         pass
 
 
 def _serve_request(
-    readers: Mapping[str, _Extractor], stdin: BinaryIO, stdout: BinaryIO, *, reaper: bool
+    readers: Mapping[str, _Extractor],
+    stdin: BinaryIO,
+    stdout: BinaryIO,
+    *,
+    reaper: bool,
+    cancellation: _Cancellation,
 ) -> bool:
     """Serve the next request; False once the input closed.
 
@@ -372,13 +454,15 @@ def _serve_request(
     die with its frame: the next child is forked from a server that holds neither, where a
     loop's variables held the last answer until the next request's child was forked.
     """
+    # Before the request is read: a cancellation sent while it is read is this request's.
+    cancellation.clear()
     line = stdin.readline()
     if not line:
         return False
     header = json.loads(line)
     data = stdin.read(int(header["size"]))
     read = readers.get(str(header.get("reader")), _unknown_reader)
-    answer = _serve_one(read, header, data, reaper=reaper)
+    answer = _serve_one(read, header, data, reaper=reaper, cancellation=cancellation)
     answer[RETRY_KEY] = isinstance(answer, _KilledFromOutside)  # never the child's to say
     # The largest child so far (the server waits for every child, so this sees them all).
     answer["sandbox_peak_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

@@ -6,7 +6,8 @@ wall-clock kill, forked by a sandbox server that already imported pypdf and pyth
 denial-of-service fixes; python-docx can spend seconds of CPU on a small package), and a
 hostile file must only ever fail itself. A DOCX's package checks and reading happen there
 (``docx_text``); what comes back is checked against the limits again before it is used.
-Text formats are decoded as UTF-8 (or UTF-16 with a byte-order mark).
+A caller that abandons an extraction cancels it (``cancel``): the child is killed then,
+not at its limits. Text formats are decoded as UTF-8 (or UTF-16 with a byte-order mark).
 
 Every format is bounded by ``ExtractionLimits``: the text's length and the number of units
 are checked while they are found, in one linear pass, and only unit starts are kept — never
@@ -23,6 +24,7 @@ import attrs
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.refusals import DocumentRefusedError
 from esra.core._docstore.sandbox import (
+    CancelToken,
     ExtractionSandbox,
     SandboxLimits,
     answer_refusal,
@@ -227,10 +229,12 @@ def _pdf(
     limits: SandboxLimits,
     extraction_limits: ExtractionLimits,
     sandbox: ExtractionSandbox,
+    *,
     holder: str | None,
+    cancel: CancelToken | None,
 ) -> Extraction:
     bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
-    result = sandbox.extract(data, bounded, reader=DocumentFormat.PDF, holder=holder)
+    result = sandbox.extract(data, bounded, reader=DocumentFormat.PDF, holder=holder, cancel=cancel)
     if "pages" not in result or not isinstance(result["pages"], list):
         raise answer_refusal(result)
     pages = [encodable(str(p)) for p in result["pages"]]  # pypdf may decode to surrogates
@@ -256,7 +260,9 @@ def _docx(
     limits: SandboxLimits,
     extraction_limits: ExtractionLimits,
     sandbox: ExtractionSandbox,
+    *,
     holder: str | None,
+    cancel: CancelToken | None,
 ) -> Extraction:
     bounded = attrs.evolve(limits, max_chars=min(limits.max_chars, extraction_limits.max_chars))
     options = {
@@ -264,7 +270,7 @@ def _docx(
         "zip": attrs.asdict(extraction_limits.zip),
     }
     result = sandbox.extract(
-        data, bounded, reader=DocumentFormat.DOCX, options=options, holder=holder
+        data, bounded, reader=DocumentFormat.DOCX, options=options, holder=holder, cancel=cancel
     )
     text, starts, labels = result.get("text"), result.get("boundaries"), result.get("labels")
     if not (
@@ -301,6 +307,7 @@ def extract(
     limits: ExtractionLimits | None = None,
     sandbox: ExtractionSandbox | None = None,
     holder: str | None = None,
+    cancel: CancelToken | None = None,
 ) -> Extraction:
     """Extract ``upload``'s text and natural boundaries.
 
@@ -311,12 +318,15 @@ def extract(
         sandbox: the extraction sandbox server to use (its owner closes it); the process-wide one,
             closed at exit, by default.
         holder: whom its server is lent to (the tenant): no holder is lent every server.
+        cancel: cancels a PDF's or DOCX's extraction from another thread: its sandbox child
+            is killed, with all it started (text formats are read here, and not cancelled).
 
     Raises:
         DocumentRefusedError: ``MALFORMED_DOCUMENT`` or ``PASSWORD_PROTECTED`` when the content
             cannot be read safely, ``TEXT_TOO_LONG`` or ``TOO_MANY_SEGMENTS`` past ``limits``
             — never a partial extraction.
         MissingExtraError: PDF or DOCX without the ``documents`` extra installed.
+        ExtractionCancelledError: ``cancel`` was cancelled while a PDF or DOCX was read.
     """
     limits = limits or ExtractionLimits()
     match upload.format:
@@ -326,7 +336,8 @@ def extract(
                 sandbox_limits or SandboxLimits(),
                 limits,
                 sandbox or default_sandbox(),
-                holder,
+                holder=holder,
+                cancel=cancel,
             )
         case DocumentFormat.DOCX:
             return _docx(
@@ -334,7 +345,8 @@ def extract(
                 sandbox_limits or SandboxLimits(),
                 limits,
                 sandbox or default_sandbox(),
-                holder,
+                holder=holder,
+                cancel=cancel,
             )
         case DocumentFormat.MD:
             return _markdown(upload.data, limits)

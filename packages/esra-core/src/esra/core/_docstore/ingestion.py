@@ -8,7 +8,10 @@ behind a slow neighbour, and a long extraction is never mistaken for a dead work
 Extraction, scanning and segmenting run off the event loop, so the renewals keep their beat.
 A renewal that finds the document no longer this claim's (reclaimed after a stall, or
 re-indexed or deleted by an operator) abandons it at once: nothing is written for it, it is
-counted ``lost``, and the worker goes on with its next claim.
+counted ``lost``, and the worker goes on with its next claim. Abandoning cancels the
+extraction (a ``CancelToken``): a PDF's or DOCX's sandbox child is killed, with all it
+started, rather than parse on for a result nobody takes while another worker extracts the
+same document.
 A stop takes effect between documents: the document in hand is finished, nothing more is
 claimed, and the turn says it stopped — a restart never waits for whole batches, nor leaves
 a document to its lease. Tenants are served in a ``RoundRobin``: a worker's first turn starts
@@ -23,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-import threading
 import warnings
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
@@ -45,7 +47,11 @@ from esra.core._docstore.model import (
 )
 from esra.core._docstore.refusals import DocumentRefusedError
 from esra.core._docstore.repository import DocumentRepository
-from esra.core._docstore.sandbox import SandboxUnavailableError
+from esra.core._docstore.sandbox import (
+    CancelToken,
+    ExtractionCancelledError,
+    SandboxUnavailableError,
+)
 from esra.core._docstore.scanner import MAX_FINDINGS, Finding, ScanPolicy, scan_text
 from esra.core._docstore.upload import AcceptedUpload, UploadLimits, inspect_upload
 from esra.core._pipeline.metrics import count_ingestion
@@ -375,10 +381,11 @@ class IngestionWorker:
                 must not end the tenant's turn (and leave the file Processing) as a store
                 error would. Only extraction is guarded here; store calls fail as the store's.
 
-        Cancelled, it returns at once; its thread, which cannot be interrupted, is told to
-        stop at its next step instead of scanning and segmenting a text nobody will take.
+        Cancelled, it returns at once, and cancels the extraction in its thread (which Python
+        cannot interrupt): a PDF's or DOCX's sandbox child is killed, and the thread stops
+        instead of scanning and segmenting a text nobody will take.
         """
-        abandoned = threading.Event()
+        cancel = CancelToken()
         try:
             return await asyncio.to_thread(
                 _extract,
@@ -386,10 +393,10 @@ class IngestionWorker:
                 self._sandbox_limits,
                 settings.scan_policy,
                 claim.tenant_id,
-                abandoned,
+                cancel,
             )
         except asyncio.CancelledError:
-            abandoned.set()
+            cancel.cancel()
             raise
         except DocumentRefusedError:
             raise
@@ -480,27 +487,24 @@ class _Extracted:
     segments: tuple[StoredSegment, ...]
 
 
-class _ExtractionAbandonedError(Exception):
-    """Raised in an extraction's thread once its caller abandoned it; nobody reads it."""
-
-
 def _extract(
     upload: AcceptedUpload,
     sandbox_limits: SandboxLimits,
     policy: ScanPolicy,
     tenant_id: str,
-    abandoned: threading.Event,
+    cancel: CancelToken,
 ) -> _Extracted:
     """Extract, scan and (unless it is to be rejected) segment one of ``tenant_id``'s
-    documents, in a thread, stopping before scanning once ``abandoned`` is set.
+    documents, in a thread, unless ``cancel`` is cancelled before the text is scanned.
 
     Raises:
         DocumentRefusedError: the document cannot be extracted.
-        _ExtractionAbandonedError: ``abandoned`` was set before the text was scanned.
+        ExtractionCancelledError: ``cancel`` was cancelled (by the thread's abandoned caller,
+            who reads nothing of it) before the text was scanned.
     """
-    extraction = extract(upload, sandbox_limits=sandbox_limits, holder=tenant_id)
-    if abandoned.is_set():
-        raise _ExtractionAbandonedError
+    extraction = extract(upload, sandbox_limits=sandbox_limits, holder=tenant_id, cancel=cancel)
+    if cancel.cancelled:
+        raise ExtractionCancelledError
     # The title (the file name) is a returned field, read by a model beside every fragment:
     # an instruction in it is one in the document. It comes first, as a reader meets it.
     in_title = tuple(attrs.evolve(f, in_title=True) for f in scan_text(upload.display_name))

@@ -24,6 +24,16 @@ A server that dies is reaped at once, never just killed and dropped. The server 
 itself with one line before serving; if it cannot import pypdf or python-docx (the
 ``documents`` extra is not installed) it says so and exits, and the caller gets
 ``MissingExtraError``, not a document failure.
+
+A request can be cancelled from another thread through the ``CancelToken`` it was given (an
+ingestion worker's, when it abandons a document whose lease it lost): one waiting for a
+server stops waiting, and one being served has its server told (``CANCEL_SIGNAL``) to kill
+the request's child and all the child started, so that abandoned work stops costing CPU and
+memory. Only the server lent to that request is told, and it serves no other request: no
+other document's child is touched. The request ends in ``ExtractionCancelledError``, which
+is no refusal: a cancelled extraction says nothing of its document. A server that was told
+is not reused (the next request starts another), so a cancellation can only ever reach the
+request it was meant for.
 """
 
 from __future__ import annotations
@@ -33,11 +43,12 @@ import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -50,7 +61,10 @@ from esra.core._docstore.zipguard import ZipLimits
 from esra.core.codes import DocumentRefusal
 
 __all__ = [
+    "CANCEL_SIGNAL",
     "DEFAULT_MAX_SERVERS",
+    "CancelToken",
+    "ExtractionCancelledError",
     "ExtractionSandbox",
     "SandboxLimits",
     "SandboxUnavailableError",
@@ -62,6 +76,13 @@ __all__ = [
 # input closes, before it is killed: safety nets, far above what either takes.
 _ANNOUNCE_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 5.0
+# How long a server told to cancel its request may take to answer (it kills the child at
+# once) before it is taken for dead: a safety net, like the two above.
+_CANCEL_TIMEOUT_S = 5.0
+# The signal that tells a server to kill the child serving its current request and answer
+# at once. Out of band: the request channel is the server's stdin, read ahead by its buffer.
+# By name: the sandbox runs only where processes fork, but this module is imported anywhere.
+CANCEL_SIGNAL = "SIGUSR1"
 # The server's name for upload inspection's checks of a .docx package (not a reader).
 PACKAGE_CHECK = "docx_package"
 # The server's own key in every answer it relays (it overwrites whatever a child wrote
@@ -86,6 +107,80 @@ class SandboxUnavailableError(DocumentRefusedError):
     child's own deaths are classified where the server reaps it), so
     an ingestion worker retries it, within the attempt ceiling, rather than failing it for
     good. Classified ``MALFORMED_DOCUMENT`` like any unreadable document when it must be."""
+
+
+class ExtractionCancelledError(Exception):
+    """The request was cancelled through its ``CancelToken`` before its answer was taken:
+    nothing was learnt about the document, and no refusal is made of it."""
+
+
+class CancelToken:
+    """Cancels, from any thread, the sandbox requests it is given to (``cancel()``).
+
+    A request waiting for a server stops waiting; one being served has its child killed,
+    with all the child started. Either ends in ``ExtractionCancelledError``, as does a
+    request made with a token already cancelled. A token is one piece of work's: cancelled,
+    it stays cancelled.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next = 0
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether ``cancel()`` was called (read without the lock: it never goes back)."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Cancel the work: every request waiting under this token is woken to end."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            # Under the lock: once ``on_cancel`` has left, its callback never runs (it may
+            # write to a descriptor closed, and its number reused, right after).
+            for callback in self._callbacks.values():
+                callback()
+            self._callbacks.clear()
+
+    @contextlib.contextmanager
+    def on_cancel(self, callback: Callable[[], None]) -> Iterator[None]:
+        """Run ``callback`` (briefly: it holds the token's lock, and may run in the canceller's
+        thread) if the token is cancelled while the block runs, or at once if it already
+        was; never after the block."""
+        with self._lock:
+            if self._cancelled:
+                callback()
+                key = None
+            else:
+                key = self._next
+                self._next += 1
+                self._callbacks[key] = callback
+        try:
+            yield
+        finally:
+            if key is not None:
+                with self._lock:
+                    self._callbacks.pop(key, None)
+
+
+@contextlib.contextmanager
+def _wake_up_on(cancel: CancelToken) -> Iterator[int]:
+    """A descriptor that becomes readable once ``cancel`` is cancelled, for a ``select``."""
+    woken, wake = os.pipe()
+
+    def wake_up() -> None:
+        os.write(wake, b"\0")  # once, into an empty pipe: never blocks
+
+    try:
+        with cancel.on_cancel(wake_up):
+            yield woken
+    finally:
+        os.close(woken)
+        os.close(wake)
 
 
 @attrs.frozen
@@ -205,9 +300,13 @@ class ExtractionSandbox:
         with self._free:
             self._adopt_fork()
             self._generation += 1
-            for server in self._idle:
-                self._stop_owned(server)
+            stopping = [self._finalizers.pop(server.pid, None) for server in self._idle]
             self._idle.clear()
+        # Outside the lock, which is never held across a wait: a server may take its stop
+        # timeout to end, and a cancelled request's waker takes the lock from its thread.
+        for finalizer in stopping:
+            if finalizer is not None:
+                finalizer()
 
     def _adopt_fork(self) -> None:
         """After a fork, leave the parent's servers to it (called holding ``_free``)."""
@@ -250,18 +349,29 @@ class ExtractionSandbox:
             raise MissingExtraError(tuple(str(name) for name in missing))
         return None
 
-    def _borrow(self, holder: str | None) -> tuple[subprocess.Popen[bytes] | None, int]:
+    def _borrow(
+        self, holder: str | None, cancel: CancelToken | None
+    ) -> tuple[subprocess.Popen[bytes] | None, int]:
         """An idle live server, or one started for the request (None: it died starting),
         with the generation it is lent in; waits while ``max_servers`` are lent, or while
-        ``holder`` holds all a holder may.
+        ``holder`` holds all a holder may, unless ``cancel`` is cancelled.
 
         Raises:
             MissingExtraError: the server cannot import pypdf or python-docx.
+            ExtractionCancelledError: ``cancel`` was cancelled before a server was lent.
         """
-        with self._free:
+        # Registered outside the lock, which the waker takes: never the other way round.
+        with (
+            cancel.on_cancel(self._wake_waiters) if cancel else contextlib.nullcontext(),
+            self._free,
+        ):
             self._adopt_fork()
-            while (not self._idle and self._lent >= self._max_servers) or self._at_cap(holder):
+            while self._must_wait(holder):
+                if cancel is not None and cancel.cancelled:
+                    raise ExtractionCancelledError
                 self._free.wait()
+            if cancel is not None and cancel.cancelled:
+                raise ExtractionCancelledError
             self._lent += 1
             if holder is not None:
                 self._lent_to[holder] += 1
@@ -281,6 +391,16 @@ class ExtractionSandbox:
             with self._free:
                 self._finalizers[started.pid] = weakref.finalize(self, _stop, started)
         return started, generation
+
+    def _must_wait(self, holder: str | None) -> bool:
+        """Whether a request for ``holder`` must wait for a server (called holding
+        ``_free``)."""
+        return (not self._idle and self._lent >= self._max_servers) or self._at_cap(holder)
+
+    def _wake_waiters(self) -> None:
+        """Wake every request waiting for a server, to look at its token again."""
+        with self._free:
+            self._free.notify_all()
 
     def _at_cap(self, holder: str | None) -> bool:
         """Whether ``holder`` is lent all a holder may be (called holding ``_free``); a
@@ -325,15 +445,19 @@ class ExtractionSandbox:
         reader: DocumentFormat,
         options: Mapping[str, object] | None = None,
         holder: str | None = None,
+        cancel: CancelToken | None = None,
     ) -> dict[str, object]:
         """Send one document to a server, to be read as ``reader`` (PDF or DOCX) with that
         reader's ``options``, for ``holder`` (the tenant); its answer, or a refusal when the
-        server died.
+        server died. ``cancel`` ends the request early, and its child with it.
 
         Raises:
             MissingExtraError: the server cannot import pypdf or python-docx.
+            ExtractionCancelledError: ``cancel`` was cancelled before the answer was taken.
         """
-        return self._request(reader.value, data, limits, options, holder)
+        return self._request(
+            reader.value, data, limits, options=options, holder=holder, cancel=cancel
+        )
 
     def check_docx_package(
         self,
@@ -354,15 +478,19 @@ class ExtractionSandbox:
             MissingExtraError: the server cannot import pypdf or python-docx.
         """
         options = {"zip": attrs.asdict(zip_limits)}
-        return self._request(PACKAGE_CHECK, data, limits, options, holder)
+        return self._request(
+            PACKAGE_CHECK, data, limits, options=options, holder=holder, cancel=None
+        )
 
     def _request(
         self,
         reader: str,
         data: bytes,
         limits: SandboxLimits,
+        *,
         options: Mapping[str, object] | None,
         holder: str | None,
+        cancel: CancelToken | None,
     ) -> dict[str, object]:
         header = {
             "reader": reader,
@@ -373,8 +501,9 @@ class ExtractionSandbox:
             "wall": limits.wall_seconds,
             "chars": limits.max_chars,
         }
-        server, generation = self._borrow(holder)
+        server, generation = self._borrow(holder, cancel)
         answer: object = None
+        told = False
         try:
             if server is None:
                 return _ServerFailure(
@@ -387,21 +516,62 @@ class ExtractionSandbox:
                 server.stdin.write(json.dumps(header).encode() + b"\n")
                 server.stdin.write(data)
                 server.stdin.flush()
-                line = server.stdout.readline()
+                line, told = _answer_line(server, cancel)
                 answer = json.loads(line) if line else None
             except (OSError, ValueError):
                 answer = None
         finally:
             # Without an answer the server died, or the request was interrupted mid-way and
-            # left it out of step: it is stopped, and the next request starts another.
-            self._give_back(server, generation, holder, reusable=isinstance(answer, dict))
+            # left it out of step: it is stopped, and the next request starts another. One
+            # told to cancel is stopped too: no later request can meet that cancellation.
+            reusable = isinstance(answer, dict) and not told
+            self._give_back(server, generation, holder, reusable=reusable)
+        if isinstance(answer, dict):
+            peak = answer.get("sandbox_peak_kb")
+            if isinstance(peak, int):
+                with self._free:
+                    self.peak_rss_kb = max(self.peak_rss_kb, peak)
+        if cancel is not None and cancel.cancelled:
+            raise ExtractionCancelledError  # whatever the answer: nobody takes it
         if not isinstance(answer, dict):
             return _ServerFailure(refusal="MALFORMED_DOCUMENT", detail="sandbox server died")
-        peak = answer.get("sandbox_peak_kb")
-        if isinstance(peak, int):
-            with self._free:
-                self.peak_rss_kb = max(self.peak_rss_kb, peak)
         return answer
+
+
+def _answer_line(server: subprocess.Popen[bytes], cancel: CancelToken | None) -> tuple[bytes, bool]:
+    """The server's answer line (empty: it died), and whether it was told to cancel.
+
+    Told once ``cancel`` is cancelled before the answer comes: the server kills the child,
+    and all it started, and answers at once — or it had answered already, which is read the
+    same. Only this thread tells it, while the server is lent to this request: a server
+    given back is never told.
+    """
+    assert server.stdout is not None
+    if cancel is None:
+        return server.stdout.readline(), False
+    # Nothing of an answer is read ahead in the stream's buffer: the server writes one line
+    # per request, and the last was read whole.
+    answers = server.stdout.fileno()
+    with _wake_up_on(cancel) as woken:
+        ready = _readable([answers, woken], None)
+    if answers in ready:
+        return server.stdout.readline(), False
+    server.send_signal(signal.Signals[CANCEL_SIGNAL])
+    ready = _readable([answers], _CANCEL_TIMEOUT_S)
+    return (server.stdout.readline() if ready else b""), True
+
+
+def _readable(fds: list[int], timeout_s: float | None) -> set[int]:
+    """Those of ``fds`` readable (or closed) within ``timeout_s`` (None: however long).
+
+    ``poll``, not ``select``: a worker process serving many connections may hold descriptor
+    numbers past the 1024 ``select`` can watch.
+    """
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
+    return {fd for fd, _event in poller.poll(timeout_ms)}
 
 
 _DEFAULT = ExtractionSandbox()
