@@ -48,6 +48,12 @@ _FIELDS = frozenset(
 )
 _EVENTS = frozenset(event.value for event in AuditEvent)
 
+# The newer ESRA's rows this process has warned of. Every forward passes over such a row
+# again until a newer host delivers it: one warning a row, not one a pass. Bounded: forgotten
+# all at once when full, so a row is warned of again at worst, never grows the process.
+_WARNED_LIMIT = 4096
+_warned: set[tuple[str, int]] = set()
+
 
 @attrs.frozen
 class HeldRow:
@@ -77,12 +83,7 @@ def read_held_row(outbox: str, seq: int, document: object, stored: bytes) -> Hel
             if newer_event:
                 known["event"] = AuditEvent.FETCH.value  # to check everything else
             if _decodes(known) is not None:
-                _log.warning(
-                    "audit outbox row %d of %s holds an event or a field this version does "
-                    "not know; left held for a newer ESRA host to deliver",
-                    seq,
-                    outbox,
-                )
+                _warn_once(outbox, seq)
                 return None
         else:
             record = _decodes(document)
@@ -96,6 +97,20 @@ def read_held_row(outbox: str, seq: int, document: object, stored: bytes) -> Hel
         SET_ASIDE_PREFIX,
     )
     return HeldRow(_set_aside_report(outbox, seq, stored), delivered=False)
+
+
+def _warn_once(outbox: str, seq: int) -> None:
+    if (outbox, seq) in _warned:
+        return
+    if len(_warned) >= _WARNED_LIMIT:
+        _warned.clear()
+    _warned.add((outbox, seq))
+    _log.warning(
+        "audit outbox row %d of %s holds an event or a field this version does not know; "
+        "left held for a newer ESRA host to deliver (warned once per process)",
+        seq,
+        outbox,
+    )
 
 
 def _decodes(document: Mapping[str, Any]) -> AuditRecord | None:
