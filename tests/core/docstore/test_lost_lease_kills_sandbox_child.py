@@ -15,8 +15,6 @@ tests' hang guard: a child still alive at the guard was not ended by any limit o
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import sys
 import textwrap
 import threading
@@ -27,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from esra.core._docstore import extraction, ingestion, sandbox
+from esra.core._docstore import extraction, ingestion
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.ingestion import IngestionWorker, upload_files
@@ -35,12 +33,12 @@ from esra.core._docstore.model import Claim, StoreSettings
 from esra.core._docstore.sandbox import (
     CancelToken,
     ExtractionCancelledError,
-    ExtractionSandbox,
     SandboxLimits,
 )
 from esra.core._docstore.upload import AcceptedUpload
 from esra.core.testing import FakeClock
 from esra.core.testing._docstore import InMemoryDocumentRepository
+from tests.core.docstore._scripted_sandbox import ScriptedSandbox
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the children are looked up in /proc"
@@ -89,16 +87,20 @@ _SERVER = textwrap.dedent(
 
     readers["pdf"] = held_pdf
     _sandbox_server._readers = lambda: (readers, missing)
+    # Its children record their pids in files and fork: the system-call filter refuses
+    # both, so these servers run without it (the subreaper and the cancellation are what
+    # these tests are about; the filter is tested in test_sandbox_containment_syscalls).
+    _sandbox_server._seccomp.confine = lambda: False
     _sandbox_server.main()
     """
 )
 
 
-class _HoldingSandbox(ExtractionSandbox):
+class _HoldingSandbox(ScriptedSandbox):
     """Real sandbox servers whose PDF reader holds the documents marked ``hold-<label>``."""
 
     def __init__(self, directory: Path) -> None:
-        super().__init__(max_servers=3)  # one tenant may hold two at once
+        super().__init__(_SERVER, str(directory), max_servers=3)  # a tenant may hold two
         self.directory = directory
         self.waiting = threading.Event()  # a request found it must wait for a server
 
@@ -107,18 +109,6 @@ class _HoldingSandbox(ExtractionSandbox):
         if must:
             self.waiting.set()
         return must
-
-    def _start(self) -> subprocess.Popen[bytes] | None:
-        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PATH": os.defpath}
-        server = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-            [sys.executable, "-c", _SERVER, str(self.directory)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        assert sandbox._announcement(server) == {"ready": True}
-        return server
 
     def release(self, label: str) -> None:
         (self.directory / f"{label}.release").touch()

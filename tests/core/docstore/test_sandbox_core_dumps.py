@@ -7,6 +7,7 @@ systemd-coredump, apport), writing the document's bytes and text to disk outside
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 from collections.abc import Iterator, Mapping
@@ -45,8 +46,9 @@ def _core_limit(_data: bytes, _chars: int, _options: Mapping[str, Any]) -> dict[
 @pytest.mark.usefixtures("core_dumps_allowed")
 def test_a_sandbox_child_may_not_dump_core() -> None:
     header = {"memory": 768 * 1024 * 1024, "cpu": 30, "wall": 30.0, "chars": 1 << 20}
-    answer = _sandbox_server._serve_one(_core_limit, header, b"")
-    assert answer == {"core": [0, 0]}
+    answer = _sandbox_server._Scrubbed()
+    assert _sandbox_server._serve_one(_core_limit, header, b"", answer, confine=True) is None
+    assert json.loads(bytes(answer.view())) == {"core": [0, 0]}
 
 
 def _core_file_limit(pid: int) -> str:

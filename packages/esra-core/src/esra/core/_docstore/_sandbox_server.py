@@ -17,8 +17,8 @@ own child; isolation costs a fork, not an interpreter start.
 ``CANCEL_SIGNAL`` from the owner cancels the request being served (``_Cancellation``): its
 child is killed and all it started ended, as at the wall-clock deadline, and the answer is
 a refusal no one retries — the owner's caller abandoned the document, and takes no answer.
-It is a signal, not a line on stdin, because stdin is read ahead (buffered) while a request
-is read, and a cancellation sent then would wait there unseen until the child ended.
+It is a signal, not a line on stdin, because the server reads stdin only between children:
+a cancellation sent there would wait unseen until the child ended.
 
 Before it announces itself the server extracts one document of its own (``WARM_UP_PDF``):
 pypdf sets much of itself up on first use (about 6 ms), and a child's set-up dies with it,
@@ -27,6 +27,17 @@ warm-up never sees a caller's bytes, so what children inherit is the same for al
 python-docx and lxml set less up on first use, but some, so the server reads a .docx of its
 own too (``_docx_worker.warm_up``): a child reading textract's ``raw_text.docx`` spent 17.8 ms
 of CPU without it, 16.0 ms with it (13.4 ms when read again in one process).
+
+Tenants' documents pass through one server one after another, and each child is forked with
+the server's whole memory, where what was freed is not cleared. So the server keeps no
+request's content once it is answered: the document and the child's answer are read
+straight from the descriptors (no buffered stream keeps a copy) into buffers it zeroes when
+the request ends (``_Scrubbed``), and the answer is checked and relayed undecoded
+(``_is_json_object``, ``_relay``) — no ``str`` or ``bytes`` of either, which could not be
+zeroed, is ever made here. The child makes its own copy, which dies with it. What is not
+covered: the kernel's pipe buffers (not process memory), and the current request's own
+document, which its child is meant to read. Each child also installs a system-call filter
+before it reads (``_seccomp``): no network, no programs or processes, no file changed.
 """
 
 from __future__ import annotations
@@ -36,14 +47,16 @@ import ctypes
 import gc
 import json
 import os
+import re
 import resource
 import select
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
+from esra.core._docstore import _seccomp
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.extras import DOCUMENT_READERS
 from esra.core._docstore.sandbox import CANCEL_SIGNAL, PACKAGE_CHECK, RETRY_KEY
@@ -69,7 +82,7 @@ _Extractor = Callable[[bytes, int, Mapping[str, Any]], dict[str, object]]
 WARM_UP_PDF = text_pdf(["warm up"])
 
 
-def _child(read: _Extractor, data: bytes, header: dict[str, Any], write_fd: int) -> None:
+def _child(read: _Extractor, data: memoryview, header: dict[str, Any], write_fd: int) -> None:
     memory, cpu = int(header["memory"]), int(header["cpu"])
     try:
         # No core file: a child killed at its CPU limit or crashed by its reader would
@@ -81,7 +94,8 @@ def _child(read: _Extractor, data: bytes, header: dict[str, Any], write_fd: int)
         # with SIGXCPU, and only at its hard limit with SIGKILL — so the CPU limit has a
         # signal of its own, and a SIGKILL we did not send came from outside (``_death``).
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        result = read(data, int(header.get("chars", 1 << 62)), header.get("options") or {})
+        document = bytes(data)  # the child's own copy: it dies with the child
+        result = read(document, int(header.get("chars", 1 << 62)), header.get("options") or {})
     except BaseException as exc:
         # MemoryError under the address-space limit, or worse: this document fails, only it.
         result = {"refusal": "MALFORMED_DOCUMENT", "detail": type(exc).__name__}
@@ -91,6 +105,183 @@ def _child(read: _Extractor, data: bytes, header: dict[str, Any], write_fd: int)
         written = os.write(write_fd, view)
         view = view[written:]
     os._exit(0)
+
+
+def _overwrite(buffer: bytearray, size: int | None = None) -> None:
+    """Zero ``buffer`` (its first ``size`` bytes) where it lies: memory the server frees is
+    handed out again as it is, and every child is forked with all of it."""
+    size = len(buffer) if size is None else size
+    if size:
+        ctypes.memset((ctypes.c_char * size).from_buffer(buffer), 0, size)
+
+
+class _Scrubbed:
+    """One request's content as the server holds it — the document, or a child's answer —
+    in a buffer it zeroes before letting it go (``wipe``), and whose every earlier buffer,
+    outgrown, it zeroed too: nothing of it stays in memory a later child is forked with.
+
+    Read into in place (``room``), never through ``bytes``: an immutable copy cannot be
+    zeroed, and its memory, freed, would keep the content for the next child to find.
+
+    The server keeps one for documents and one for answers across requests: a buffer up to
+    ``_KEPT_CAPACITY`` stays, zeroed, for the next request, so that an ordinary request
+    allocates nothing (a fresh buffer past glibc's mmap threshold cost a map, an unmap and a
+    page fault per page, every request); a larger one is released once zeroed.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self.size = 0
+
+    def view(self) -> memoryview:
+        """What is held (a view, not a copy)."""
+        return memoryview(self._buffer)[: self.size]
+
+    def room(self, wanted: int) -> memoryview:
+        """Up to ``wanted`` bytes after what is held, to read into (what is left of the
+        buffer when any is, else ``wanted`` more); ``size`` grows by what was read."""
+        spare = len(self._buffer) - self.size
+        if spare <= 0:
+            grown = bytearray(max(self.size + wanted, 2 * len(self._buffer)))
+            memoryview(grown)[: self.size] = self.view()
+            _overwrite(self._buffer)
+            self._buffer, spare = grown, len(grown) - self.size
+        return memoryview(self._buffer)[self.size : self.size + min(wanted, spare)]
+
+    def wipe(self) -> None:
+        """Zero what was held; keep the buffer for the next request unless it is large."""
+        if len(self._buffer) > _KEPT_CAPACITY:
+            _overwrite(self._buffer)
+            self._buffer = bytearray()
+        else:
+            # Only what was held needs zeroing: the rest never held anything since the last
+            # wipe (a buffer starts zeroed, and grows into a zeroed one).
+            _overwrite(self._buffer, self.size)
+        self.size = 0
+
+
+# The largest buffer kept between requests (a .docx or PDF of ordinary size); a larger one,
+# kept, would hold the server's memory at the largest document it ever read.
+_KEPT_CAPACITY = 1 << 20
+
+
+def _read_into(fd: int, into: _Scrubbed, size: int) -> bool:
+    """Read ``size`` bytes from ``fd`` into ``into``; False when the input ended first."""
+    while into.size < size:
+        got = os.readv(fd, [into.room(size - into.size)])
+        if not got:
+            return False
+        into.size += got
+    return True
+
+
+def _header_line(fd: int) -> bytes | None:
+    """The request's JSON header line, read a byte at a time so that nothing of the
+    document after it is read with it (None: the input closed). It holds no content: the
+    reader's name, its options, the size and the limits."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            return None
+        line += byte
+    return bytes(line)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# A child's answer as the server relays it without decoding it (``_is_json_object``): JSON
+# as ``json.dumps`` writes it by default — ASCII only, spaces its only whitespace — so that
+# it holds no newline, and is one line of the server's answers.
+_STRING = rb'"(?:[ !#-\[\]-~]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+"'
+_SCALAR = rb"-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?|true|false|null|NaN|-?Infinity"
+_PRIMITIVE = rb"(?:" + _STRING + rb"|" + _SCALAR + rb")"
+_ONE_VALUE = re.compile(rb" *+" + _PRIMITIVE)
+# An array's values, many at one match (a .docx's boundaries, a PDF's pages).
+_ARRAY_VALUES = re.compile(rb" *+" + _PRIMITIVE + rb"(?: *+, *+" + _PRIMITIVE + rb")*+")
+_KEY = re.compile(rb" *+" + _STRING + rb" *+:")
+_OPENING = re.compile(rb" *+([{[])")
+_PUNCTUATION = re.compile(rb" *+([]},])")
+_SPACES = re.compile(rb" *+")
+_EMPTY_OBJECT = re.compile(rb" *+\{ *+\} *+")
+# Far deeper than any reader's answer (three levels), far below the recursion limit of the
+# owner's ``json.loads``.
+_MAX_DEPTH = 16
+
+
+def _is_json_object(answer: memoryview) -> bool:
+    """Whether ``answer`` is one JSON object, as a child's ``json.dumps`` writes it.
+
+    Checked by matching, not decoding: the server never makes a ``str`` or ``bytes`` of a
+    child's answer (see ``_Scrubbed``); the matches' spans are all it looks at, and only
+    punctuation is ever taken out of it.
+    """
+    position, closers = 0, bytearray()
+    first = _OPENING.match(answer)
+    if first is None or first.group(1) != b"{":
+        return False
+    expecting = "value"
+    while True:
+        if expecting == "value":
+            values = _ARRAY_VALUES if closers.endswith(b"]") else _ONE_VALUE
+            found = values.match(answer, position)
+            if found is not None:
+                position, expecting = found.end(), "end"
+                continue
+            opening = _OPENING.match(answer, position)
+            if opening is None or len(closers) >= _MAX_DEPTH:
+                return False
+            position = opening.end()
+            closers += b"}" if opening.group(1) == b"{" else b"]"
+            closing = _PUNCTUATION.match(answer, position)
+            if closing is not None and closing.group(1) == closers[-1:]:
+                position, expecting = closing.end(), "end"
+                del closers[-1]
+            else:
+                expecting = "key" if closers.endswith(b"}") else "value"
+        elif expecting == "key":
+            key = _KEY.match(answer, position)
+            if key is None:
+                return False
+            position, expecting = key.end(), "value"
+        else:  # a value ended
+            if not closers:
+                return _SPACES.fullmatch(answer, position) is not None
+            mark = _PUNCTUATION.match(answer, position)
+            if mark is None:
+                return False
+            position = mark.end()
+            if mark.group(1) == b",":
+                expecting = "key" if closers.endswith(b"}") else "value"
+            elif mark.group(1) == closers[-1:]:
+                del closers[-1]
+            else:
+                return False
+
+
+def _relay(fd: int, answer: _Scrubbed, server_keys: Mapping[str, object]) -> None:
+    """Write the child's answer (a JSON object, ``_is_json_object``) as one line, with the
+    server's own keys after the child's: the owner's ``json.loads`` keeps the last of a
+    repeated key, so a child that wrote ``RETRY_KEY`` itself is overruled."""
+    view = answer.view()
+    own = json.dumps(server_keys).encode()[1:-1]  # the keys and values, without braces
+    if _EMPTY_OBJECT.fullmatch(view):
+        _write_all(fd, b"{" + own + b"}\n")
+        return
+    _write_all(fd, view[: _last_brace(view)])
+    _write_all(fd, b", " + own + b"}\n")
+
+
+def _last_brace(view: memoryview) -> int:
+    """Where the object's closing brace is (only spaces follow it)."""
+    end = len(view) - 1
+    while view[end] != ord("}"):
+        end -= 1
+    return end
 
 
 def answer_cap(header: Mapping[str, Any]) -> int:
@@ -198,14 +389,15 @@ def _exit_watch(pid: int) -> int | None:
 
 
 class _Collection:
-    """One child's answer as the server gathers it: read up to ``answer_cap`` bytes, and the
-    child's end (its wait status) once it has one."""
+    """One child's answer as the server gathers it: read up to ``answer_cap`` bytes into
+    ``answer``, and the child's end (its wait status) once it has one."""
 
     def __init__(
         self,
         pid: int,
         read_fd: int,
         header: Mapping[str, Any],
+        answer: _Scrubbed,
         *,
         reaper: bool,
         cancellation: _Cancellation | None = None,
@@ -214,7 +406,7 @@ class _Collection:
         self.cancellation = cancellation
         self.cap = answer_cap(header)
         self.deadline = time.monotonic() + float(header["wall"])
-        self.answer = bytearray()
+        self.answer = answer
         self.reading = True
         self.ended: int | None = None  # the child's wait status, once reaped
         self.refusal: dict[str, object] | None = None
@@ -271,18 +463,20 @@ class _Collection:
 
     def _read(self) -> None:
         # Never more than one byte past the cap: that byte is the proof it was passed.
-        chunk = os.read(self.read_fd, min(_READ_CHUNK, self.cap + 1 - len(self.answer)))
-        if not chunk:
+        wanted = min(_READ_CHUNK, self.cap + 1 - self.answer.size)
+        got = os.readv(self.read_fd, [self.answer.room(wanted)])
+        if not got:
             self.reading = False
             return
-        self.answer += chunk
-        if len(self.answer) > self.cap:
+        self.answer.size += got
+        if self.answer.size > self.cap:
             detail = f"extractor answer exceeded its size limit ({self.cap} bytes)"
             self.refusal = {"refusal": "MALFORMED_DOCUMENT", "detail": detail}
 
-    def finish(self) -> dict[str, object]:
-        """The answer, or the refusal that classifies the child's end; the child and all it
-        started are ended and reaped."""
+    def finish(self) -> dict[str, object] | None:
+        """None when ``answer`` is the child's answer to relay (a JSON object), else the
+        refusal that classifies the child's end; the child and all it started are ended and
+        reaped."""
         killed = self.ended is None
         if killed:
             os.kill(self.pid, signal.SIGKILL)  # not yet reaped: the pid is still its own
@@ -292,14 +486,9 @@ class _Collection:
         if self.refusal is not None:
             return self.refusal
         assert self.ended is not None
-        status = self.ended
-        try:
-            answer = json.loads(self.answer)
-        except ValueError:
-            return self._death(status)
-        if not isinstance(answer, dict):
-            return {"refusal": "MALFORMED_DOCUMENT"}
-        return answer
+        if _is_json_object(self.answer.view()):
+            return None
+        return self._death(self.ended)
 
     def _death(self, status: int) -> dict[str, object]:
         """How a child that left no answer ended: its CPU limit, a kill from outside, or a
@@ -337,15 +526,19 @@ class _KilledFromOutside(dict[str, object]):
 def _serve_one(
     read: _Extractor,
     header: dict[str, Any],
-    data: bytes,
+    data: memoryview | bytes,
+    answer: _Scrubbed,
     *,
+    confine: bool,
     reaper: bool = False,
     cancellation: _Cancellation | None = None,
-) -> dict[str, object]:
-    """Extract ``data`` in a child and return its answer. ``reaper``: this process is a
-    child subreaper whose only children are its extraction children (the server), so all
-    the child started is ended with it. ``cancellation``: the owner's, which ends the
-    child early."""
+) -> dict[str, object] | None:
+    """Extract ``data`` in a child, its answer read into ``answer``: None when that is a
+    JSON object to relay, else the server's refusal. ``confine``: the child installs the
+    system-call filter (``_seccomp``) before it reads. ``reaper``: this process is a child
+    subreaper whose only children are its extraction children (the server), so all the
+    child started is ended with it. ``cancellation``: the owner's, which ends the child
+    early."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
@@ -356,9 +549,11 @@ def _serve_one(
         os.dup2(devnull, 1)
         if cancellation is not None:
             cancellation.forget()
-        _child(read, data, header, write_fd)
+        if confine:
+            _seccomp.confine()  # not installed: the server said so when it started
+        _child(read, memoryview(data), header, write_fd)
     os.close(write_fd)
-    collection = _Collection(pid, read_fd, header, reaper=reaper, cancellation=cancellation)
+    collection = _Collection(pid, read_fd, header, answer, reaper=reaper, cancellation=cancellation)
     try:
         collection.run()
         return collection.finish()
@@ -422,52 +617,97 @@ def main() -> None:
         signal.signal(stop, signal.SIG_IGN)
     # The server holds each request's bytes too: no core of it either (see ``_child``).
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdout = sys.stdout.buffer
     readers, missing = _readers()
     if missing:
         stdout.write(json.dumps({"missing": missing}).encode() + b"\n")
         stdout.flush()
         return
+    unfiltered = _seccomp.unavailable()
+    announcement: dict[str, object] = {"ready": True}
+    if unfiltered is not None:
+        # Said once, here and to the owner (whose log this server's is not): every child
+        # of this server runs without the filter, held by its limits and the subreaper.
+        sys.stderr.write(f"sandbox children run without a system-call filter: {unfiltered}\n")
+        sys.stderr.flush()
+        announcement["unfiltered"] = unfiltered
     # Every object the children inherit leaves the collector's generations: a collection in a
     # child would otherwise walk (and so copy, page by page) the whole inherited heap. About
     # 1 ms of CPU less per .docx over the real corpus (17.5 -> 16.5 ms).
     gc.freeze()
     reaper = _become_reaper()
     cancellation = _Cancellation()
-    stdout.write(b'{"ready": true}\n')
+    stdout.write(json.dumps(announcement).encode() + b"\n")
     stdout.flush()
-    while _serve_request(readers, stdin, stdout, reaper=reaper, cancellation=cancellation):
+    # Requests and answers go through the descriptors themselves, never a buffered stream
+    # whose buffer would keep the last document or answer read or written (``_Scrubbed``).
+    requests, answers = sys.stdin.fileno(), sys.stdout.fileno()
+    confine = unfiltered is None
+    # Kept across requests, zeroed after each (``_Scrubbed``).
+    document, answer = _Scrubbed(), _Scrubbed()
+    while _serve_request(
+        readers,
+        requests,
+        answers,
+        document,
+        answer,
+        confine=confine,
+        reaper=reaper,
+        cancellation=cancellation,
+    ):
         pass
 
 
 def _serve_request(
     readers: Mapping[str, _Extractor],
-    stdin: BinaryIO,
-    stdout: BinaryIO,
+    requests: int,
+    answers: int,
+    document: _Scrubbed,
+    answer: _Scrubbed,
     *,
+    confine: bool,
     reaper: bool,
     cancellation: _Cancellation,
 ) -> bool:
     """Serve the next request; False once the input closed.
 
-    A function of its own so that the request's bytes and its answer (the document's text)
-    die with its frame: the next child is forked from a server that holds neither, where a
-    loop's variables held the last answer until the next request's child was forked.
+    The document and the child's answer (its text) are read into buffers zeroed once the
+    answer is written (``_Scrubbed``), and the answer is relayed undecoded
+    (``_is_json_object``): the next child is forked from a server whose memory holds neither,
+    nor any copy of them, freed or not. What the server does decode is its own: the header
+    (reader, options, size, limits) and its refusals.
     """
     # Before the request is read: a cancellation sent while it is read is this request's.
     cancellation.clear()
-    line = stdin.readline()
-    if not line:
+    line = _header_line(requests)
+    if line is None:
         return False
     header = json.loads(line)
-    data = stdin.read(int(header["size"]))
-    read = readers.get(str(header.get("reader")), _unknown_reader)
-    answer = _serve_one(read, header, data, reaper=reaper, cancellation=cancellation)
-    answer[RETRY_KEY] = isinstance(answer, _KilledFromOutside)  # never the child's to say
-    # The largest child so far (the server waits for every child, so this sees them all).
-    answer["sandbox_peak_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    stdout.write(json.dumps(answer).encode() + b"\n")
-    stdout.flush()
+    try:
+        if not _read_into(requests, document, int(header["size"])):
+            return False  # the owner went away mid-request
+        read = readers.get(str(header.get("reader")), _unknown_reader)
+        refusal = _serve_one(
+            read,
+            header,
+            document.view(),
+            answer,
+            confine=confine,
+            reaper=reaper,
+            cancellation=cancellation,
+        )
+        # The largest child so far (the server waits for every child, so this sees them all).
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        if refusal is None:
+            # A child's answer is never retried: RETRY_KEY is never the child's to say.
+            _relay(answers, answer, {RETRY_KEY: False, "sandbox_peak_kb": peak})
+        else:
+            refusal[RETRY_KEY] = isinstance(refusal, _KilledFromOutside)
+            refusal["sandbox_peak_kb"] = peak
+            _write_all(answers, json.dumps(refusal).encode() + b"\n")
+    finally:
+        document.wipe()
+        answer.wipe()
     return True
 
 

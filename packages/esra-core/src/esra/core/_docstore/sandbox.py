@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
+import logging
 import os
 import select
 import signal
@@ -83,6 +85,7 @@ _CANCEL_TIMEOUT_S = 5.0
 # at once. Out of band: the request channel is the server's stdin, read ahead by its buffer.
 # By name: the sandbox runs only where processes fork, but this module is imported anywhere.
 CANCEL_SIGNAL = "SIGUSR1"
+_log = logging.getLogger(__name__)
 # The server's name for upload inspection's checks of a .docx package (not a reader).
 PACKAGE_CHECK = "docx_package"
 # The server's own key in every answer it relays (it overwrites whatever a child wrote
@@ -342,6 +345,9 @@ class ExtractionSandbox:
         )
         announced = _announcement(server)
         if announced is not None and announced.get("ready") is True:
+            unfiltered = announced.get("unfiltered")
+            if isinstance(unfiltered, str):
+                _warn_unfiltered(unfiltered)
             return server
         _stop(server)
         missing = announced.get("missing") if announced is not None else None
@@ -536,6 +542,13 @@ class ExtractionSandbox:
         if not isinstance(answer, dict):
             return _ServerFailure(refusal="MALFORMED_DOCUMENT", detail="sandbox server died")
         return answer
+
+
+@functools.cache
+def _warn_unfiltered(reason: str) -> None:
+    """Say once per process (and reason) that sandbox children run without the system-call
+    filter (``_seccomp``): the server's own stderr is not kept."""
+    _log.warning("extraction sandbox children run without a system-call filter: %s", reason)
 
 
 def _answer_line(server: subprocess.Popen[bytes], cancel: CancelToken | None) -> tuple[bytes, bool]:
