@@ -82,7 +82,8 @@ _STOP_TIMEOUT_S = 5.0
 # once) before it is taken for dead: a safety net, like the two above.
 _CANCEL_TIMEOUT_S = 5.0
 # The signal that tells a server to kill the child serving its current request and answer
-# at once. Out of band: the request channel is the server's stdin, read ahead by its buffer.
+# at once. Out of band: the server reads its stdin, the request channel, only between
+# children, so a cancellation written there would wait unseen until the child ended.
 # By name: the sandbox runs only where processes fork, but this module is imported anywhere.
 CANCEL_SIGNAL = "SIGUSR1"
 _log = logging.getLogger(__name__)
