@@ -33,7 +33,7 @@ the server's whole memory, where what was freed is not cleared. So the server ke
 request's content once it is answered: the document and the child's answer are read
 straight from the descriptors (no buffered stream keeps a copy) into buffers it zeroes when
 the request ends (``_Scrubbed``), and the answer is checked and relayed undecoded
-(``_is_json_object``, ``_relay``) — no ``str`` or ``bytes`` of either, which could not be
+(``is_json_object``, ``_relay``) — no ``str`` or ``bytes`` of either, which could not be
 zeroed, is ever made here. The child makes its own copy, which dies with it. What is not
 covered: the kernel's pipe buffers (not process memory), and the current request's own
 document, which its child is meant to read. Each child also installs a system-call filter
@@ -57,6 +57,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from esra.core._docstore import _seccomp
+from esra.core._docstore._json_shape import is_json_object
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.extras import DOCUMENT_READERS
 from esra.core._docstore.sandbox import CANCEL_SIGNAL, PACKAGE_CHECK, RETRY_KEY
@@ -194,77 +195,12 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
-# A child's answer as the server relays it without decoding it (``_is_json_object``): JSON
-# as ``json.dumps`` writes it by default — ASCII only, spaces its only whitespace — so that
-# it holds no newline, and is one line of the server's answers.
-_STRING = rb'"(?:[ !#-\[\]-~]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+"'
-_SCALAR = rb"-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?|true|false|null|NaN|-?Infinity"
-_PRIMITIVE = rb"(?:" + _STRING + rb"|" + _SCALAR + rb")"
-_ONE_VALUE = re.compile(rb" *+" + _PRIMITIVE)
-# An array's values, many at one match (a .docx's boundaries, a PDF's pages).
-_ARRAY_VALUES = re.compile(rb" *+" + _PRIMITIVE + rb"(?: *+, *+" + _PRIMITIVE + rb")*+")
-_KEY = re.compile(rb" *+" + _STRING + rb" *+:")
-_OPENING = re.compile(rb" *+([{[])")
-_PUNCTUATION = re.compile(rb" *+([]},])")
-_SPACES = re.compile(rb" *+")
+# An answer that is an empty object: the server's keys are written into it, not after a comma.
 _EMPTY_OBJECT = re.compile(rb" *+\{ *+\} *+")
-# Far deeper than any reader's answer (three levels), far below the recursion limit of the
-# owner's ``json.loads``.
-_MAX_DEPTH = 16
-
-
-def _is_json_object(answer: memoryview) -> bool:
-    """Whether ``answer`` is one JSON object, as a child's ``json.dumps`` writes it.
-
-    Checked by matching, not decoding: the server never makes a ``str`` or ``bytes`` of a
-    child's answer (see ``_Scrubbed``); the matches' spans are all it looks at, and only
-    punctuation is ever taken out of it.
-    """
-    position, closers = 0, bytearray()
-    first = _OPENING.match(answer)
-    if first is None or first.group(1) != b"{":
-        return False
-    expecting = "value"
-    while True:
-        if expecting == "value":
-            values = _ARRAY_VALUES if closers.endswith(b"]") else _ONE_VALUE
-            found = values.match(answer, position)
-            if found is not None:
-                position, expecting = found.end(), "end"
-                continue
-            opening = _OPENING.match(answer, position)
-            if opening is None or len(closers) >= _MAX_DEPTH:
-                return False
-            position = opening.end()
-            closers += b"}" if opening.group(1) == b"{" else b"]"
-            closing = _PUNCTUATION.match(answer, position)
-            if closing is not None and closing.group(1) == closers[-1:]:
-                position, expecting = closing.end(), "end"
-                del closers[-1]
-            else:
-                expecting = "key" if closers.endswith(b"}") else "value"
-        elif expecting == "key":
-            key = _KEY.match(answer, position)
-            if key is None:
-                return False
-            position, expecting = key.end(), "value"
-        else:  # a value ended
-            if not closers:
-                return _SPACES.fullmatch(answer, position) is not None
-            mark = _PUNCTUATION.match(answer, position)
-            if mark is None:
-                return False
-            position = mark.end()
-            if mark.group(1) == b",":
-                expecting = "key" if closers.endswith(b"}") else "value"
-            elif mark.group(1) == closers[-1:]:
-                del closers[-1]
-            else:
-                return False
 
 
 def _relay(fd: int, answer: _Scrubbed, server_keys: Mapping[str, object]) -> None:
-    """Write the child's answer (a JSON object, ``_is_json_object``) as one line, with the
+    """Write the child's answer (a JSON object, ``is_json_object``) as one line, with the
     server's own keys after the child's: the owner's ``json.loads`` keeps the last of a
     repeated key, so a child that wrote ``RETRY_KEY`` itself is overruled."""
     view = answer.view()
@@ -486,7 +422,7 @@ class _Collection:
         if self.refusal is not None:
             return self.refusal
         assert self.ended is not None
-        if _is_json_object(self.answer.view()):
+        if is_json_object(self.answer.view()):
             return None
         return self._death(self.ended)
 
@@ -673,7 +609,7 @@ def _serve_request(
 
     The document and the child's answer (its text) are read into buffers zeroed once the
     answer is written (``_Scrubbed``), and the answer is relayed undecoded
-    (``_is_json_object``): the next child is forked from a server whose memory holds neither,
+    (``is_json_object``): the next child is forked from a server whose memory holds neither,
     nor any copy of them, freed or not. What the server does decode is its own: the header
     (reader, options, size, limits) and its refusals.
     """
