@@ -150,6 +150,7 @@ async def open_site(
     retain_bytes: bool = True,
     initialiser: Initialiser | None = None,
     explainer: ExplainService | None = None,
+    secure_cookies: bool | None = None,
 ) -> AsyncIterator[Site]:
     """The portal at ``/portal`` over a fresh store in ``tmp_path`` (``/explain`` served
     through ``explainer`` when given)."""
@@ -166,7 +167,12 @@ async def open_site(
         if ready:
             await make_ready(store)
         verifier = JwtVerifier([idp().trusted()], clock=clock)
-        portal = portal_app(stores={TENANT: store}, verifier=verifier, explainer=explainer)
+        portal = portal_app(
+            stores={TENANT: store},
+            verifier=verifier,
+            explainer=explainer,
+            secure_cookies=secure_cookies,
+        )
         app = Starlette(routes=[Mount("/portal", app=portal)])
         yield Site(app=app, store=store, audit=audit, clock=clock)
     finally:

@@ -6,7 +6,11 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
+
+from esra.starlette._portal.notices import NOTICE_COOKIE
 from esra.starlette._portal.session import SESSION_COOKIE, SIGN_IN_COOKIE
+from tests.starlette._tls_proxy import behind_tls_proxy
 from tests.starlette._tokens import NOW, other_idp
 from tests.starlette.portal._site import (
     csrf_of,
@@ -67,6 +71,29 @@ async def test_session_cookie_is_secure_over_https(tmp_path: Path) -> None:
             c for c in response.headers.get_list("set-cookie") if c.startswith(SESSION_COOKIE)
         )
         assert "secure" in {part.strip().lower() for part in cookie.split(";")}
+
+
+async def test_forced_secure_cookies_cover_the_notice_cookie_too(tmp_path: Path) -> None:
+    """Behind a TLS-terminating proxy the portal sees plain http; ``secure_cookies=True``
+    marks every cookie it sets Secure — the notice one after a saved change included."""
+    async with open_site(tmp_path, secure_cookies=True) as site:
+        transport = httpx2.ASGITransport(app=behind_tls_proxy(site.app))
+        async with httpx2.AsyncClient(
+            transport=transport, base_url="https://portal.test"
+        ) as client:
+            await sign_in(client, manager_token())
+            status = await client.get("/portal/status")
+            form = {
+                "csrf": csrf_of(status),
+                "revision": "0",
+                "scan_policy": "quarantine",
+                "max_attempts": "3",
+                "batch_per_tenant": "20",
+            }
+            saved = await client.post("/portal/status/settings", data=form)
+    assert saved.status_code == 303
+    notice = next(c for c in saved.headers.get_list("set-cookie") if c.startswith(NOTICE_COOKIE))
+    assert "secure" in {part.strip().lower() for part in notice.split(";")}
 
 
 async def test_refused_tokens_do_not_sign_in(tmp_path: Path) -> None:

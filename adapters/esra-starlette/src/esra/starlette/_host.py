@@ -156,6 +156,9 @@ def build_app(
         allowed_hosts=server.allowed_hosts,
         allowed_origins=server.allowed_origins,
         resource_name=server.resource_name,
+        # A host whose public address is https is reached over TLS, though a terminating
+        # proxy in front of it forwards plain http: its portal cookies are Secure.
+        secure_cookies=True if (server.resource_url or "").startswith("https://") else None,
         document_stores=stores,
         publisher=publisher,
         workspaces=parts.workspaces,

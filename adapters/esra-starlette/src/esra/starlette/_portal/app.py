@@ -34,6 +34,7 @@ from esra.starlette._portal.errors import PortalError, SignInReason, SignInRequi
 from esra.starlette._portal.explain_pages import ExplainPages
 from esra.starlette._portal.layout import link_list, page
 from esra.starlette._portal.markup import render_template
+from esra.starlette._portal.notices import SECURE_COOKIES_STATE
 from esra.starlette._portal.paths import portal_url
 from esra.starlette._portal.session import SESSION_COOKIE, Sessions
 from esra.starlette._portal.sign_in import SignInPages
@@ -75,7 +76,7 @@ def portal_app(
         roles_claim: the token claim naming the operator's administrative roles.
         cross_tenant_roles_claim: the token claim naming roles on every tenant the token's
             issuer is trusted for; their holder chooses the tenant at ``/tenant``.
-        secure_cookies: force the session cookie's ``Secure`` flag; ``None`` sets it when
+        secure_cookies: force the portal cookies' ``Secure`` flag; ``None`` sets it when
             the request arrived over https (set ``True`` behind a TLS-terminating proxy
             that forwards plain http).
         explainer: explains searches at ``/explain`` for operators holding
@@ -149,7 +150,7 @@ def portal_app(
         )
         return response
 
-    return Starlette(
+    portal = Starlette(
         routes=routes,
         middleware=[Middleware(_SecurityHeaders)],
         exception_handlers={
@@ -159,6 +160,9 @@ def portal_app(
             Exception: unexpected,
         },
     )
+    # Every cookie the portal sets follows it, the session's and the notices' alike.
+    setattr(portal.state, SECURE_COOKIES_STATE, secure_cookies)
+    return portal
 
 
 def _error_page(request: Request, sessions: Sessions | None, error: PortalError) -> Response:
