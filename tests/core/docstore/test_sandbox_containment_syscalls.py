@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import platform
 import re
@@ -244,8 +245,14 @@ def test_the_filter_refuses_nothing_a_real_pdf_or_docx_needs() -> None:
     with ExtractionSandbox(max_servers=1) as served:
         read_pdf = served.extract(pdf, LIMITS, reader=DocumentFormat.PDF)
         read_docx = served.extract(docx, LIMITS, reader=DocumentFormat.DOCX, options=options)
-    in_process_pdf = extract_pages(pdf, LIMITS.max_chars)
-    in_process_docx = extract_docx(docx, LIMITS.max_chars, options)
+    # The readers run only in a child, and the PDF one silences logging for the whole
+    # process it runs in: read here, this test process gets its logging back after.
+    silenced = logging.root.manager.disable
+    try:
+        in_process_pdf = extract_pages(pdf, LIMITS.max_chars)
+        in_process_docx = extract_docx(docx, LIMITS.max_chars, options)
+    finally:
+        logging.disable(silenced)
     assert {key: read_pdf[key] for key in in_process_pdf} == in_process_pdf
     assert {key: read_docx[key] for key in in_process_docx} == in_process_docx
     assert in_process_pdf["pages"] == ["one page", "another page"]
