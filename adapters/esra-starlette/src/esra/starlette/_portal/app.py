@@ -29,12 +29,12 @@ from esra.starlette._admin.operator import (
 )
 from esra.starlette._auth import JwtVerifier
 from esra.starlette._portal.access import Access
+from esra.starlette._portal.cookies import SECURE_COOKIES_STATE
 from esra.starlette._portal.document_pages import DocumentPages
 from esra.starlette._portal.errors import PortalError, SignInReason, SignInRequiredError
 from esra.starlette._portal.explain_pages import ExplainPages
 from esra.starlette._portal.layout import link_list, page
 from esra.starlette._portal.markup import render_template
-from esra.starlette._portal.notices import SECURE_COOKIES_STATE
 from esra.starlette._portal.paths import portal_url
 from esra.starlette._portal.session import SESSION_COOKIE, Sessions
 from esra.starlette._portal.sign_in import SignInPages
@@ -83,7 +83,7 @@ def portal_app(
             ``ESRA_EXPOSURE_MANAGE``; without one that page is not served.
     """
     role_claims = RoleClaims(roles_claim, cross_tenant_roles_claim)
-    sessions = Sessions(verifier, role_claims=role_claims, secure_cookies=secure_cookies)
+    sessions = Sessions(verifier, role_claims=role_claims)
     access = Access(stores, sessions)
     stylesheet = files("esra.starlette._portal").joinpath("static", "portal.css").read_bytes()
 

@@ -11,13 +11,12 @@ from enum import StrEnum
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from esra.starlette._portal.cookies import cookies_are_secure
 from esra.starlette._portal.paths import base_path, portal_url
 
 __all__ = ["NOTICE_COOKIE", "Notice", "clear_notice", "redirect_with_notice", "take_notice"]
 
 NOTICE_COOKIE = "esra_portal_notice"
-# Where ``portal_app`` keeps its ``secure_cookies`` on the app's state, for every cookie.
-SECURE_COOKIES_STATE = "secure_cookies"
 _NOTICE_MAX_AGE_S = 60
 
 
@@ -56,14 +55,6 @@ _TEXT = {
         "turn. The change is recorded with your name."
     ),
 }
-
-
-def cookies_are_secure(request: Request) -> bool:
-    """Whether the portal's cookies carry ``Secure``: as ``portal_app(secure_cookies=)``
-    forces it (behind a TLS-terminating proxy the portal sees plain http), else when the
-    request arrived over https."""
-    forced = getattr(request.app.state, SECURE_COOKIES_STATE, None)
-    return forced if isinstance(forced, bool) else request.url.scheme == "https"
 
 
 def redirect_with_notice(request: Request, path: str, notice: Notice) -> Response:

@@ -40,6 +40,7 @@ from esra.starlette._auth import (
     TokenRejectedError,
     TokenRejection,
 )
+from esra.starlette._portal.cookies import cookies_are_secure
 from esra.starlette._portal.errors import PortalError, SignInReason, SignInRequiredError
 from esra.starlette._portal.paths import base_path
 
@@ -91,16 +92,13 @@ class Sessions:
         verifier: the host's verifier; the same issuers as the admin API and MCP endpoint.
         role_claims: the token claims naming the operator's administrative roles (on its own
             tenant, and on every tenant its issuer is trusted for).
-        secure_cookies: force the cookie's ``Secure`` flag on or off; ``None`` sets it when
-            the request arrived over https.
+
+    Its cookies are ``Secure`` as ``cookies_are_secure`` says, like every portal cookie.
     """
 
-    def __init__(
-        self, verifier: JwtVerifier, *, role_claims: RoleClaims, secure_cookies: bool | None
-    ) -> None:
+    def __init__(self, verifier: JwtVerifier, *, role_claims: RoleClaims) -> None:
         self._verifier = verifier
         self._role_claims = role_claims
-        self._secure = secure_cookies
 
     def visitor(self, request: Request) -> Visitor:
         """The signed-in visitor of ``request``.
@@ -272,17 +270,12 @@ class Sessions:
             return None
         return tenant_id
 
-    def _is_secure(self, request: Request) -> bool:
-        if self._secure is not None:
-            return self._secure
-        return request.url.scheme == "https"
-
     def _cookie_attributes(self, request: Request) -> dict[str, Any]:
         """Every portal cookie's attributes: the portal's path, HttpOnly, SameSite=Strict,
         Secure over https (or as configured)."""
         return {
             "path": self._cookie_path(request),
-            "secure": self._is_secure(request),
+            "secure": cookies_are_secure(request),
             "httponly": True,
             "samesite": "strict",
         }
