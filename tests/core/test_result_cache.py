@@ -245,12 +245,12 @@ async def test_a_hit_carries_references_minted_for_the_caller_it_serves() -> Non
     assert world.providers[A].calls == 1
     [ref] = [r.document_ref for r in served_to_bob.results]
     assert ref is not None
-    bob = TokenBinding(A, EXPOSURE_ID, "bob")
+    bob = TokenBinding.for_caller(_ctx(A, subject="bob"), EXPOSURE_ID)
     assert open_ref(ref, binding=bob, keyring=world.keyring, clock=world.clock).record_key == "1"
     with pytest.raises(DocumentNotFoundError):
         open_ref(
-            ref, binding=TokenBinding(A, EXPOSURE_ID, "alice"), keyring=world.keyring,
-            clock=world.clock,
+            ref, binding=TokenBinding.for_caller(_ctx(A, subject="alice"), EXPOSURE_ID),
+            keyring=world.keyring, clock=world.clock,
         )  # fmt: skip
 
 

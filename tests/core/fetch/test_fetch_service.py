@@ -50,6 +50,7 @@ from esra.core.testing import (
     InMemorySearchProvider,
 )
 from tests.core.factories import (
+    CLIENT_APP,
     TENANT,
     make_capability,
     make_context,
@@ -263,6 +264,22 @@ async def test_a_reference_replayed_by_another_caller_is_not_found() -> None:
     [record] = world.fetches()
     assert record.outcome == "denied"
     assert "source_id" not in record.dimensions
+
+
+async def test_a_reference_replayed_through_another_client_application_is_not_found() -> None:
+    # Both applications are in the exposure's audience, so the chain admits either; the
+    # reference surfaced to one is still not the other's to spend.
+    world = _World()
+    world.republish(_snapshot(audience=(CLIENT_APP, "desktop-app")))
+    ref = await world.ref_for("Annual leave policy", _caller())
+
+    with pytest.raises(DocumentNotFoundError) as replay:
+        await world.fetcher.fetch(make_context(client_app_id="desktop-app", subject="alice"), ref)
+
+    assert replay.value.code is ErrorCode.ESRA_DOCUMENT_NOT_FOUND
+    assert (await world.fetcher.fetch(_caller(), ref)).title == "Annual leave policy"
+    denied, allowed = world.fetches()
+    assert (denied.outcome, allowed.outcome) == ("denied", "ok")
 
 
 async def test_a_source_no_longer_in_scope_is_not_found_and_never_named() -> None:

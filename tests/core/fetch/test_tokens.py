@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import struct
 
+import attrs
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -92,7 +95,7 @@ def test_tokens_are_url_safe_and_never_repeat() -> None:
 
 
 def test_the_header_names_version_and_key_id_in_the_clear() -> None:
-    assert RAW[0] == 1
+    assert RAW[0] == 2
     assert RAW[2 : 2 + RAW[1]] == b"k1"
 
 
@@ -201,7 +204,14 @@ def test_a_swapped_header_is_not_found() -> None:
     """The header is authenticated: another version, key id or key-id length fails."""
     other_ring = RING.rotated("k2")
     body = RAW[2 + RAW[1] :]
-    for header in (b"\x02\x02k1", b"\x01\x02k2", b"\x01\x03k1x", b"\x01\x01k", b"\x01\x00"):
+    for header in (
+        b"\x01\x02k1",  # the version before the client application was bound
+        b"\x03\x02k1",
+        b"\x02\x02k2",
+        b"\x02\x03k1x",
+        b"\x02\x01k",
+        b"\x02\x00",
+    ):
         _not_found(_text(header + body), ring=other_ring)
     # A whole header taken from a token sealed under another key.
     foreign = _raw(_token(ring=other_ring))
@@ -218,6 +228,60 @@ def test_nonce_and_body_spliced_from_two_tokens_are_not_found() -> None:
 def test_non_text_input_is_not_found() -> None:
     for value in (None, b"bytes", 42):
         _not_found(value)  # type: ignore[arg-type]
+
+
+# ---- version 1, minted before the client application was bound --------------------------
+
+
+def _version_1_token(binding: TokenBinding, *, expires_ms: int) -> str:
+    """A token laid out as version 1 minted it: no client application in the associated
+    data. Written out here rather than through the module, so the layout is pinned."""
+    header = b"\x01\x02k1"
+
+    def field(value: str) -> bytes:
+        data = value.encode()
+        return struct.pack(">H", len(data)) + data
+
+    associated = header + b"".join(
+        field(value)
+        for value in (
+            "esra.document-ref",
+            binding.purpose,
+            binding.tenant_id,
+            binding.exposure_id,
+            binding.subject,
+            binding.issuer,
+        )
+    )
+    plaintext = struct.pack(">Q", expires_ms) + field("s-1") + field("m-s-1")
+    plaintext += field("SECRET-KEY-4711")
+    plaintext += bytes(-len(plaintext) % 32)
+    nonce = bytes(range(12))
+    return _text(header + nonce + AESGCM(V1_KEY).encrypt(nonce, plaintext, associated))
+
+
+V1_KEY = bytes(range(32))
+V1_RING = Keyring({"k1": V1_KEY}, current="k1")
+
+
+def test_a_version_1_token_opens_for_its_caller_until_it_expires() -> None:
+    clock = FakeClock()
+    expires_ms = int(clock.now().timestamp() * 1000) + 60_000
+    token = _version_1_token(BINDING, expires_ms=expires_ms)
+    for_an_app = attrs.evolve(BINDING, client_app_id="any-app")
+
+    # A rolling upgrade keeps the references clients already hold: whichever client calls.
+    assert _open(token, binding=for_an_app, ring=V1_RING, clock=clock) == LOCATOR
+    mallory = attrs.evolve(for_an_app, subject="mallory")
+    _not_found(token, binding=mallory, ring=V1_RING, clock=clock)
+    clock.advance(60)
+    _not_found(token, binding=for_an_app, ring=V1_RING, clock=clock)
+
+
+def test_only_the_current_version_is_minted() -> None:
+    token = _token(ring=V1_RING, binding=attrs.evolve(BINDING, client_app_id="app"))
+    assert _raw(token)[0] == 2
+    _not_found(token, binding=BINDING, ring=V1_RING)
 
 
 # ---- one response's tokens, minted together ---------------------------------------------
@@ -292,6 +356,21 @@ def test_the_same_subject_vouched_for_by_another_issuer_is_not_found(issuer: str
     _not_found(minted_for_an_issuer)
     other = TokenBinding("tenant-a", "exp-1", "alice", issuer=issuer + "x")
     _not_found(minted_for_an_issuer, binding=other)
+
+
+@settings(max_examples=300, deadline=None)
+@given(client_app=text.filter(bool))
+def test_the_same_caller_through_another_client_application_is_not_found(client_app: str) -> None:
+    # The runtime is keyed to the tenant and the client application: a reference surfaced
+    # to one AI client is not a handle another client of the same person can spend.
+    for_the_app = attrs.evolve(BINDING, client_app_id=client_app)
+    minted_for_the_app = _token(binding=for_the_app)
+    _not_found(TOKEN, binding=for_the_app)
+    _not_found(minted_for_the_app)
+    _not_found(
+        minted_for_the_app, binding=attrs.evolve(for_the_app, client_app_id=client_app + "x")
+    )
+    assert _open(minted_for_the_app, binding=for_the_app) == LOCATOR
 
 
 @pytest.mark.parametrize(

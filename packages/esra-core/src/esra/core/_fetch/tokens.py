@@ -11,8 +11,13 @@ Layout (URL-safe base64, no padding)::
 
 The plaintext holds the expiry and the locator (source id, mapping id, record key), padded
 to a multiple of 32 bytes so the length says little about the key. The associated data binds
-the header, the purpose (``fetch``), the tenant, the exposure id and the caller's subject:
-a token replayed by anyone else, anywhere else, fails authentication.
+the header, the purpose (``fetch``), the tenant, the exposure id, the caller's subject and
+issuer, and the client application: a token replayed by anyone else, through any other
+client, anywhere else, fails authentication.
+
+Version 1 tokens (minted before the client application was bound) still open, for the rest
+of their lifetime, so that a rolling upgrade does not break the references a client holds;
+only version 2 is minted.
 
 :func:`open` raises :class:`DocumentNotFoundError` for every failure — tampering, truncation,
 a foreign caller, tenant or exposure, expiry, an unknown or retired key — so a caller learns
@@ -49,7 +54,9 @@ __all__ = [
     "open",
 ]
 
-TOKEN_VERSION = 1
+TOKEN_VERSION = 2
+# Minted before the client application was bound; its associated data has no such field.
+_UNBOUND_APP_VERSION = 1
 KEY_BYTES = 32
 FETCH_PURPOSE = "fetch"
 _NONCE_BYTES = 12
@@ -83,6 +90,9 @@ class TokenBinding:
     # The subject's issuer: a subject names a caller only within its issuer (OpenID
     # Connect), so a reference minted for one issuer's "alice" never opens for another's.
     issuer: str = ""
+    # The runtime is keyed to the tenant and the client application: a reference surfaced
+    # to one AI client is not a handle another client of the same person can spend.
+    client_app_id: str = ""
 
     @classmethod
     def for_caller(cls, ctx: InvocationContext, exposure_id: str) -> TokenBinding:
@@ -93,6 +103,7 @@ class TokenBinding:
             exposure_id=exposure_id,
             subject=caller.subject,
             issuer=caller.issuer,
+            client_app_id=ctx.client_app_id,
         )
 
 
@@ -197,17 +208,18 @@ def _header(key_id: str) -> bytes:
 
 
 def _associated_data(header: bytes, binding: TokenBinding) -> bytes:
-    return b"".join(
-        (
-            header,
-            _field(_AAD_LABEL.decode()),
-            _field(binding.purpose),
-            _field(binding.tenant_id),
-            _field(binding.exposure_id),
-            _field(binding.subject),
-            _field(binding.issuer),
-        )
-    )
+    fields = [
+        header,
+        _field(_AAD_LABEL.decode()),
+        _field(binding.purpose),
+        _field(binding.tenant_id),
+        _field(binding.exposure_id),
+        _field(binding.subject),
+        _field(binding.issuer),
+    ]
+    if header[0] != _UNBOUND_APP_VERSION:
+        fields.append(_field(binding.client_app_id))
+    return b"".join(fields)
 
 
 def _epoch_ms(clock: Clock, plus_s: float = 0.0) -> int:
@@ -307,7 +319,7 @@ def _locator(plaintext: bytes) -> tuple[int, DocumentLocator]:
 
 def _open(token: str, binding: TokenBinding, keyring: Keyring, clock: Clock) -> DocumentLocator:
     raw = _decode(token) if isinstance(token, str) else None
-    if raw is None or len(raw) < 2 or raw[0] != TOKEN_VERSION:
+    if raw is None or len(raw) < 2 or raw[0] not in (TOKEN_VERSION, _UNBOUND_APP_VERSION):
         raise DocumentNotFoundError
     body = 2 + raw[1]
     if len(raw) < body + _NONCE_BYTES + _TAG_BYTES:
