@@ -25,6 +25,7 @@ from esra.core.ports import AuditSink, Cache
 from esra.core.testing import FakeClock, FakeLanguageModel, InMemoryAuditSink
 from esra.core.testing._provider import InMemorySearchProvider
 from esra.starlette._app import create_app
+from esra.starlette._issuers import TrustedIssuer
 from tests.core.factories import (
     make_capability,
     make_exposure,
@@ -113,7 +114,10 @@ class World:
 
 @contextlib.asynccontextmanager
 async def open_world(
-    *, audit: AuditSink | None = None, cache: Cache | None = None
+    *,
+    audit: AuditSink | None = None,
+    cache: Cache | None = None,
+    issuers: Sequence[TrustedIssuer] | None = None,
 ) -> AsyncIterator[World]:
     """Build the two-tenant host (with ``cache`` as its result and selection cache, if given)
     and run its lifespan."""
@@ -124,7 +128,7 @@ async def open_world(
         providers={tenant: {"s-1": provider} for tenant, provider in providers.items()},
         model=FakeLanguageModel(),
         audit=audit or sink,
-        issuers=[idp().trusted(), other_idp().trusted(tenants=(TENANT_B,))],
+        issuers=issuers or [idp().trusted(), other_idp().trusted(tenants=(TENANT_B,))],
         resource_url=AUDIENCE,
         keyring=Keyring.generate(),
         clock=FakeClock(NOW),

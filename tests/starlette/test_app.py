@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -9,8 +10,16 @@ import pytest
 from esra.core._static_config import StaticConfigRepository
 from esra.core.testing import FakeLanguageModel, InMemoryAuditSink
 from esra.starlette._app import create_app, metadata_path
-from tests.starlette._tokens import AUDIENCE, ISSUER, NOW, OTHER_ISSUER, idp, unsigned
-from tests.starlette._world import http, open_world
+from tests.starlette._tokens import (
+    AUDIENCE,
+    ISSUER,
+    NOW,
+    OTHER_ISSUER,
+    idp,
+    other_idp,
+    unsigned,
+)
+from tests.starlette._world import TENANT_B, http, open_world
 
 METADATA_URL = "https://esra.example.test/.well-known/oauth-protected-resource/mcp"
 INITIALIZE = {
@@ -69,6 +78,30 @@ async def test_protected_resource_metadata_is_served_per_rfc_9728() -> None:
         "bearer_methods_supported": ["header"],
         "resource_name": "ESRA enterprise search",
     }
+
+
+async def test_an_issuer_not_advertised_is_trusted_but_not_named() -> None:
+    """A host serving several tenants need not publish each tenant's identity provider to
+    anyone who asks: an issuer with ``advertised=False`` is left out of the metadata, and
+    its tokens are served as before."""
+    issuers = [idp().trusted(), other_idp().trusted(tenants=(TENANT_B,), advertised=False)]
+    async with open_world(issuers=issuers) as world, http(world.app) as client:
+        metadata = (await client.get(metadata_path(AUDIENCE))).json()
+    assert metadata["authorization_servers"] == [ISSUER]
+    assert OTHER_ISSUER not in json.dumps(metadata)
+    token = other_idp().token(esra_tenant=TENANT_B)
+    async with open_world(issuers=issuers) as world, http(world.app, token) as client:
+        response = await client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+    assert response.status_code == 200
+
+
+async def test_with_no_issuer_advertised_the_metadata_names_none() -> None:
+    """``authorization_servers`` is optional (RFC 9728 §2): omitted rather than empty."""
+    issuers = [idp().trusted(advertised=False)]
+    async with open_world(issuers=issuers) as world, http(world.app) as client:
+        metadata = (await client.get(metadata_path(AUDIENCE))).json()
+    assert "authorization_servers" not in metadata
+    assert metadata["resource"] == AUDIENCE
 
 
 async def test_health_needs_no_token_and_names_nothing() -> None:

@@ -153,6 +153,7 @@ def test_top_level_problems_name_their_key(deployment: Path, text: str, expected
         ((f'issuer = "{ISSUER}"', f'issuer = "{DEV_ISSUER}"'), "issuers[0].issuer: the develop"),
         (('tenants = ["larkspur"]', 'tenants = "larkspur"'), "issuers[0].tenants: must be a list"),
         (("leeway_s = 30", "leeway_s = 30\nscopes = []"), "issuers[0].scopes: unknown key"),
+        (("leeway_s = 30", 'leeway_s = 30\nadvertised = "no"'), "issuers[0].advertised: must be"),
     ],
 )
 def test_issuer_problems_name_their_key(
@@ -161,6 +162,14 @@ def test_issuer_problems_name_their_key(
     """A bad issuer setting is refused at start-up, naming issuers[i].<key>."""
     table = ISSUER_TABLE.replace(*change)
     assert _error(deployment, table + TENANT_TABLE).startswith(expected)
+
+
+def test_an_issuer_is_advertised_unless_the_settings_say_otherwise(deployment: Path) -> None:
+    """``advertised = false`` keeps an issuer out of the protected-resource metadata."""
+    assert load_settings(_write(deployment, ISSUER_TABLE + TENANT_TABLE)).issuers[0].advertised
+    hidden = ISSUER_TABLE.replace("leeway_s = 30", "leeway_s = 30\nadvertised = false")
+    (issuer,) = load_settings(_write(deployment, hidden + TENANT_TABLE)).issuers
+    assert not issuer.advertised
 
 
 def test_issuers_and_tenants_are_required(deployment: Path) -> None:

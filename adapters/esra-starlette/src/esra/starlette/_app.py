@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -248,6 +249,21 @@ def _transport_security(
     return None
 
 
+def _resource_metadata(
+    resource_url: str, issuers: Sequence[TrustedIssuer], resource_name: str
+) -> dict[str, Any]:
+    """The RFC 9728 protected-resource metadata document of ``/mcp``."""
+    # Issuer identifiers exactly as configured (RFC 8414 compares them as strings); the
+    # member is optional (RFC 9728 section 2), so none advertised leaves it out.
+    advertised = [issuer.issuer for issuer in issuers if issuer.advertised]
+    metadata: dict[str, Any] = {"resource": resource_url}
+    if advertised:
+        metadata["authorization_servers"] = advertised
+    metadata["bearer_methods_supported"] = ["header"]
+    metadata["resource_name"] = resource_name
+    return metadata
+
+
 def create_app(
     *,
     config: ConfigRepository,
@@ -425,13 +441,7 @@ def create_app(
         stateless=True,
         security_settings=security,
     )
-    metadata = {
-        "resource": resource_url,
-        # Issuer identifiers exactly as configured (RFC 8414 compares them as strings).
-        "authorization_servers": [issuer.issuer for issuer in verifier.issuers],
-        "bearer_methods_supported": ["header"],
-        "resource_name": resource_name,
-    }
+    metadata = _resource_metadata(resource_url, verifier.issuers, resource_name)
     endpoint = RequireAuthMiddleware(
         # Inside authentication: a caller without a valid token learns nothing but 401.
         OneMessageExchange(StreamableHTTPASGIApp(sessions)),

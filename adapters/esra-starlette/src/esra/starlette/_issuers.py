@@ -127,6 +127,10 @@ class TrustedIssuer:
         leeway_s: clock skew tolerated on ``exp``, ``nbf`` and ``iat``.
         tenants: the tenants this issuer may speak for; ``None`` trusts it for every tenant
             the host serves.
+        advertised: whether the protected-resource metadata names it among the
+            ``authorization_servers``. A host serving several tenants may keep a tenant's
+            own identity provider out of a document anyone can read, since it would name
+            the tenant; its tokens are accepted either way.
     """
 
     issuer: str
@@ -137,6 +141,7 @@ class TrustedIssuer:
     client_claims: tuple[str, ...] = DEFAULT_CLIENT_CLAIMS
     leeway_s: float = DEFAULT_LEEWAY_S
     tenants: frozenset[str] | None = None
+    advertised: bool = True
 
     @classmethod
     def build(
@@ -150,6 +155,7 @@ class TrustedIssuer:
         client_claims: Iterable[str] = DEFAULT_CLIENT_CLAIMS,
         leeway_s: float = DEFAULT_LEEWAY_S,
         tenants: Iterable[str] | None = None,
+        advertised: bool = True,
     ) -> TrustedIssuer:
         """Check every setting and prepare the keys of ``jwks`` (a JWK Set document).
 
@@ -189,6 +195,7 @@ class TrustedIssuer:
             client_claims=claims,
             leeway_s=float(leeway_s),
             tenants=tenant_set,
+            advertised=advertised,
         )
 
     def key_for(self, kid: str | None, algorithm: str) -> jwt.PyJWK | None:

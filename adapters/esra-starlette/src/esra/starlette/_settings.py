@@ -617,6 +617,7 @@ def _issuer(table: _Table, base: Path) -> TrustedIssuer:
             client_claims=table.strings("client_claims") or DEFAULT_CLIENT_CLAIMS,
             leeway_s=table.number("leeway_s", DEFAULT_LEEWAY_S, low=0, high=300),
             tenants=table.strings("tenants"),
+            advertised=_boolean(table, "advertised", True),
         )
     except IssuerError as exc:
         names = {"audiences": "audience", "jwks": "jwks_file" if jwks_path else "jwks"}
