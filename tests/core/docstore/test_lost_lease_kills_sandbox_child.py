@@ -87,10 +87,12 @@ _SERVER = textwrap.dedent(
 
     readers["pdf"] = held_pdf
     _sandbox_server._readers = lambda: (readers, missing)
-    # Its children record their pids in files and fork: the system-call filter refuses
-    # both, so these servers run without it (the subreaper and the cancellation are what
-    # these tests are about; the filter is tested in test_sandbox_containment_syscalls).
+    # Its children record their pids in files and fork: the system-call filter and the file
+    # restriction refuse both, so these servers' children run without them (the subreaper
+    # and the cancellation are what these tests are about; the filter is tested in
+    # test_sandbox_containment_syscalls, the restriction in test_sandbox_containment_files).
     _sandbox_server._seccomp.confine = lambda: False
+    _sandbox_server._landlock.confine = lambda ruleset: False
     _sandbox_server.main()
     """
 )

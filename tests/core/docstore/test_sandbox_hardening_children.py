@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from esra.core._docstore import _sandbox_server, _seccomp
+from esra.core._docstore import _landlock, _sandbox_server, _seccomp
 from esra.core._docstore.sandbox import SandboxUnavailableError, answer_refusal
 
 pytestmark = pytest.mark.skipif(
@@ -37,7 +37,8 @@ _STOP_POLLS = 100
 
 class _Server:
     """The real server loop in a forked process, serving every reader with ``reader``;
-    without its children's system-call filter when ``syscall_filter`` is false."""
+    without its children's system-call filter and file restriction when ``syscall_filter``
+    is false."""
 
     def __init__(self, reader: Reader, *, syscall_filter: bool = True) -> None:
         to_server, self._requests = os.pipe()
@@ -50,6 +51,7 @@ class _Server:
                 _sandbox_server._readers = lambda: ({"pdf": reader}, [])
                 if not syscall_filter:
                     _seccomp.confine = lambda: False
+                    _landlock.confine = lambda ruleset: False
                 sys.stdin = os.fdopen(to_server, "r")
                 sys.stdout = os.fdopen(from_server, "w")
                 _sandbox_server.main()
@@ -164,9 +166,10 @@ def test_an_honest_answer_at_the_character_limit_is_under_the_cap() -> None:
 # 2. Nothing the child started outlives it.
 #
 # Where children are filtered (``_seccomp``) they can start nothing: fork is refused, and so
-# is writing the file these readers record their pids in. The subreaper is what holds them
-# where there is no filter (another architecture, a kernel refusing it), so these tests run
-# the server without it; the filter's refusals are tested in test_sandbox_containment_*.
+# is writing the file these readers record their pids in (which the file restriction,
+# ``_landlock``, refuses too). The subreaper is what holds them where there is no filter
+# (another architecture, a kernel refusing it), so these tests run the server without
+# either; their refusals are tested in test_sandbox_containment_*.
 
 
 def _answer_leaving_sleepers(

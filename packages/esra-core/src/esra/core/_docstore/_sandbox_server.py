@@ -36,8 +36,12 @@ the request ends (``_Scrubbed``), and the answer is checked and relayed undecode
 (``is_json_object``, ``_relay``) — no ``str`` or ``bytes`` of either, which could not be
 zeroed, is ever made here. The child makes its own copy, which dies with it. What is not
 covered: the kernel's pipe buffers (not process memory), and the current request's own
-document, which its child is meant to read. Each child also installs a system-call filter
-before it reads (``_seccomp``): no network, no programs or processes, no file changed.
+document, which its child is meant to read. Each child also restricts itself before it reads:
+to reading beneath the directories Python needs (``_landlock``: no secret in ``/proc`` or
+``/etc``, no tenant's data), and with a system-call filter (``_seccomp``): no network, no
+programs or processes, no file changed. The server builds the file restriction once, as it
+starts, so that a child only applies it. Where either is unavailable, children run without
+it and the server says which once, as it starts (``unfiltered`` in its announcement).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from esra.core._docstore import _seccomp
+from esra.core._docstore import _landlock, _seccomp
 from esra.core._docstore._json_shape import is_json_object
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.extras import DOCUMENT_READERS
@@ -466,13 +470,15 @@ def _serve_one(
     answer: _Scrubbed,
     *,
     confine: bool,
+    ruleset: _landlock.Ruleset | None = None,
     reaper: bool = False,
     cancellation: _Cancellation | None = None,
 ) -> dict[str, object] | None:
     """Extract ``data`` in a child, its answer read into ``answer``: None when that is a
     JSON object to relay, else the server's refusal. ``confine``: the child installs the
-    system-call filter (``_seccomp``) before it reads. ``reaper``: this process is a child
-    subreaper whose only children are its extraction children (the server), so all the
+    system-call filter (``_seccomp``) before it reads. ``ruleset``: the file restriction
+    (``_landlock``) the child applies before it reads, if any. ``reaper``: this process is a
+    child subreaper whose only children are its extraction children (the server), so all the
     child started is ended with it. ``cancellation``: the owner's, which ends the child
     early."""
     read_fd, write_fd = os.pipe()
@@ -485,8 +491,12 @@ def _serve_one(
         os.dup2(devnull, 1)
         if cancellation is not None:
             cancellation.forget()
+        # Not applied: the server said so when it started (and tried both then). The file
+        # restriction first: it is independent of the filter, which need not allow its calls.
+        if ruleset is not None:
+            _landlock.confine(ruleset)
         if confine:
-            _seccomp.confine()  # not installed: the server said so when it started
+            _seccomp.confine()
         _child(read, memoryview(data), header, write_fd)
     os.close(write_fd)
     collection = _Collection(pid, read_fd, header, answer, reaper=reaper, cancellation=cancellation)
@@ -560,13 +570,16 @@ def main() -> None:
         stdout.flush()
         return
     unfiltered = _seccomp.unavailable()
+    missing = [] if unfiltered is None else [f"a system-call filter ({unfiltered})"]
+    ruleset = _file_restriction(missing)
     announcement: dict[str, object] = {"ready": True}
-    if unfiltered is not None:
-        # Said once, here and to the owner (whose log this server's is not): every child
-        # of this server runs without the filter, held by its limits and the subreaper.
-        sys.stderr.write(f"sandbox children run without a system-call filter: {unfiltered}\n")
+    if missing:
+        # Said once, here and to the owner (whose log this server's is not): every child of
+        # this server runs without what is named, held by the rest, its limits and the
+        # subreaper.
+        announcement["unfiltered"] = "; ".join(missing)
+        sys.stderr.write(f"sandbox children run without {announcement['unfiltered']}\n")
         sys.stderr.flush()
-        announcement["unfiltered"] = unfiltered
     # Every object the children inherit leaves the collector's generations: a collection in a
     # child would otherwise walk (and so copy, page by page) the whole inherited heap. About
     # 1 ms of CPU less per .docx over the real corpus (17.5 -> 16.5 ms).
@@ -588,10 +601,23 @@ def main() -> None:
         document,
         answer,
         confine=confine,
+        ruleset=ruleset,
         reaper=reaper,
         cancellation=cancellation,
     ):
         pass
+
+
+def _file_restriction(missing: list[str]) -> _landlock.Ruleset | None:
+    """The ruleset every child applies (``_landlock``), built once here, after the readers
+    were imported and warmed up (so the libraries they load are mapped, and their
+    directories readable); None, with the reason added to ``missing``, where there is
+    none."""
+    try:
+        return _landlock.prepare(_landlock.readable_directories())
+    except _landlock.LandlockUnavailableError as absent:
+        missing.append(f"Landlock file restriction ({absent})")
+        return None
 
 
 def _serve_request(
@@ -602,6 +628,7 @@ def _serve_request(
     answer: _Scrubbed,
     *,
     confine: bool,
+    ruleset: _landlock.Ruleset | None,
     reaper: bool,
     cancellation: _Cancellation,
 ) -> bool:
@@ -629,6 +656,7 @@ def _serve_request(
             document.view(),
             answer,
             confine=confine,
+            ruleset=ruleset,
             reaper=reaper,
             cancellation=cancellation,
         )

@@ -34,7 +34,8 @@ filter cannot read: ``openat2`` and ``clone3``. ``ENOSYS`` is what an older kern
 so the C library falls back to ``openat`` and ``clone``, whose flags are checked above —
 threads still start. Reading files (the lazy imports), ``mmap``, ``brk``, threads, pipes,
 writing to the descriptors the child holds (its answer pipe), and its own exit stay allowed;
-so do signals a child sends itself (a crash's ``abort``).
+so do signals a child sends itself (a crash's ``abort``). Which files a child may read is
+the file restriction's to say (``_landlock``, applied just before this filter).
 
 A system call of another ABI than the one the filter was built for (32-bit calls through
 ``int 0x80`` on x86-64, x32 calls) kills the child: only hostile code makes them.

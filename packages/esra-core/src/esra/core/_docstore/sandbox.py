@@ -547,9 +547,10 @@ class ExtractionSandbox:
 
 @functools.cache
 def _warn_unfiltered(reason: str) -> None:
-    """Say once per process (and reason) that sandbox children run without the system-call
-    filter (``_seccomp``): the server's own stderr is not kept."""
-    _log.warning("extraction sandbox children run without a system-call filter: %s", reason)
+    """Say once per process (and reason) that sandbox children run without part of their
+    containment — the system-call filter (``_seccomp``), the file restriction
+    (``_landlock``) — as ``reason`` names: the server's own stderr is not kept."""
+    _log.warning("extraction sandbox children run without %s", reason)
 
 
 def _answer_line(server: subprocess.Popen[bytes], cancel: CancelToken | None) -> tuple[bytes, bool]:
