@@ -37,11 +37,13 @@ the request ends (``_Scrubbed``), and the answer is checked and relayed undecode
 zeroed, is ever made here. The child makes its own copy, which dies with it. What is not
 covered: the kernel's pipe buffers (not process memory), and the current request's own
 document, which its child is meant to read. Each child also restricts itself before it reads:
-to reading beneath the directories Python needs (``_landlock``: no secret in ``/proc`` or
-``/etc``, no tenant's data), and with a system-call filter (``_seccomp``): no network, no
-programs or processes, no file changed. The server builds the file restriction once, as it
-starts, so that a child only applies it. Where either is unavailable, children run without
-it and the server says which once, as it starts (``unfiltered`` in its announcement).
+it drops every capability (``_capabilities``: a root server's child holds none), restricts
+itself to reading beneath the directories Python needs (``_landlock``: no secret in
+``/proc`` or ``/etc``, no tenant's data), and installs a system-call filter (``_seccomp``):
+no network, no programs or processes, no file changed. The server builds the file
+restriction once, as it starts, so that a child only applies it. Where either is
+unavailable, children run without it and the server says which once, as it starts
+(``unfiltered`` in its announcement).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from esra.core._docstore import _landlock, _seccomp
+from esra.core._docstore import _capabilities, _landlock, _seccomp
 from esra.core._docstore._json_shape import is_json_object
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.extras import DOCUMENT_READERS
@@ -491,6 +493,9 @@ def _serve_one(
         os.dup2(devnull, 1)
         if cancellation is not None:
             cancellation.forget()
+        # No capability first: a root server's child would otherwise hold root's, which
+        # reach past the rest (a file opened by handle has no path for the restriction).
+        _capabilities.drop_all()
         # Not applied: the server said so when it started (and tried both then). The file
         # restriction first: it is independent of the filter, which need not allow its calls.
         if ruleset is not None:
@@ -570,6 +575,7 @@ def main() -> None:
         stdout.flush()
         return
     unfiltered = _seccomp.unavailable()
+    _capabilities.prepare()
     missing = [] if unfiltered is None else [f"a system-call filter ({unfiltered})"]
     ruleset = _file_restriction(missing)
     announcement: dict[str, object] = {"ready": True}
