@@ -4,12 +4,14 @@ The contract (``DocumentRepositoryContract``) proves what the port shows of an e
 document. These tests read the store's raw files — the database and its write-ahead log — for
 a marker that only the deleted document's content held: its original bytes, its segments
 (and so the FTS5 index's shadow tables), its scanner findings and the columns reserved for
-editing its text. SQLite leaves deleted rows' bytes in free pages and old WAL frames unless
+editing its text — and for its SHA-256 in hex, which the row and the duplicate rule's index
+hold. SQLite leaves deleted rows' bytes in free pages and old WAL frames unless
 told otherwise, so a row that no query returns may still be read from the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -29,6 +31,8 @@ MARKER = "qxzvkw7731jhfd"
 _ERASED_BODY = f"Salary table of the wrong contract: {MARKER} {MARKER}. " + "zebra " * 2000
 _KEPT_BODY = "Leave policy: twenty-eight days of paid leave."
 _FINDING = Finding(rule="instruction_override", start=0, end=20, excerpt=f"ignore {MARKER}")
+# What the tombstone held until a delete erased it too: anyone with the file could confirm it.
+_ERASED_HASH = hashlib.sha256(_ERASED_BODY.encode()).hexdigest()
 
 
 @pytest.fixture
@@ -39,10 +43,15 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteDocumentRepository]:
     await repository.close()
 
 
-def _files_holding_the_marker(database: Path) -> list[str]:
-    """Which of the database file and its WAL hold ``MARKER``, read as bytes from disk."""
+def _files_holding(database: Path, needle: str) -> list[str]:
+    """Which of the database file and its WAL hold ``needle``, read as bytes from disk."""
     files = (database, database.with_name(database.name + "-wal"))
-    return [f.name for f in files if f.exists() and MARKER.encode() in f.read_bytes()]
+    return [f.name for f in files if f.exists() and needle.encode() in f.read_bytes()]
+
+
+def _files_holding_the_marker(database: Path) -> list[str]:
+    """Which of the database file and its WAL hold ``MARKER``."""
+    return _files_holding(database, MARKER)
 
 
 def _execute(database: Path, statement: str, *params: object) -> list[tuple[object, ...]]:
@@ -88,10 +97,12 @@ async def test_no_byte_of_a_deleted_documents_content_is_left_in_the_files(
         erased,
     )
     assert _files_holding_the_marker(store.path)  # the test sees it while it is there
+    assert _files_holding(store.path, _ERASED_HASH)
 
     assert await store.soft_delete(TENANT, erased, now=T0 + timedelta(seconds=5))
 
     assert _files_holding_the_marker(store.path) == []
+    assert _files_holding(store.path, _ERASED_HASH) == []
     assert await store.text(TENANT, kept, scopes={"all"}) == _KEPT_BODY
     match = "SELECT rowid FROM store_segments_fts WHERE store_segments_fts MATCH ?"
     assert len(_execute(store.path, match, "twenty")) == 1
@@ -107,15 +118,18 @@ async def test_a_pending_documents_bytes_are_erased_too(store: SqliteDocumentRep
         TENANT, contract_upload("queued.txt", _ERASED_BODY), scope="all", now=T0
     )
     assert _files_holding_the_marker(store.path)
+    assert _files_holding(store.path, _ERASED_HASH)
     assert await store.soft_delete(TENANT, document.id, now=T0)
     assert _files_holding_the_marker(store.path) == []
+    assert _files_holding(store.path, _ERASED_HASH) == []
     assert _execute(store.path, "SELECT count(*) FROM store_segments") == [(0,)]
 
 
 async def test_the_tombstone_row_keeps_who_uploaded_what_and_when(
     store: SqliteDocumentRepository,
 ) -> None:
-    """The row stays: id, title, format, state, deleted flag, timestamps, uploader."""
+    """The row stays: id, title, format, state, deleted flag, timestamps, uploader; its
+    content hash is emptied (the column is ``NOT NULL``)."""
     document = await store.add(
         TENANT,
         contract_upload("mistake.txt", _ERASED_BODY),
@@ -127,7 +141,24 @@ async def test_the_tombstone_row_keeps_who_uploaded_what_and_when(
     rows = _execute(
         store.path,
         "SELECT title, format, state, deleted, deleted_at IS NOT NULL, uploaded_by, "
-        "original IS NULL, findings FROM store_documents WHERE id = ?",
+        "original IS NULL, findings, sha256 FROM store_documents WHERE id = ?",
         document.id,
     )
-    assert rows == [("mistake.txt", "txt", "pending", 1, 1, "operator@corp", 1, "[]")]
+    assert rows == [("mistake.txt", "txt", "pending", 1, 1, "operator@corp", 1, "[]", "")]
+
+
+async def test_a_re_upload_after_the_delete_is_stored_and_its_own_delete_erases_it_too(
+    store: SqliteDocumentRepository,
+) -> None:
+    """The erased hash frees the duplicate rule's index; the second copy goes the same way."""
+    first = await store.add(TENANT, contract_upload("v1.txt", _ERASED_BODY), scope="all", now=T0)
+    assert await store.soft_delete(TENANT, first.id, now=T0 + timedelta(seconds=1))
+    second = await store.add(
+        TENANT, contract_upload("v1-again.txt", _ERASED_BODY), scope="all", now=T0
+    )
+    assert second.sha256 == _ERASED_HASH
+    assert _files_holding(store.path, _ERASED_HASH)
+    assert await store.soft_delete(TENANT, second.id, now=T0 + timedelta(seconds=2))
+    assert _files_holding(store.path, _ERASED_HASH) == []
+    assert _execute(store.path, "SELECT count(*), max(sha256) FROM store_documents") == [(2, "")]
+    assert _execute(store.path, "PRAGMA integrity_check") == [("ok",)]

@@ -710,17 +710,18 @@ class PostgresDocumentRepository:
         """Mark the document deleted and erase its content, leaving a tombstone row.
 
         One transaction flags the row, empties its content columns (original bytes,
-        extracted text, findings, the reserved edit columns), deletes its segments (their
-        ``tsvector`` with them) and moves ``claim_seq``, so a worker extracting it cannot
-        write anything back; ``audit`` is held in it. The row lock the ``UPDATE`` takes
-        orders it against a concurrent ``complete``: either the completion committed first
-        and its segments are deleted here, or it re-checks the fence after this commit and
-        writes nothing. The replaced row versions stay on disk as dead tuples until VACUUM.
+        extracted text, the content hash, findings, the reserved edit columns), deletes its
+        segments (their ``tsvector`` with them) and moves ``claim_seq``, so a worker
+        extracting it cannot write anything back; ``audit`` is held in it. The row lock the
+        ``UPDATE`` takes orders it against a concurrent ``complete``: either the completion
+        committed first and its segments are deleted here, or it re-checks the fence after
+        this commit and writes nothing. The replaced row versions (and the hash's entry in
+        the duplicate rule's partial index) stay on disk as dead tuples until VACUUM.
         """
         row = await self._act(
             self._q(
                 "UPDATE {d} SET deleted_at = %(now)s, updated_at = %(now)s, data = NULL,"
-                " bytes_retained = false, text = NULL, findings = '[]'::jsonb,"
+                " bytes_retained = false, text = NULL, sha256 = '', findings = '[]'::jsonb,"
                 " segment_count = 0, previous_content = NULL, edit_reason = NULL,"
                 " claim_seq = claim_seq + 1, locked_by = NULL, lease_until = NULL"
                 " WHERE id = %(id)s AND tenant_id = %(tenant)s AND deleted_at IS NULL"

@@ -19,10 +19,10 @@ Queue rules, each enforced in SQL:
 - completion replaces the document's segments in the same transaction (the FTS5 index
   follows through triggers), and drops the original bytes only when the store does not
   retain them — a failure never drops them;
-- a delete erases the document's content with the flag and moves ``claim_seq``: the
-  connection's ``secure_delete`` zeroes what it frees, an FTS5 ``optimize`` drops the terms
-  FTS5 would otherwise keep until a merge, and a truncating WAL checkpoint removes the older
-  frames (``soft_delete``).
+- a delete erases the document's content (its hash too) with the flag and moves
+  ``claim_seq``: the connection's ``secure_delete`` zeroes what it frees, an FTS5
+  ``optimize`` drops the terms FTS5 would otherwise keep until a merge, and a truncating WAL
+  checkpoint removes the older frames (``soft_delete``).
 
 An operator's release, reindex or delete, an upload's ``add`` and a settings change's
 ``save_configuration`` given its audit record inserts it into ``store_audit_outbox`` in the
@@ -572,13 +572,15 @@ class SqliteDocumentRepository:
     ) -> bool:
         """Mark the document deleted and erase its content, leaving a tombstone row.
 
-        One transaction flags the row, empties its content columns (original bytes,
-        findings, the reserved edit columns), deletes its segments (the FTS5 index follows
-        through the trigger) and moves ``claim_seq``, so a worker extracting it cannot write
-        anything back; ``audit`` is held in it. When segments were deleted, the same
-        transaction optimizes the FTS5 index: FTS5 records a deletion as a marker in a new
-        index segment and keeps the terms in the old one until a merge, and only a full merge
-        is sure to reach the segment holding them (its cost grows with the whole index).
+        One transaction flags the row, empties its content columns (original bytes, the
+        content hash, findings, the reserved edit columns), deletes its segments (the FTS5
+        index follows through the trigger) and moves ``claim_seq``, so a worker extracting it
+        cannot write anything back; ``audit`` is held in it. The hash's entry in the
+        duplicate rule's partial index leaves with the flag, and ``secure_delete`` zeroes it.
+        When segments were deleted, the same transaction optimizes the FTS5 index: FTS5
+        records a deletion as a marker in a new index segment and keeps the terms in the old
+        one until a merge, and only a full merge is sure to reach the segment holding them
+        (its cost grows with the whole index).
         After the commit the WAL is checkpointed and truncated: its older frames (the
         upload's, the extraction's) hold the content until they are overwritten.
 
@@ -591,7 +593,7 @@ class SqliteDocumentRepository:
         def erase(connection: sqlite3.Connection) -> bool:
             cursor = connection.execute(
                 "UPDATE store_documents SET deleted = 1, deleted_at = :now, updated_at = :now, "
-                "original = NULL, findings = '[]', segment_count = 0, "
+                "original = NULL, sha256 = '', findings = '[]', segment_count = 0, "
                 "previous_content = NULL, edit_reason = NULL, "
                 "claim_seq = claim_seq + 1, worker_id = NULL, lease_until = NULL "
                 "WHERE id = :id AND tenant_id = :tenant AND deleted = 0",

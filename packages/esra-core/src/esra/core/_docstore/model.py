@@ -86,6 +86,8 @@ class StoredDocument:
     ``uploaded_by`` is the operator subject that uploaded it (``cli:<user>`` from ``esra
     ingest``; None for a connector's). ``failure_breach`` names the safety limit a Failed
     document broke, when that is why it failed (its ``remedy`` is that breach's).
+    ``sha256`` is the content's SHA-256 in hex, and an empty string once ``deleted``: a
+    delete erases the hash with the content, as it would confirm what the document said.
     """
 
     id: str

@@ -407,8 +407,10 @@ class InMemoryDocumentRepository:
     ) -> bool:
         """Flag deleted and erase the content, keeping the metadata (``audit`` held).
 
-        The claim counter moves and the lease goes, so a worker extracting the document
-        owns nothing any more: its writes are refused by the fence.
+        The content hash is erased with the content (it reads as an empty string): it would
+        confirm what the document said to anyone holding a candidate file. The claim counter
+        moves and the lease goes, so a worker extracting the document owns nothing any more:
+        its writes are refused by the fence.
         """
         async with self._lock:
             row = self._rows.get(document_id)
@@ -417,7 +419,15 @@ class InMemoryDocumentRepository:
             row.data, row.text, row.segments = None, None, ()
             row.worker_id = row.lease_until = None
             row.claim_seq += 1
-            self._update(row, now, deleted=True, findings=(), segment_count=0, bytes_retained=False)
+            self._update(
+                row,
+                now,
+                deleted=True,
+                sha256="",
+                findings=(),
+                segment_count=0,
+                bytes_retained=False,
+            )
             if audit is not None:
                 self._outbox.append(audit)
             return True
