@@ -38,11 +38,12 @@ streamable HTTP: one self-contained POST) from a separate process, ``--clients``
 (sequential, 8 and 32 by default), ``--calls`` calls each, every response parsed and
 checked. ``--rounds`` repeats the settings, the side that goes first alternating. Printed
 per run: calls/s, p50 and p99, and the CPU time per call of each MCP server's process tree
-and of the PostgreSQL backends serving its role (``/proc/<pid>/stat`` utime+stime before and
+and of the PostgreSQL backends serving its roles (``/proc/<pid>/stat`` utime+stime before and
 after, divided by the calls made meanwhile: the measured ones plus each client's one
-connection-opening call). Then the ESRA/DBHub ratios per setting (medians over rounds) and
-the targets: ESRA's throughput at least DBHub's at 8 and 32 clients, its sequential p50 at
-most 1.2× DBHub's.
+connection-opening call), and of that, what ESRA's own state role costs (its audit commits
+and configuration polling; DBHub has none). Then the ESRA/DBHub ratios per setting (medians
+over rounds) and the targets: ESRA's throughput at least DBHub's at 8 and 32 clients, its
+sequential p50 at most 1.2× DBHub's.
 
 Skipped, with a message and exit status 0, when PostgreSQL cannot be reached, npm is not on
 the path, or the npm registry cannot be reached; ``--npm-prefix`` reuses an install.
@@ -590,13 +591,15 @@ def _client_process(side: str, url: str, call: RecordedCall, *, clients: int, ca
 
 @attrs.frozen
 class Side:
-    """One server under load: its name, URL, replayed request, process and database role."""
+    """One server under load: its name, URL, replayed request, process and database roles
+    (``state_roles``: those of them that keep its own state and audit, not the source's)."""
 
     name: str
     url: str
     call: RecordedCall
     pid: int
     roles: tuple[str, ...]
+    state_roles: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -606,6 +609,8 @@ class Measured:
     result: Result
     server_cpu_s: float
     database_cpu_s: float
+    # Of database_cpu_s, what the side's own state and audit cost (ESRA's audit commits).
+    state_cpu_s: float
 
     @property
     def calls_made(self) -> int:
@@ -643,18 +648,21 @@ def _run_one(
     tree = descendants(side.pid)
     server_before = process_cpu_s(tree)
     database_before = process_cpu_s(_backends(dsn, side.roles))
+    state_before = process_cpu_s(_backends(dsn, side.state_roles))
     result = pool.submit(
         _client_process, side.name, side.url, side.call, clients=clients, calls=calls
     ).result()
     # Read the tree again: a process started meanwhile counts from zero.
     server_after = process_cpu_s(descendants(side.pid))
     database_after = process_cpu_s(_backends(dsn, side.roles))
+    state_after = process_cpu_s(_backends(dsn, side.state_roles))
     return Measured(
         side.name,
         clients,
         result,
         _cpu(server_before, server_after),
         _cpu(database_before, database_after),
+        _cpu(state_before, state_after),
     )
 
 
@@ -677,13 +685,14 @@ def _measure(
 
 def _print(runs: Sequence[Sequence[Measured]], settings: Sequence[int]) -> None:
     header = f"{'round':<6} {'clients':>7} {'side':<6} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}"
-    print(f"{header} {'server CPU ms/call':>19} {'PostgreSQL CPU ms/call':>23}")
+    print(f"{header} {'server CPU ms/call':>19} {'PostgreSQL CPU ms/call':>23} {'of it state':>12}")
     for number, measured in enumerate(runs, start=1):
         for m in measured:
             p99 = percentile(m.result[0], 0.99) * 1000
             row = f"{number:<6} {m.clients:>7} {m.side:<6} {m.throughput:>8.1f} "
             row += f"{m.p50 * 1000:>8.2f} {p99:>8.2f} {m.cpu_per_call * 1000:>19.2f} "
-            row += f"{m.database_cpu_s / m.calls_made * 1000:>23.2f}"
+            row += f"{m.database_cpu_s / m.calls_made * 1000:>23.2f} "
+            row += f"{m.state_cpu_s / m.calls_made * 1000:>12.2f}"
             print(row)
     print()
     print(f"{'clients':>7} {'ESRA/DBHub calls/s':>19} {'p50':>6} {'server CPU/call':>16}  target")
@@ -836,7 +845,12 @@ def main() -> int:
             dbhub_call, rows = _warm_up_dbhub(hub, statement)
             sides = (
                 Side(
-                    "ESRA", host.url, esra_call, host.process.pid, (run.esra_role, run.state_role)
+                    "ESRA",
+                    host.url,
+                    esra_call,
+                    host.process.pid,
+                    (run.esra_role, run.state_role),
+                    state_roles=(run.state_role,),
                 ),
                 Side("DBHub", hub.url, dbhub_call, hub.process.pid, (run.dbhub_role,)),
             )
