@@ -17,10 +17,8 @@ ended.
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -31,7 +29,7 @@ from esra.core._docstore import sandbox
 from esra.core._docstore._text_pdf import text_pdf
 from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.sandbox import ExtractionSandbox, SandboxLimits
-from tests.core.docstore._scripted_sandbox import ScriptedSandbox
+from tests.core.docstore._scripted_sandbox import ScriptedSandbox, tried
 
 
 def _landlock_abi() -> int:
@@ -117,37 +115,15 @@ _SERVER = textwrap.dedent(
 )
 
 
-class _TryingSandbox(ScriptedSandbox):
-    """One real sandbox server, started in ``working_directory``, whose PDF reader tries,
-    for documents marked ``TRY``, to read what a child must not."""
-
-    def __init__(self, working_directory: Path, *arguments: str) -> None:
-        super().__init__(_SERVER, *arguments)
-        self._working_directory = working_directory
-
-    def _start(self) -> subprocess.Popen[bytes] | None:
-        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PATH": os.defpath}
-        server = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-            self._command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=self._working_directory,
-        )
-        assert sandbox._announcement(server) == {"ready": True}
-        return server
-
-
-def _tried(served: ScriptedSandbox, directory: Path) -> dict[str, str]:
-    plan = {"directory": str(directory), "owner": os.getpid()}
-    answer = served.extract(b"TRY " + json.dumps(plan).encode(), LIMITS, reader=DocumentFormat.PDF)
-    assert "refusal" not in answer, answer
-    pages = answer["pages"]
+def _tried_in(directory: Path, *arguments: str) -> tuple[dict[str, str], list[object]]:
+    """What a child of a server started in ``directory`` reported trying, and the pages of
+    a real document read by the same server's next child."""
+    with ScriptedSandbox(_SERVER, *arguments, cwd=directory) as served:
+        outcomes = tried(served, {"directory": str(directory), "owner": os.getpid()})
+        again = served.extract(text_pdf(["again"]), LIMITS, reader=DocumentFormat.PDF)
+    pages = again["pages"]
     assert isinstance(pages, list)
-    tried = json.loads(pages[0])
-    assert isinstance(tried, dict)
-    return tried
+    return outcomes, pages
 
 
 @pytest.fixture
@@ -165,10 +141,7 @@ def test_a_child_reads_no_secret_and_no_tenants_data(
 ) -> None:
     """Even with the server started in the data directory, which ``python -m`` (and ``-c``)
     put first on the import path."""
-    with _TryingSandbox(state_directory, import_path) as served:
-        tried = _tried(served, state_directory)
-        # The same server's next child, of a real document, reads it as ever.
-        again = served.extract(text_pdf(["again"]), LIMITS, reader=DocumentFormat.PDF)
+    outcomes, again = _tried_in(state_directory, import_path)
     for name in (
         "the server's environment",
         "the owner's environment",
@@ -182,16 +155,17 @@ def test_a_child_reads_no_secret_and_no_tenants_data(
         "the root directory",
         "a temporary directory",
     ):
-        assert tried[name] in REFUSED, (name, tried[name])
+        assert outcomes[name] in REFUSED, (name, outcomes[name])
     if Path("/etc/hostname").exists():
-        assert tried["the host name"] in REFUSED, tried["the host name"]
-    assert not any(SECRET.decode() in outcome for outcome in tried.values())
+        assert outcomes["the host name"] in REFUSED, outcomes["the host name"]
+    assert not any(SECRET.decode() in outcome for outcome in outcomes.values())
     # What a reader needs still works: reading and importing what Python brings.
-    assert tried["a stdlib source"] == "done"
-    assert tried["a stdlib module not imported yet"] == "done"
-    assert tried["an extension module not loaded yet"] == "done"
-    assert tried["an extension module with a library not loaded yet"] == "done"
-    assert again["pages"] == ["again"]
+    assert outcomes["a stdlib source"] == "done"
+    assert outcomes["a stdlib module not imported yet"] == "done"
+    assert outcomes["an extension module not loaded yet"] == "done"
+    assert outcomes["an extension module with a library not loaded yet"] == "done"
+    # The same server's next child, of a real document, reads it as ever.
+    assert again == ["again"]
 
 
 def test_the_real_server_started_in_the_data_directory_extracts(
@@ -215,26 +189,8 @@ _UNRESTRICTED_SERVER = textwrap.dedent(
 )
 
 
-class _AnnouncingSandbox(ScriptedSandbox):
-    """A real server started from ``script``; its announcement is kept in ``announced``."""
-
-    announced: dict[str, object] | None = None
-
-    def _start(self) -> subprocess.Popen[bytes] | None:
-        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PATH": os.defpath}
-        server = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-            self._command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        self.announced = sandbox._announcement(server)
-        return server
-
-
 def test_without_landlock_children_still_extract_and_the_server_says_what_is_missing() -> None:
-    with _AnnouncingSandbox(_UNRESTRICTED_SERVER) as served:
+    with ScriptedSandbox(_UNRESTRICTED_SERVER, any_announcement=True) as served:
         answer = served.extract(text_pdf(["read"]), LIMITS, reader=DocumentFormat.PDF)
         announced = served.announced
     assert answer["pages"] == ["read"]

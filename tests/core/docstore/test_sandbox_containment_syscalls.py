@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import os
 import platform
@@ -37,6 +36,7 @@ from esra.core._docstore.formats import DocumentFormat
 from esra.core._docstore.sandbox import ExtractionSandbox, SandboxLimits
 from esra.core._docstore.zipguard import ZipLimits
 from tests.core.docstore._scripted_sandbox import ScriptedSandbox
+from tests.core.docstore._scripted_sandbox import tried as scripted_tried
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64"),
@@ -139,16 +139,6 @@ def _listening() -> Iterator[socket.socket]:
         yield listener
 
 
-def _tried(served: _TryingSandbox, plan: dict[str, object]) -> dict[str, str]:
-    answer = served.extract(b"TRY " + json.dumps(plan).encode(), LIMITS, reader=DocumentFormat.PDF)
-    assert "refusal" not in answer, answer
-    pages = answer["pages"]
-    assert isinstance(pages, list)
-    tried = json.loads(pages[0])
-    assert isinstance(tried, dict)
-    return tried
-
-
 def test_a_child_is_refused_the_network_programs_processes_and_writes(tmp_path: Path) -> None:
     existing = tmp_path / "existing"
     existing.write_bytes(b"kept as it is")
@@ -159,7 +149,7 @@ def test_a_child_is_refused_the_network_programs_processes_and_writes(tmp_path: 
     }
     with _listening() as listener, _TryingSandbox() as served:
         server = served.server_pid
-        tried = _tried(
+        tried = scripted_tried(
             served,
             {
                 "port": listener.getsockname()[1],
@@ -208,7 +198,7 @@ def test_a_child_cannot_signal_its_server() -> None:
         assert first["pages"] == ["first"]
         server = served.server_pid
         assert server is not None
-        tried = _tried(
+        tried = scripted_tried(
             served,
             {
                 "port": listener.getsockname()[1],
